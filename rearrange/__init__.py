@@ -1,0 +1,65 @@
+"""rearrange — an einops-style rearrangement compiler over strided memory.
+
+``import rearrange`` loads numpy and this package only: numba is imported on the first
+copy that needs a kernel, torch and dask only when the caller hands in such an array.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    ArgumentTypeError,
+    DimensionError,
+    LayoutError,
+    PatternError,
+    RearrangeError,
+)
+from .layout import Layout
+from .tensor import (
+    Size,
+    Storage,
+    Tensor,
+    UntypedStorage,
+    arange,
+    as_strided,
+    as_tensor,
+    bool,
+    cdouble,
+    cfloat,
+    complex64,
+    complex128,
+    double,
+    empty,
+    float,
+    float16,
+    float32,
+    float64,
+    from_numpy,
+    full,
+    half,
+    int,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    manual_seed,
+    ones,
+    rand,
+    randn,
+    short,
+    tensor,
+    uint8,
+    zeros,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RearrangeError", "LayoutError", "DimensionError", "ArgumentTypeError", "PatternError",
+    "Layout", "Tensor", "Size", "Storage", "UntypedStorage",
+    "tensor", "as_tensor", "from_numpy", "arange", "zeros", "ones", "empty", "full",
+    "rand", "randn", "as_strided", "manual_seed",
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "complex64", "complex128", "half", "float", "double", "short", "int", "long",
+    "cfloat", "cdouble",
+]

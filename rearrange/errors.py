@@ -1,0 +1,48 @@
+"""The exception hierarchy.
+
+Every error this package raises for bad input is a :class:`RearrangeError`, a
+``ValueError`` subclass, so one ``except rearrange.RearrangeError`` catches them all.
+Where PyTorch raises a different builtin class for the same mistake, the child class
+below is *also* that builtin, so code written against torch keeps working:
+
+====================  ==================  =========================================
+class                 also a              raised for
+====================  ==================  =========================================
+RearrangeError        ValueError          the root; also torch's ValueErrors
+LayoutError           RuntimeError        strides/sizes that forbid an op (view, expand, ...)
+DimensionError        IndexError          a dim or an index out of range
+ArgumentTypeError     TypeError           an argument of the wrong type
+PatternError          —                   a rearrange pattern that is malformed or
+                                          does not fit the input
+====================  ==================  =========================================
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RearrangeError",
+    "LayoutError",
+    "DimensionError",
+    "ArgumentTypeError",
+    "PatternError",
+]
+
+
+class RearrangeError(ValueError):
+    """Root of every error raised by ``rearrange`` for bad input."""
+
+
+class LayoutError(RearrangeError, RuntimeError):
+    """The requested shape/strides cannot be produced (PyTorch raises RuntimeError)."""
+
+
+class DimensionError(RearrangeError, IndexError):
+    """A dimension or an index is out of range (PyTorch raises IndexError)."""
+
+
+class ArgumentTypeError(RearrangeError, TypeError):
+    """An argument has the wrong type (PyTorch raises TypeError)."""
+
+
+class PatternError(RearrangeError):
+    """A pattern is malformed, or does not fit the input it is applied to."""

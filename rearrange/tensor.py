@@ -1,0 +1,711 @@
+"""``rearrange.Tensor``: a flat numpy storage plus a :class:`~rearrange.layout.Layout`.
+
+This is PyTorch's memory model made executable, a torch-compatible subset, so the usual
+examples run with ``import rearrange as torch``::
+
+    >>> import rearrange as torch
+    >>> x = torch.arange(6).view(2, 3)
+    >>> x.stride(), x.t().stride(), x.t().is_contiguous()
+    ((3, 1), (1, 3), False)
+
+Views share the storage object of their base; ``reshape``/``flatten``/``contiguous``
+copy exactly when torch would, and every op raises what torch raises, with torch's
+message, as a class that is both the builtin torch uses and a ``RearrangeError``.
+
+Dtypes are numpy dtypes (``rearrange.float32 is numpy.dtype('float32')``); the defaults
+follow torch: Python floats give float32, Python ints give int64.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from .errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeError
+from .layout import Layout, as_int, infer_size, wrap_dim
+
+__all__ = [
+    "Tensor", "Size", "Storage", "UntypedStorage",
+    "tensor", "as_tensor", "from_numpy", "arange", "zeros", "ones", "empty", "full",
+    "rand", "randn", "as_strided", "manual_seed",
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "complex64", "complex128", "half", "float", "double", "short", "int", "long",
+    "cfloat", "cdouble",
+]
+
+_builtin_bool, _builtin_float, _builtin_int = bool, float, int
+
+bool = np.dtype("bool")  # noqa: A001 - torch's names, on purpose
+uint8 = np.dtype("uint8")
+int8 = np.dtype("int8")
+int16 = short = np.dtype("int16")
+int32 = int = np.dtype("int32")  # noqa: A001
+int64 = long = np.dtype("int64")
+float16 = half = np.dtype("float16")
+float32 = float = np.dtype("float32")  # noqa: A001
+float64 = double = np.dtype("float64")
+complex64 = cfloat = np.dtype("complex64")
+complex128 = cdouble = np.dtype("complex128")
+
+_DEFAULT_FLOAT = float32
+_TORCH_TYPE_NAMES = {
+    "bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor",
+    "int16": "ShortTensor", "int32": "IntTensor", "int64": "LongTensor",
+    "float16": "HalfTensor", "float32": "FloatTensor", "float64": "DoubleTensor",
+    "complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor",
+}
+
+_generator = np.random.default_rng()
+
+
+def manual_seed(seed: _builtin_int) -> None:
+    """Seed ``rand``/``randn`` (numpy's generator, so values differ from torch's)."""
+    global _generator
+    _generator = np.random.default_rng(as_int(seed, "seed"))
+
+
+def _dtype(value: object) -> np.dtype:
+    try:
+        return np.dtype(value)
+    except TypeError:
+        raise ArgumentTypeError(f"dtype must be a numpy-compatible dtype, got {value!r}") from None
+
+
+def _address(array: np.ndarray) -> _builtin_int:
+    return array.__array_interface__["data"][0]
+
+
+class Size(tuple):
+    """A shape: a tuple of ints that prints like ``torch.Size``."""
+
+    def __repr__(self) -> str:
+        return f"Size({list(self)!r})"
+
+    def numel(self) -> _builtin_int:
+        return math.prod(self)
+
+
+class UntypedStorage:
+    """The bytes behind a storage (``t.untyped_storage()``)."""
+
+    __slots__ = ("_storage",)
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    def data_ptr(self) -> _builtin_int:
+        return self._storage.data_ptr()
+
+    def nbytes(self) -> _builtin_int:
+        return self._storage.nbytes()
+
+    def size(self) -> _builtin_int:
+        return self._storage.nbytes()
+
+    def __len__(self) -> _builtin_int:
+        return self._storage.nbytes()
+
+
+class Storage:
+    """A flat, one-dimensional block of elements that tensors view.
+
+    Invariant: ``array`` is one-dimensional and C-contiguous (stride = itemsize); every
+    tensor on this storage addresses positions ``0 <= p < len(array)``.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        assert array.ndim == 1 and (array.size <= 1 or array.strides[0] == array.itemsize)
+        self.array = array
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    def data_ptr(self) -> _builtin_int:
+        return _address(self.array)
+
+    def nbytes(self) -> _builtin_int:
+        return self.array.nbytes
+
+    def size(self) -> _builtin_int:
+        return self.array.size
+
+    def __len__(self) -> _builtin_int:
+        return self.array.size
+
+    def __getitem__(self, index: object) -> Any:
+        try:
+            item = self.array[index]
+        except IndexError as error:
+            raise DimensionError(f"storage index {index!r}: {error}") from None
+        return item.tolist()
+
+    def tolist(self) -> list:
+        return self.array.tolist()
+
+    def untyped(self) -> UntypedStorage:
+        return UntypedStorage(self)
+
+    def __repr__(self) -> str:
+        name = _TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name).replace("Tensor", "Storage")
+        body = "\n".join(f" {v}" for v in self.array.tolist())
+        return f"{body}\n[rearrange.{name} of size {self.array.size}]"
+
+
+def _strided_view(storage: Storage, layout: Layout) -> np.ndarray:
+    """A numpy array over ``storage`` addressed by ``layout`` (shares memory)."""
+    itemsize = storage.array.itemsize
+    if layout.numel == 0:
+        return np.ndarray(layout.shape, storage.dtype, buffer=storage.array[:0])
+    return np.ndarray(
+        layout.shape,
+        storage.dtype,
+        buffer=storage.array,
+        offset=layout.offset * itemsize,
+        strides=tuple(s * itemsize for s in layout.strides),
+    )
+
+
+def _size_args(args: tuple, what: str) -> tuple[_builtin_int, ...]:
+    """``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` all mean the sizes ``(2, 3)``."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    sizes = []
+    for k, value in enumerate(args):
+        if isinstance(value, _builtin_bool) or not hasattr(value, "__index__"):
+            raise ArgumentTypeError(
+                f"{what}(): argument 'size' must be a tuple of ints, but found element of "
+                f"type {type(value).__name__} at pos {k}"
+            )
+        sizes.append(value.__index__())
+    return tuple(sizes)
+
+
+class Tensor:
+    """A view of a :class:`Storage` through a :class:`Layout`."""
+
+    __slots__ = ("_storage", "_layout", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RearrangeError(
+            "create tensors with rearrange.tensor(), zeros(), arange(), from_numpy(), ..."
+        )
+
+    @classmethod
+    def _wrap(cls, storage: Storage, layout: Layout) -> Tensor:
+        self = object.__new__(cls)
+        self._storage = storage
+        self._layout = layout
+        return self
+
+    def _with(self, layout: Layout) -> Tensor:
+        return Tensor._wrap(self._storage, layout)
+
+    # ------------------------------------------------------------------ inspection
+
+    @property
+    def layout(self) -> Layout:
+        """The :class:`Layout` (shape, strides, offset in elements)."""
+        return self._layout
+
+    @property
+    def shape(self) -> Size:
+        return Size(self._layout.shape)
+
+    def size(self, dim: object = None) -> Size | _builtin_int:
+        if dim is None:
+            return Size(self._layout.shape)
+        return self._layout.shape[wrap_dim(dim, self.ndim, wrap_scalar=False)]
+
+    def stride(self, dim: object = None) -> tuple[_builtin_int, ...] | _builtin_int:
+        if dim is None:
+            return self._layout.strides
+        return self._layout.strides[wrap_dim(dim, self.ndim, wrap_scalar=False)]
+
+    def storage_offset(self) -> _builtin_int:
+        return self._layout.offset
+
+    @property
+    def ndim(self) -> _builtin_int:
+        return self._layout.ndim
+
+    def dim(self) -> _builtin_int:
+        return self._layout.ndim
+
+    ndimension = dim
+
+    def numel(self) -> _builtin_int:
+        return self._layout.numel
+
+    nelement = numel
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._storage.dtype
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def element_size(self) -> _builtin_int:
+        return self._storage.dtype.itemsize
+
+    def is_contiguous(self) -> _builtin_bool:
+        return self._layout.is_contiguous()
+
+    def data_ptr(self) -> _builtin_int:
+        return self._storage.data_ptr() + self._layout.offset * self.element_size()
+
+    def storage(self) -> Storage:
+        return self._storage
+
+    def untyped_storage(self) -> UntypedStorage:
+        return UntypedStorage(self._storage)
+
+    def numpy(self) -> np.ndarray:
+        """A numpy array sharing this tensor's memory."""
+        return _strided_view(self._storage, self._layout)
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        array = self.numpy()
+        if dtype is not None:
+            array = array.astype(dtype, copy=False)
+        return array.copy() if copy else array
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def item(self) -> Any:
+        if self.numel() != 1:
+            raise LayoutError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        return self.numpy().reshape(()).item()
+
+    def __len__(self) -> _builtin_int:
+        if self.ndim == 0:
+            raise ArgumentTypeError("len() of a 0-d tensor")
+        return self._layout.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.ndim == 0:
+            raise ArgumentTypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._layout.shape[0]))
+
+    def __bool__(self) -> _builtin_bool:
+        if self.numel() != 1:
+            raise LayoutError(
+                f"Boolean value of Tensor with {'no' if self.numel() == 0 else 'more than one'} "
+                "values is ambiguous"
+            )
+        return _builtin_bool(self.item())
+
+    def __float__(self) -> _builtin_float:
+        return _builtin_float(self.item())
+
+    def __int__(self) -> _builtin_int:
+        return _builtin_int(self.item())
+
+    def __eq__(self, other: object) -> Tensor:  # type: ignore[override]
+        return _from_array(np.asarray(self.numpy() == np.asarray(other)))
+
+    def __ne__(self, other: object) -> Tensor:  # type: ignore[override]
+        return _from_array(np.asarray(self.numpy() != np.asarray(other)))
+
+    __hash__ = object.__hash__
+
+    def equal(self, other: Tensor) -> _builtin_bool:
+        return self.shape == other.shape and _builtin_bool(np.array_equal(self.numpy(), other.numpy()))
+
+    def __repr__(self) -> str:
+        array = self.numpy()
+        options: dict[str, Any] = {"separator": ", ", "prefix": "tensor("}
+        if array.dtype.kind in "fc":
+            options["formatter"] = {"float_kind": lambda v: f"{v:.4f}"}
+        body = np.array2string(array, **options)
+        extras = ""
+        if self.dtype not in (float32, int64, bool):
+            extras += f", dtype=rearrange.{self.dtype.name}"
+        if self.numel() == 0 and self.ndim != 1:
+            extras += f", size={tuple(self.shape)}"
+        return f"tensor({body}{extras})"
+
+    # ------------------------------------------------------------------ views
+
+    def view(self, *shape: object) -> Tensor:
+        """The same elements as ``shape``; never copies (raises when strides forbid it)."""
+        sizes = infer_size(_size_args(shape, "view"), self.numel())
+        layout = self._layout.try_view(sizes)
+        if layout is None:
+            raise LayoutError(
+                "view size is not compatible with input tensor's size and stride (at least "
+                "one dimension spans across two contiguous subspaces). Use .reshape(...) "
+                "instead."
+            )
+        return self._with(layout)
+
+    def view_as(self, other: Tensor) -> Tensor:
+        return self.view(other.shape)
+
+    def permute(self, *dims: object) -> Tensor:
+        return self._with(self._layout.permute(_size_args(dims, "permute")))
+
+    def transpose(self, dim0: object, dim1: object) -> Tensor:
+        return self._with(self._layout.transpose(dim0, dim1))
+
+    swapaxes = swapdims = transpose
+
+    def t(self) -> Tensor:
+        if self.ndim > 2:
+            raise LayoutError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+        return self.transpose(0, 1) if self.ndim == 2 else self._with(self._layout)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - torch's name
+        if self.ndim == 0:
+            warnings.warn(
+                "Tensor.T is deprecated on 0-D tensors. This function is the identity in "
+                "these cases.", UserWarning, stacklevel=2,
+            )
+        elif self.ndim > 2:
+            warnings.warn(
+                "The use of `x.T` on tensors of dimension other than 2 to reverse their "
+                "shape is deprecated and it will throw an error in a future release. "
+                "Consider `x.mT` to transpose batches of matrices or `x.permute(*torch."
+                "arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.",
+                UserWarning, stacklevel=2,
+            )
+        return self._with(self._layout.permute(range(self.ndim - 1, -1, -1)))
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802 - torch's name
+        if self.ndim < 2:
+            raise LayoutError(
+                "tensor.mT is only supported on matrices or batches of matrices. "
+                f"Got {self.ndim}-D tensor."
+            )
+        return self.transpose(-2, -1)
+
+    def movedim(self, source: object, destination: object) -> Tensor:
+        return self._with(self._layout.movedim(source, destination))
+
+    moveaxis = movedim
+
+    def squeeze(self, dim: object = None) -> Tensor:
+        return self._with(self._layout.squeeze(dim))
+
+    def unsqueeze(self, dim: object) -> Tensor:
+        return self._with(self._layout.unsqueeze(dim))
+
+    def unflatten(self, dim: object, sizes: Sequence[object]) -> Tensor:
+        dim = wrap_dim(dim, self.ndim)
+        sizes = _size_args((sizes,) if isinstance(sizes, (tuple, list)) else (sizes,), "unflatten")
+        if not sizes:
+            raise LayoutError("unflatten: sizes must be non-empty")
+        if self.ndim == 0:
+            raise LayoutError(
+                "unflatten got an unexpected error:\n"
+                f"Dimension specified as {dim} but tensor has no dimensions"
+            )
+        try:
+            resolved = infer_size(sizes, self._layout.shape[dim])
+        except LayoutError as error:
+            if "is invalid for input of size" in str(error):
+                raise LayoutError(
+                    f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of "
+                    f"dim {dim} ({self._layout.shape[dim]}) in the input tensor"
+                ) from None
+            raise LayoutError(f"unflatten got an unexpected error:\n{error}") from None
+        shape = self._layout.shape
+        return self.view(shape[:dim] + resolved + shape[dim + 1 :])
+
+    def expand(self, *sizes: object) -> Tensor:
+        type_name = "torch." + _TORCH_TYPE_NAMES.get(self.dtype.name, "Tensor")
+        return self._with(self._layout.expand(_size_args(sizes, "expand"), type_name=type_name))
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return self.expand(other.shape)
+
+    def as_strided(self, size: Sequence[object], stride: Sequence[object],
+                   storage_offset: object = None) -> Tensor:
+        return as_strided(self, size, stride, storage_offset)
+
+    def __getitem__(self, key: object) -> Tensor:
+        items = key if isinstance(key, tuple) else (key,)
+        if not isinstance(key, tuple) and hasattr(key, "__index__") and self.ndim == 0 \
+                and not isinstance(key, (_builtin_bool, Tensor, np.ndarray)):
+            raise DimensionError(
+                "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number"
+            )
+        for item in items:
+            if isinstance(item, (Tensor, np.ndarray, list, _builtin_bool)):
+                raise DimensionError(
+                    "advanced indexing (tensors, arrays, lists, bools) is not supported: "
+                    "rearrange.Tensor implements basic indexing only (ints, slices, None, ...)"
+                )
+            if isinstance(item, slice):
+                if item.step is not None and as_int(item.step, "slice step") == 0:
+                    raise RearrangeError("slice step cannot be zero")
+                if item.step is not None and item.step < 0:
+                    raise RearrangeError("step must be greater than zero")
+            elif not (item is None or item is Ellipsis or hasattr(item, "__index__")):
+                raise DimensionError(
+                    "only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                    f"Variables are valid indices (got {type(item).__name__})"
+                )
+        return self._with(self._layout.index(key))
+
+    def __setitem__(self, key: object, value: object) -> None:
+        target = self[key].numpy()
+        if not target.flags.writeable:
+            raise RearrangeError("cannot write to a tensor whose storage is read-only")
+        source = value.numpy() if isinstance(value, Tensor) else value
+        try:
+            target[...] = source
+        except (ValueError, TypeError) as error:
+            raise RearrangeError(
+                f"cannot assign a value of shape {np.shape(source)} to a tensor of shape "
+                f"{tuple(target.shape)}: {error}"
+            ) from None
+
+    # ------------------------------------------------------------------ maybe-copies
+
+    def reshape(self, *shape: object) -> Tensor:
+        """A view when strides allow one, else a C-contiguous copy (torch's rule)."""
+        sizes = infer_size(_size_args(shape, "reshape"), self.numel())
+        layout = self._layout.try_view(sizes)
+        if layout is not None:
+            return self._with(layout)
+        return self._copy_to(Layout.contiguous(self.shape)).view(sizes)
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        return self.reshape(other.shape)
+
+    def flatten(self, start_dim: object = 0, end_dim: object = -1) -> Tensor:
+        start = wrap_dim(start_dim, self.ndim)
+        end = wrap_dim(end_dim, self.ndim)
+        if self.ndim == 0:
+            return self.reshape(1)
+        if start > end:
+            raise LayoutError("flatten() has invalid args: start_dim cannot come after end_dim")
+        if start == end:
+            return self
+        shape = self._layout.shape
+        return self.reshape(shape[:start] + (math.prod(shape[start : end + 1]),) + shape[end + 1 :])
+
+    def contiguous(self) -> Tensor:
+        """``self`` when already contiguous, else a C-contiguous copy."""
+        if self.is_contiguous():
+            return self
+        return self._copy_to(Layout.contiguous(self.shape))
+
+    def clone(self) -> Tensor:
+        """Always a copy, keeping the dim order of the strides (torch's preserve_format)."""
+        return self._copy_to(self._preserved_layout())
+
+    def to(self, dtype: object = None, *, copy: _builtin_bool = False) -> Tensor:
+        """This tensor as ``dtype`` (``self`` when nothing changes and ``copy`` is False)."""
+        if isinstance(dtype, str) and dtype == "cpu":
+            dtype = None
+        target = self.dtype if dtype is None else _dtype(dtype)
+        if target == self.dtype and not copy:
+            return self
+        return self._copy_to(self._preserved_layout(), target)
+
+    def float(self) -> Tensor:
+        return self.to(float32)
+
+    def double(self) -> Tensor:
+        return self.to(float64)
+
+    def long(self) -> Tensor:
+        return self.to(int64)
+
+    def int(self) -> Tensor:
+        return self.to(int32)
+
+    def bool(self) -> Tensor:
+        return self.to(bool)
+
+    def _preserved_layout(self) -> Layout:
+        layout = self._layout
+        if any(s < 0 for s in layout.strides):
+            return Layout.contiguous(layout.shape)
+        if layout.is_non_overlapping_and_dense():
+            # Same strides on a fresh storage that starts at the lowest address.
+            extent = layout.extent()
+            low = extent[0] if extent else layout.offset
+            return Layout(layout.shape, layout.strides, layout.offset - low)
+        return Layout(layout.shape, layout.dense_strides_like(), 0)
+
+    def _copy_to(self, layout: Layout, dtype: np.dtype | None = None) -> Tensor:
+        """A new storage holding this tensor's values, addressed by ``layout``."""
+        dtype = self.dtype if dtype is None else dtype
+        extent = layout.extent()
+        storage = Storage(np.empty(0 if extent is None else extent[1] + 1, dtype))
+        result = Tensor._wrap(storage, layout)
+        if extent is not None:
+            np.copyto(result.numpy(), self.numpy(), casting="unsafe")
+        return result
+
+
+# ---------------------------------------------------------------------- construction
+
+def _from_array(array: np.ndarray) -> Tensor:
+    """A tensor owning a C-contiguous copy of ``array``."""
+    flat = np.ascontiguousarray(array).reshape(-1).copy()
+    return Tensor._wrap(Storage(flat), Layout.contiguous(array.shape))
+
+
+def _infer_dtype(data: object, array: np.ndarray) -> np.dtype:
+    """torch's defaults for Python data: floats are float32, complex is complex64."""
+    if isinstance(data, (np.ndarray, np.generic)):
+        return array.dtype
+    if array.dtype == np.float64:
+        return _DEFAULT_FLOAT
+    if array.dtype == np.complex128:
+        return complex64
+    if array.dtype.kind in "iu":
+        return int64
+    return array.dtype
+
+
+def tensor(data: object, dtype: object = None) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, scalars, arrays, tensors)."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    try:
+        array = np.array(data)
+    except (ValueError, TypeError) as error:
+        raise RearrangeError(f"tensor(): cannot build a tensor from {type(data).__name__}: {error}") from None
+    if array.dtype == object or array.dtype.kind in "USV":
+        raise ArgumentTypeError(
+            f"tensor(): expected numbers or nested sequences of numbers, got {array.dtype} data"
+        )
+    target = _infer_dtype(data, array) if dtype is None else _dtype(dtype)
+    return _from_array(array.astype(target, copy=False))
+
+
+def as_tensor(data: object, dtype: object = None) -> Tensor:
+    """``data`` itself when it is a tensor of ``dtype``, else :func:`tensor`."""
+    if isinstance(data, Tensor) and (dtype is None or _dtype(dtype) == data.dtype):
+        return data
+    if isinstance(data, np.ndarray) and (dtype is None or _dtype(dtype) == data.dtype):
+        return from_numpy(data)
+    return tensor(data, dtype)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing ``array``'s memory (writes show in both); any strides, negative
+    included, as long as they are whole multiples of the itemsize."""
+    if not isinstance(array, np.ndarray):
+        raise ArgumentTypeError(f"expected np.ndarray (got {type(array).__name__})")
+    itemsize = array.itemsize
+    if itemsize == 0 or any(s % itemsize for s in array.strides):
+        raise RearrangeError(
+            f"from_numpy(): strides {array.strides} are not multiples of the itemsize "
+            f"{itemsize}; copy the array first"
+        )
+    strides = tuple(s // itemsize for s in array.strides)
+    if array.size == 0:
+        return Tensor._wrap(Storage(np.empty(0, array.dtype)), Layout(array.shape, strides, 0))
+    probe = Layout(array.shape, strides, 0)
+    low, high = probe.extent()
+    # A view whose first element is the lowest address the array touches.
+    lowest = array[tuple(slice(size - 1, size) if s < 0 else slice(0, 1)
+                         for size, s in zip(array.shape, strides))]
+    flat = np.lib.stride_tricks.as_strided(
+        lowest, shape=(high - low + 1,), strides=(itemsize,),
+        writeable=array.flags.writeable,
+    )
+    return Tensor._wrap(Storage(flat), Layout(array.shape, strides, -low))
+
+
+def as_strided(input: Tensor, size: Sequence[object], stride: Sequence[object],
+               storage_offset: object = None) -> Tensor:
+    """A view of ``input``'s storage with any sizes/strides that stay inside it."""
+    if not isinstance(input, Tensor):
+        raise ArgumentTypeError(f"as_strided(): expected a Tensor, got {type(input).__name__}")
+    size = _size_args((size,), "as_strided")
+    stride = _size_args((stride,), "as_strided")
+    offset = input.storage_offset() if storage_offset is None else as_int(storage_offset, "storage_offset")
+    if any(s < 0 for s in stride):
+        raise LayoutError(
+            f"as_strided: Negative strides are not supported at the moment, got strides: {list(stride)}"
+        )
+    if len(size) != len(stride):
+        raise LayoutError(f"mismatch in length of strides and shape")
+    if any(s < 0 for s in size):
+        raise LayoutError(f"as_strided: sizes must be non-negative, got {list(size)}")
+    layout = Layout(size, stride, offset)
+    needed = 0 if layout.numel == 0 else layout.extent()[1] + 1
+    itemsize = input.element_size()
+    if needed > len(input.storage()) or offset < 0:
+        raise LayoutError(
+            f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
+            f"and itemsize {itemsize} requiring a storage size of {needed * itemsize} are out "
+            f"of bounds for storage of size {len(input.storage()) * itemsize}"
+        )
+    return input._with(layout)
+
+
+def _filled(name: str, sizes: tuple, dtype: object, fill) -> Tensor:
+    shape = _size_args(sizes, name)
+    if any(s < 0 for s in shape):
+        raise LayoutError(f"{name}: Dimension size must be non-negative.")
+    target = _DEFAULT_FLOAT if dtype is None else _dtype(dtype)
+    flat = fill(math.prod(shape), target)
+    return Tensor._wrap(Storage(flat), Layout.contiguous(shape))
+
+
+def zeros(*size: object, dtype: object = None) -> Tensor:
+    return _filled("zeros", size, dtype, lambda n, t: np.zeros(n, t))
+
+
+def ones(*size: object, dtype: object = None) -> Tensor:
+    return _filled("ones", size, dtype, lambda n, t: np.ones(n, t))
+
+
+def empty(*size: object, dtype: object = None) -> Tensor:
+    return _filled("empty", size, dtype, lambda n, t: np.empty(n, t))
+
+
+def full(size: Sequence[object], fill_value: object, dtype: object = None) -> Tensor:
+    if dtype is None:
+        dtype = _infer_dtype(fill_value, np.asarray(fill_value))
+    return _filled("full", (size,), dtype, lambda n, t: np.full(n, fill_value, t))
+
+
+def rand(*size: object, dtype: object = None) -> Tensor:
+    """Uniform on [0, 1)."""
+    return _filled("rand", size, dtype, lambda n, t: _generator.random(n).astype(t))
+
+
+def randn(*size: object, dtype: object = None) -> Tensor:
+    """Standard normal."""
+    return _filled("randn", size, dtype, lambda n, t: _generator.standard_normal(n).astype(t))
+
+
+def arange(start: object, end: object = None, step: object = 1, *, dtype: object = None) -> Tensor:
+    """``[start, end)`` by ``step``; int64 for integer arguments, float32 otherwise."""
+    if end is None:
+        start, end = 0, start
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if isinstance(value, _builtin_bool) or not isinstance(value, (_builtin_int, _builtin_float, np.number)):
+            raise ArgumentTypeError(f"arange(): {name} must be a number, got {value!r}")
+    if step == 0:
+        raise RearrangeError("arange(): step must be nonzero")
+    if (end - start) * step < 0:
+        raise RearrangeError(
+            f"arange(): upper bound and larger bound inconsistent with step sign "
+            f"(start={start}, end={end}, step={step})"
+        )
+    integral = all(isinstance(v, (_builtin_int, np.integer)) for v in (start, end, step))
+    target = (int64 if integral else _DEFAULT_FLOAT) if dtype is None else _dtype(dtype)
+    values = np.arange(start, end, step, dtype=np.float64 if not integral else np.int64)
+    return _from_array(values.astype(target))

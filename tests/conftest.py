@@ -1,0 +1,34 @@
+"""Shared test set-up: Hypothesis profiles and a guard that CI tests the built wheel."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import hypothesis
+import pytest
+
+import rearrange
+
+# "dev" keeps a local run quick; "ci" (set by .ci/run) runs thousands of examples.
+hypothesis.settings.register_profile("dev", max_examples=100, deadline=None)
+hypothesis.settings.register_profile(
+    "ci", max_examples=400, deadline=None, print_blob=True, derandomize=False
+)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"rearrange {rearrange.__version__} from {pathlib.Path(rearrange.__file__).parent}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("REARRANGE_REQUIRE_INSTALLED"):
+        package = pathlib.Path(rearrange.__file__).resolve().parent
+        if package.parent == REPO_ROOT:
+            raise pytest.UsageError(
+                f"testing the source tree ({package}) instead of the installed wheel"
+            )
