@@ -1,4 +1,11 @@
-"""Command line: ``python -m rearrange demo`` (and, as the compiler lands, ``explain``)."""
+"""Command line.
+
+    rearrange explain 'b h t d -> b t (h d)' --shape 2,8,128,64 [--strides ...]
+              [--dtype float32] [--json | --emit numpy|torch] [h=8 ...]
+    rearrange demo
+
+``python -m rearrange`` is the same program.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,50 @@ import argparse
 import sys
 from typing import Sequence
 
-from . import arange
+from .errors import RearrangeError
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    text = text.strip().strip("()[]")
+    if not text:
+        return ()
+    try:
+        return tuple(int(part) for part in text.replace(" ", "").split(",") if part != "")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 2,8,128,64; got {text!r}"
+        ) from None
+
+
+def _axis_length(text: str) -> tuple[str, int]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=LENGTH such as h=8; got {text!r}")
+    try:
+        return name, int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"the length in {text!r} is not an integer") from None
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from .api import explain
+
+    copy = {"auto": None, "never": False, "always": True}[args.copy]
+    plan = explain(args.shape, args.pattern, strides=args.strides, dtype=args.dtype,
+                   copy=copy, **dict(args.lengths))
+    if args.json:
+        print(plan.dump())
+    elif args.emit:
+        print(plan.to_source(args.emit))
+    else:
+        print(plan)
+    return 0
 
 
 def _demo(_: argparse.Namespace) -> int:
     """Walk through the memory model on a small tensor."""
+    from . import arange
+
     x = arange(24).view(2, 3, 4)
     steps = [
         ("x = arange(24).view(2, 3, 4)", x),
@@ -19,28 +65,54 @@ def _demo(_: argparse.Namespace) -> int:
         ("x.view(6, 4)", x.view(6, 4)),
         ("x.permute(2, 0, 1).reshape(4, 6)", x.permute(2, 0, 1).reshape(4, 6)),
     ]
-    print(f"{'expression':<36} {'shape':<12} {'strides':<12} {'offset':>6}  contiguous  shares x's storage")
+    print(f"{'expression':<36} {'shape':<12} {'strides':<12} {'offset':>6}  contiguous  storage")
     for text, t in steps:
         shares = t.storage().data_ptr() == x.storage().data_ptr()
         print(
             f"{text:<36} {str(tuple(t.shape)):<12} {str(t.stride()):<12} "
             f"{t.storage_offset():>6}  {str(t.is_contiguous()):<10}  "
-            f"{'yes (view)' if shares else 'no (copy)'}"
+            f"{'x (view)' if shares else 'new (copy)'}"
         )
     try:
         x.permute(2, 0, 1).view(-1)
-    except Exception as error:  # the point of the demo: view refuses, reshape copies
+    except RearrangeError as error:
         print(f"\nx.permute(2, 0, 1).view(-1) -> {type(error).__name__}: {error}")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rearrange", description=__doc__)
+    parser = argparse.ArgumentParser(prog="rearrange", description="einops-style rearrangement compiler")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="show views and copies on a small tensor")
+
+    explain = commands.add_parser(
+        "explain", help="print the plan for a pattern and an input layout",
+        description="Print how rearrange executes PATTERN on an input of the given layout: "
+                    "every step, and why it is a view or a copy.",
+    )
+    explain.add_argument("pattern", help="an einops pattern, e.g. 'b h t d -> b t (h d)'")
+    explain.add_argument("lengths", nargs="*", type=_axis_length, metavar="NAME=LENGTH",
+                         help="axis lengths, e.g. h=8")
+    explain.add_argument("--shape", type=_int_list, required=True, help="input shape, e.g. 2,8,128,64")
+    explain.add_argument("--strides", type=_int_list, default=None,
+                         help="input strides in elements (default: C-contiguous)")
+    explain.add_argument("--dtype", default="float32", help="element type (default float32)")
+    explain.add_argument("--copy", choices=("auto", "never", "always"), default="auto",
+                         help="copy=None (auto), False (never) or True (always)")
+    output = explain.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the plan as JSON")
+    output.add_argument("--emit", choices=("numpy", "torch"),
+                        help="print the equivalent numpy or torch code")
+    explain.set_defaults(run=_explain)
+
+    demo = commands.add_parser("demo", help="show views and copies on a small rearrange.Tensor")
     demo.set_defaults(run=_demo)
+
     args = parser.parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except RearrangeError as error:
+        print(f"rearrange: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ DimensionError        IndexError          a dim or an index out of range
 ArgumentTypeError     TypeError           an argument of the wrong type
 PatternError          —                   a rearrange pattern that is malformed or
                                           does not fit the input
+NoViewError           RuntimeError        ``copy=False`` when no strides can express
+                                          the result (a LayoutError)
 ====================  ==================  =========================================
 """
 
@@ -25,6 +27,7 @@ __all__ = [
     "DimensionError",
     "ArgumentTypeError",
     "PatternError",
+    "NoViewError",
 ]
 
 
@@ -46,3 +49,7 @@ class ArgumentTypeError(RearrangeError, TypeError):
 
 class PatternError(RearrangeError):
     """A pattern is malformed, or does not fit the input it is applied to."""
+
+
+class NoViewError(LayoutError):
+    """``copy=False`` was requested, but the planner proved that no view exists."""

@@ -1,0 +1,406 @@
+"""The public operations: ``rearrange``, ``explain``, ``compile`` and the caches.
+
+Data flow (see DESIGN.md): pattern text --parse--> TransformPattern (cached by text)
+--build_recipe--> Recipe (cached by pattern and rank) --plan_rearrange--> Plan, lowered
+to a runner for the input's array type (cached by pattern, shape, strides, dtype, axis
+lengths and ``copy``). A warm call is one dict lookup plus the array calls of the plan.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
+from .layout import Layout
+from .parsing import _parse_transform_cached, parse_transform
+from .plan import Plan, plan_rearrange
+from .recipe import build_recipe
+from .tensor import Storage, Tensor, _dtype
+
+__all__ = ["rearrange", "explain", "compile", "cache_info", "cache_clear", "CompiledRearrange"]
+
+Runner = Callable[[Any], Any]
+
+# ---------------------------------------------------------------------- plan cache
+
+_PLAN_CACHE_SIZE = 4096
+# key -> (plan, runner). Reads are single dict lookups (atomic); inserts and evictions
+# happen under the lock, oldest entry first once the cache is full.
+_plans: dict[tuple, tuple[Plan, Runner]] = {}
+_plans_lock = threading.Lock()
+_plan_misses = 0
+
+
+class CacheLevel(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+class CacheInfo(NamedTuple):
+    patterns: CacheLevel   # pattern text -> parsed pattern
+    recipes: CacheLevel    # (pattern, rank) -> recipe
+    plans: CacheLevel      # (pattern, layout, dtype, axis lengths, copy) -> plan + runner
+
+
+def cache_info() -> CacheInfo:
+    """Sizes and hit counts of the three caches (pattern, recipe, plan)."""
+    parsed = _parse_transform_cached.cache_info()
+    recipes = build_recipe.cache_info()
+    return CacheInfo(
+        CacheLevel(parsed.hits, parsed.misses, parsed.maxsize, parsed.currsize),
+        CacheLevel(recipes.hits, recipes.misses, recipes.maxsize, recipes.currsize),
+        # Plan hits are not counted on the hot path: every call that did not miss hit.
+        CacheLevel(-1, _plan_misses, _PLAN_CACHE_SIZE, len(_plans)),
+    )
+
+
+def cache_clear() -> None:
+    """Empty every cache (patterns, recipes, plans)."""
+    global _plan_misses
+    with _plans_lock:
+        _plans.clear()
+        _plan_misses = 0
+    _parse_transform_cached.cache_clear()
+    build_recipe.cache_clear()
+
+
+def _remember(key: tuple, entry: tuple[Plan, Runner]) -> None:
+    global _plan_misses
+    with _plans_lock:
+        _plan_misses += 1
+        if len(_plans) >= _PLAN_CACHE_SIZE:
+            _plans.pop(next(iter(_plans)))
+        _plans[key] = entry
+
+
+# ---------------------------------------------------------------------- layouts of arrays
+
+def _numpy_layout(array: np.ndarray) -> tuple[Layout, str]:
+    """The layout of a numpy array in elements, or in bytes when its byte strides are
+    not whole multiples of the itemsize (views of structured fields)."""
+    itemsize = array.itemsize
+    if itemsize and all(s % itemsize == 0 for s in array.strides):
+        return Layout(array.shape, tuple(s // itemsize for s in array.strides), 0), "elements"
+    return Layout(array.shape, array.strides, 0), "bytes"
+
+
+def _context(pattern: str, shape: Sequence[int] | None, axes_lengths: Mapping[str, Any]) -> str:
+    lengths = "{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}"
+    where = "" if shape is None else f"input shape {tuple(shape)}, "
+    return f"  while rearranging with pattern '{pattern}': {where}axis lengths {lengths}"
+
+
+def _plan_for(
+    pattern: str, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
+    dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
+) -> Plan:
+    """Parse, recipe and plan, with every PatternError given the call's context."""
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    if copy not in (None, True, False):
+        raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
+    try:
+        parsed = parse_transform(pattern, "rearrange")
+        recipe = build_recipe(parsed, layout.ndim)
+        return plan_rearrange(recipe, layout, axes_lengths, copy=copy, dtype=dtype,
+                              itemsize=itemsize, stride_unit=stride_unit)
+    except PatternError as error:
+        raise PatternError(f"{error}\n{_context(pattern, layout.shape, axes_lengths)}") from None
+
+
+def _refuse_copy(plan: Plan) -> NoViewError:
+    return NoViewError(
+        f"copy=False, but no view of the input can express the result: {plan.copy_reason}\n"
+        f"  pattern '{plan.pattern}', input shape {plan.input.shape}, "
+        f"strides {plan.input.strides} ({plan.stride_unit})"
+    )
+
+
+# ---------------------------------------------------------------------- numpy lowering
+
+def _steps_args(plan: Plan) -> tuple[tuple | None, tuple | None, tuple | None, bool, bool]:
+    """(split shape, permutation, merge shape, copies before merge, copy at end)."""
+    split = perm = merge = None
+    copy_before_merge = copy_at_end = False
+    for step in plan.steps:
+        if step.op == "split":
+            split = step.args
+        elif step.op == "permute":
+            perm = step.args
+        elif step.op == "merge":
+            merge = step.args
+        elif step.op == "copy" and step is plan.steps[-1]:
+            copy_at_end = True
+        else:
+            copy_before_merge = True
+    return split, perm, merge, copy_before_merge, copy_at_end
+
+
+def _numpy_view_runner(split, perm, merge) -> Runner:
+    """numpy calls for a view plan. Without a permutation, split and merge are one
+    reshape (a view exists for the whole reshape because one exists step by step)."""
+    if perm is None:
+        shape = merge if merge is not None else split
+        if shape is None:
+            return lambda x: x.view()
+        return lambda x: x.reshape(shape)
+    if split is None and merge is None:
+        return lambda x: x.transpose(perm)
+    if split is None:
+        return lambda x: x.transpose(perm).reshape(merge)
+    if merge is None:
+        return lambda x: x.reshape(split).transpose(perm)
+    return lambda x: x.reshape(split).transpose(perm).reshape(merge)
+
+
+def _numpy_strided_runner(plan: Plan, view: Layout) -> Runner:
+    """The view ``view`` of the input built directly from its strides (never copies)."""
+    scale = plan.itemsize if plan.stride_unit == "elements" else 1
+    shape = view.shape
+    strides = tuple(s * scale for s in view.strides)
+    as_strided = np.lib.stride_tricks.as_strided
+    return lambda x: as_strided(x, shape, strides, subok=True)
+
+
+def _numpy_runner(plan: Plan, sample: np.ndarray) -> Runner:
+    """Lower ``plan`` to numpy calls, checked once against ``sample`` (an input with the
+    plan's exact shape and strides, so numpy decides the same way on every later call)."""
+    if plan.copy_requested is False and not plan.is_view:
+        error = _refuse_copy(plan)
+
+        def refuse(x: np.ndarray) -> np.ndarray:
+            raise error
+        return refuse
+
+    split, perm, merge, copy_before_merge, copy_at_end = _steps_args(plan)
+    if copy_before_merge:
+        view_part = _numpy_view_runner(split, perm, None)
+        # numpy's reshape of a non-contiguous array copies in C order: the copy step.
+        return lambda x: view_part(x).reshape(merge)
+    runner = _numpy_view_runner(split, perm, merge)
+    # The view the runner must produce: the output, or what copy=True then copies.
+    view = plan.steps[-2].layout if copy_at_end and len(plan.steps) > 1 else (
+        plan.input if copy_at_end else plan.output)
+    if not _is_expected_view(runner(sample), sample, plan, view):
+        runner = _numpy_strided_runner(plan, view)
+    if copy_at_end:
+        view = runner
+        return lambda x: view(x).copy()
+    return runner
+
+
+def _is_expected_view(result: np.ndarray, source: np.ndarray, plan: Plan, view: Layout) -> bool:
+    """Did numpy return the very view the plan describes (same memory, same strides)?"""
+    if result.size == 0:
+        return True
+    scale = plan.itemsize if plan.stride_unit == "elements" else 1
+    expected = tuple(s * scale for s in view.strides)
+    same_strides = all(
+        size == 1 or got == want
+        for size, got, want in zip(result.shape, result.strides, expected)
+    )
+    address = result.__array_interface__["data"][0]
+    return same_strides and address == source.__array_interface__["data"][0]
+
+
+# ---------------------------------------------------------------------- Tensor lowering
+
+def _tensor_runner(plan: Plan) -> Runner:
+    if plan.copy_requested is False and not plan.is_view:
+        error = _refuse_copy(plan)
+
+        def refuse(t: Tensor) -> Tensor:
+            raise error
+        return refuse
+    copy_index = next((k for k, s in enumerate(plan.steps) if s.is_copy), None)
+    output = plan.output
+    if copy_index is None:
+        return lambda t: t._with(output)
+    before_copy = plan.steps[copy_index - 1].layout if copy_index else plan.input
+
+    def run(t: Tensor) -> Tensor:
+        copied = t._with(before_copy)._copy_to(Layout.contiguous(before_copy.shape))
+        return copied._with(output)
+    return run
+
+
+# ---------------------------------------------------------------------- public API
+
+def _as_array(tensor: Any) -> np.ndarray | Tensor:
+    """numpy arrays and Tensors as they are; lists/tuples stacked on a new first axis."""
+    if isinstance(tensor, (np.ndarray, Tensor)):
+        return tensor
+    if isinstance(tensor, (list, tuple)):
+        if not tensor:
+            raise RearrangeError("rearrange() got an empty list; expected at least one array")
+        if all(isinstance(item, Tensor) for item in tensor):
+            stacked = np.stack([item.numpy() for item in tensor])
+            return Tensor._wrap(Storage(stacked.reshape(-1)), Layout.contiguous(stacked.shape))
+        try:
+            return np.stack([np.asarray(item) for item in tensor])
+        except ValueError as error:
+            shapes = [np.shape(item) for item in tensor]
+            raise RearrangeError(
+                f"rearrange() stacks a list of arrays, which needs equal shapes; got {shapes}"
+            ) from error
+    if isinstance(tensor, np.generic):
+        return np.asarray(tensor)
+    raise ArgumentTypeError(
+        "rearrange() takes a numpy array, a rearrange.Tensor, or a list/tuple of them; "
+        f"got {type(tensor).__module__}.{type(tensor).__name__}"
+    )
+
+
+def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_lengths: int) -> Any:
+    """Reorder, split and merge the axes of ``tensor`` as ``pattern`` says.
+
+    The result is a view of ``tensor`` whenever any strides can express it; otherwise a
+    new C-contiguous array. ``copy=None`` (default): a view if possible, else a copy.
+    ``copy=False``: a view, or :class:`NoViewError` naming the group that forced a
+    copy. ``copy=True``: always a fresh C-contiguous array. The input is never written.
+
+    >>> import numpy as np, rearrange as ra
+    >>> x = np.zeros((2, 8, 16, 4), dtype=np.float32)
+    >>> ra.rearrange(x, 'b h t d -> b t (h d)').shape
+    (2, 16, 32)
+    >>> np.shares_memory(ra.rearrange(x, 'b h t d -> b h (t d)'), x)
+    True
+    """
+    if type(tensor) is np.ndarray:
+        key = (pattern, tensor.shape, tensor.strides, tensor.dtype, copy,
+               *axes_lengths.items()) if axes_lengths else (
+               pattern, tensor.shape, tensor.strides, tensor.dtype, copy)
+        entry = _plans.get(key)
+        if entry is not None:
+            return entry[1](tensor)
+        return _rearrange_cold(key, tensor, pattern, copy, axes_lengths)
+    array = _as_array(tensor)
+    if isinstance(array, np.ndarray):
+        key = ("ndarray", type(array), pattern, array.shape, array.strides, array.dtype, copy,
+               *axes_lengths.items())
+        entry = _plans.get(key)
+        if entry is not None:
+            return entry[1](array)
+        return _rearrange_cold(key, array, pattern, copy, axes_lengths)
+    return _rearrange_other(array, pattern, copy, axes_lengths)
+
+
+def _rearrange_cold(key: tuple, array: np.ndarray, pattern: str, copy: bool | None,
+                    axes_lengths: Mapping[str, Any]) -> Any:
+    try:
+        hash(key)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"axis lengths must be integers, got {dict(axes_lengths)!r}"
+        ) from None
+    layout, unit = _numpy_layout(array)
+    plan = _plan_for(pattern, layout, axes_lengths, copy, array.dtype.name, array.itemsize, unit)
+    runner = _numpy_runner(plan, array)
+    _remember(key, (plan, runner))
+    return runner(array)
+
+
+def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
+                     axes_lengths: Mapping[str, Any]) -> Any:
+    """rearrange.Tensor inputs (later: torch, dask, array-API)."""
+    layout = tensor.layout
+    key = ("tensor", pattern, layout, tensor.dtype, copy, *axes_lengths.items())
+    entry = _plans.get(key)
+    if entry is None:
+        plan = _plan_for(pattern, layout, axes_lengths, copy, tensor.dtype.name, tensor.element_size())
+        entry = (plan, _tensor_runner(plan))
+        _remember(key, entry)
+    return entry[1](tensor)
+
+
+def _layout_from(x_or_shape: Any, strides: Sequence[int] | None, dtype: Any) -> tuple[Layout, str | None, int | None, str]:
+    if isinstance(x_or_shape, Tensor):
+        return x_or_shape.layout, x_or_shape.dtype.name, x_or_shape.element_size(), "elements"
+    if isinstance(x_or_shape, (np.ndarray, np.generic, list)) and not _is_shape(x_or_shape):
+        array = _as_array(x_or_shape)
+        if isinstance(array, Tensor):
+            return array.layout, array.dtype.name, array.element_size(), "elements"
+        layout, unit = _numpy_layout(array)
+        return layout, array.dtype.name, array.itemsize, unit
+    if not _is_shape(x_or_shape):
+        raise ArgumentTypeError(
+            "explain() takes an array, a rearrange.Tensor or a shape (a tuple of ints); "
+            f"got {type(x_or_shape).__name__}"
+        )
+    shape = tuple(int(s) for s in x_or_shape)
+    layout = Layout.contiguous(shape) if strides is None else Layout(shape, tuple(strides), 0)
+    if dtype is None:
+        return layout, None, None, "elements"
+    resolved = _dtype(dtype)
+    return layout, resolved.name, resolved.itemsize, "elements"
+
+
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
+    )
+
+
+def explain(x_or_shape: Any, pattern: str, *, strides: Sequence[int] | None = None,
+            dtype: Any = None, copy: bool | None = None, **axes_lengths: int) -> Plan:
+    """The plan ``rearrange`` follows for this input, without touching any data.
+
+    ``x_or_shape`` is an array, a :class:`rearrange.Tensor`, or a shape; with a shape,
+    ``strides`` (in elements, default C-contiguous) and ``dtype`` describe the rest.
+
+    >>> import rearrange as ra
+    >>> plan = ra.explain((2, 8, 128, 64), 'b h t d -> b t (h d)', dtype='float32')
+    >>> plan.is_view, plan.output.shape
+    (False, (2, 128, 512))
+    >>> plan.to_source('torch')
+    'x.permute(0, 2, 1, 3).reshape(2, 128, 512)'
+    """
+    layout, dtype_name, itemsize, unit = _layout_from(x_or_shape, strides, dtype)
+    return _plan_for(pattern, layout, axes_lengths, copy, dtype_name, itemsize, unit)
+
+
+@dataclass(frozen=True)
+class CompiledRearrange:
+    """A pattern parsed once, with fixed axis lengths: call it like ``rearrange``.
+
+    >>> import numpy as np, rearrange as ra
+    >>> to_heads = ra.compile('b t (h d) -> b h t d', h=4)
+    >>> to_heads(np.zeros((2, 16, 32))).shape
+    (2, 4, 16, 8)
+    """
+
+    pattern: str
+    axes_lengths: tuple[tuple[str, int], ...]
+
+    def __call__(self, tensor: Any, *, copy: bool | None = None) -> Any:
+        return rearrange(tensor, self.pattern, copy=copy, **dict(self.axes_lengths))
+
+    def explain(self, x_or_shape: Any, *, strides: Sequence[int] | None = None,
+                dtype: Any = None, copy: bool | None = None) -> Plan:
+        return explain(x_or_shape, self.pattern, strides=strides, dtype=dtype, copy=copy,
+                       **dict(self.axes_lengths))
+
+    def __repr__(self) -> str:
+        lengths = "".join(f", {k}={v}" for k, v in self.axes_lengths)
+        return f"rearrange.compile({self.pattern!r}{lengths})"
+
+
+def compile(pattern: str, **axes_lengths: int) -> CompiledRearrange:  # noqa: A001 - the public name
+    """Parse ``pattern`` now (errors surface here) and return a reusable callable."""
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__}")
+    try:
+        parse_transform(pattern, "rearrange")
+    except PatternError as error:
+        raise PatternError(f"{error}\n{_context(pattern, None, axes_lengths)}") from None
+    for name, length in axes_lengths.items():
+        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length <= 0:
+            raise PatternError(f"axis length {name}={length!r} must be a positive integer\n"
+                               f"{_context(pattern, None, axes_lengths)}")
+    return CompiledRearrange(pattern, tuple((k, int(v)) for k, v in axes_lengths.items()))

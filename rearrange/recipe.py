@@ -1,0 +1,216 @@
+"""Recipes: what a rearrange pattern means for an input of a given rank, before shapes.
+
+A :class:`Recipe` turns the pattern's two sides into *elementary axes* — the axes that
+remain once every left-side group is decomposed and the ellipsis is expanded — and
+records, for every input dim and every output dim, which elementary axes compose it.
+It depends only on (pattern, ndim), so it is cached by exactly that; the planner
+(:mod:`rearrange.plan`) binds it to a concrete layout and axis lengths.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Mapping
+
+from .errors import PatternError
+from .parsing import AnonymousAxis, AxisName, EllipsisAxis, Group, TransformPattern, pattern_error
+
+__all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths"]
+
+ELLIPSIS_PREFIX = "…"  # ellipsis dims are named …0, …1, ... (not valid identifiers)
+
+
+@dataclass(frozen=True, slots=True)
+class ElementaryAxis:
+    """One axis of the fully decomposed input."""
+
+    name: str         # an identifier, or …k for the k-th dim covered by the ellipsis
+    start: int        # span in the pattern text of its left-side occurrence (for errors)
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """The shape-free meaning of a transform pattern for an input of rank ``ndim``.
+
+    Invariant: ``input_groups`` and ``output_groups`` each mention every elementary
+    axis exactly once (rearrange moves axes, never creates or drops them); an empty
+    group is a unit (size-1) dim.
+    """
+
+    pattern: TransformPattern
+    ndim: int
+    axes: tuple[ElementaryAxis, ...]             # in left-side order
+    input_groups: tuple[tuple[int, ...], ...]    # per input dim: indices into axes
+    output_groups: tuple[tuple[int, ...], ...]   # per output dim: indices into axes
+    input_spans: tuple[tuple[int, int], ...]     # per input dim: its text span
+    output_spans: tuple[tuple[int, int], ...]    # per output dim: its text span
+
+    @property
+    def permutation(self) -> tuple[int, ...]:
+        """Elementary axes in output order: dim k of the permuted input is axis perm[k]."""
+        return tuple(i for group in self.output_groups for i in group)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(axis.name for axis in self.axes)
+
+    def group_text(self, group: tuple[int, ...]) -> str:
+        """``(h d)`` for a composed group, ``h`` for a single axis, ``()`` for a unit."""
+        names = [self.axes[i].name for i in group]
+        return names[0] if len(names) == 1 else "(" + " ".join(names) + ")"
+
+
+def _expand_side(
+    text: str, groups: tuple[Group, ...], ellipsis_names: tuple[str, ...]
+) -> list[tuple[list[tuple[str, int, int]], tuple[int, int]]]:
+    """Each group as ``([(name, start, end), ...], span)``, the ellipsis expanded.
+
+    A bare ``...`` becomes one group per covered dim; ``(... h)`` puts the covered dims
+    inside the one group.
+    """
+    expanded = []
+    for group in groups:
+        span = (group.start, group.end)
+        if not group.bracketed and len(group.members) == 1 and isinstance(group.members[0], EllipsisAxis):
+            member = group.members[0]
+            expanded.extend(([(name, member.start, member.end)], span) for name in ellipsis_names)
+            continue
+        names = []
+        for member in group.members:
+            if isinstance(member, EllipsisAxis):
+                names.extend((name, member.start, member.end) for name in ellipsis_names)
+            elif isinstance(member, AxisName):
+                names.append((member.name, member.start, member.end))
+            else:  # AnonymousAxis: the parser rejects these in rearrange patterns
+                raise pattern_error(
+                    f"anonymous axis {member.value} is not allowed in a rearrange pattern",
+                    text, member.start, member.end,
+                )
+        expanded.append((names, span))
+    return expanded
+
+
+@lru_cache(maxsize=1024)
+def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
+    """The recipe of a parsed rearrange pattern for an input of rank ``ndim``."""
+    left = pattern.left
+    fixed_groups = sum(1 for g in left.groups if not _is_bare_ellipsis(g))
+    if left.has_ellipsis:
+        if ndim < fixed_groups:
+            raise pattern_error(
+                f"the input has {ndim} dims, but the left side needs at least {fixed_groups} "
+                f"besides the ellipsis",
+                pattern.text, left.start, left.end,
+            )
+        ellipsis_names = tuple(f"{ELLIPSIS_PREFIX}{k}" for k in range(ndim - fixed_groups))
+    else:
+        if ndim != len(left.groups):
+            raise pattern_error(
+                f"the input has {ndim} dims, but the left side has {len(left.groups)} "
+                f"({_describe_groups(left.groups)})",
+                pattern.text, left.start, max(left.end, left.start + 1),
+            )
+        ellipsis_names = ()
+
+    left_groups = _expand_side(pattern.text, left.groups, ellipsis_names)
+    right_groups = _expand_side(pattern.text, pattern.right.groups, ellipsis_names)
+
+    axes: list[ElementaryAxis] = []
+    index_of: dict[str, int] = {}
+    input_groups = []
+    for names, _ in left_groups:
+        members = []
+        for name, start, end in names:
+            index_of[name] = len(axes)
+            axes.append(ElementaryAxis(name, start, end))
+            members.append(index_of[name])
+        input_groups.append(tuple(members))
+    output_groups = [tuple(index_of[name] for name, _, _ in names) for names, _ in right_groups]
+    return Recipe(
+        pattern=pattern,
+        ndim=ndim,
+        axes=tuple(axes),
+        input_groups=tuple(input_groups),
+        output_groups=tuple(output_groups),
+        input_spans=tuple(span for _, span in left_groups),
+        output_spans=tuple(span for _, span in right_groups),
+    )
+
+
+def _is_bare_ellipsis(group: Group) -> bool:
+    return (not group.bracketed and len(group.members) == 1
+            and isinstance(group.members[0], EllipsisAxis))
+
+
+def _describe_groups(groups: tuple[Group, ...]) -> str:
+    return f"{len(groups)} group{'s' if len(groups) != 1 else ''}" if groups else "no dims"
+
+
+def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[str, int]) -> tuple[int, ...]:
+    """The length of every elementary axis, from the input shape and the given lengths.
+
+    Each input dim is the product of its group; at most one axis per group may be
+    unknown, and it must divide evenly. Raises :class:`PatternError` pointing at the
+    group that does not fit.
+    """
+    text = recipe.pattern.text
+    names = recipe.names
+    for name, length in axes_lengths.items():
+        if name not in names or name.startswith(ELLIPSIS_PREFIX):
+            raise PatternError(
+                f"axis length given for '{name}', which is not an axis of the pattern "
+                f"(its axes: {', '.join(n for n in names if not n.startswith(ELLIPSIS_PREFIX)) or 'none'})"
+            )
+        if isinstance(length, bool) or not hasattr(length, "__index__") or length.__index__() <= 0:
+            axis = recipe.axes[names.index(name)]
+            raise pattern_error(
+                f"axis length {name}={length!r} must be a positive integer",
+                text, axis.start, axis.end,
+            )
+    lengths: list[int | None] = [None] * len(recipe.axes)
+    for name, length in axes_lengths.items():
+        lengths[names.index(name)] = length.__index__()
+
+    for dim, (group, size) in enumerate(zip(recipe.input_groups, shape)):
+        start, end = recipe.input_spans[dim]
+        if not group:
+            if size != 1:
+                raise pattern_error(
+                    f"a unit axis matches input dim {dim}, which has size {size} (expected 1)",
+                    text, start, end,
+                )
+            continue
+        unknown = [i for i in group if lengths[i] is None]
+        if len(group) == 1 and unknown:
+            lengths[group[0]] = size
+            continue
+        known = math.prod(lengths[i] for i in group if lengths[i] is not None)
+        if len(unknown) > 1:
+            missing = ", ".join(f"{recipe.axes[i].name}=" for i in unknown)
+            raise pattern_error(
+                f"cannot infer the lengths of {recipe.group_text(group)} from input dim {dim} "
+                f"of size {size}: {len(unknown)} axes are unknown; pass all but one of "
+                f"them ({missing}...)",
+                text, start, end,
+            )
+        if unknown:
+            if size % known:
+                raise pattern_error(
+                    f"input dim {dim} of size {size} cannot be split into "
+                    f"{recipe.group_text(group)}: {size} is not divisible by {known}",
+                    text, start, end,
+                )
+            lengths[unknown[0]] = size // known
+        elif known != size:
+            given = ", ".join(f"{recipe.axes[i].name}={lengths[i]}" for i in group)
+            if len(group) == 1:
+                message = (f"axis {recipe.axes[group[0]].name} has length {size} in the input, "
+                           f"but {given} was given")
+            else:
+                message = (f"input dim {dim} has size {size}, but {recipe.group_text(group)} "
+                           f"with {given} has {known} elements")
+            raise pattern_error(message, text, start, end)
+    return tuple(lengths)  # type: ignore[arg-type]

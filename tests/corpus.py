@@ -1,0 +1,26 @@
+"""The einops corpus: real einops calls from public code (../shared/data/einops_patterns.jsonl).
+
+Each entry has the op, the pattern, the axis lengths, and either an example (input shape
+and the output shape einops gave) or the error einops raised.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+CORPUS_PATH = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "einops_patterns.jsonl"
+
+
+def load(op: str) -> list:
+    """``pytest.param`` per corpus line of ``op``, with the line number as id."""
+    if not CORPUS_PATH.exists():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{CORPUS_PATH} not found"))]
+    params = []
+    for number, line in enumerate(CORPUS_PATH.read_text().splitlines(), 1):
+        entry = json.loads(line)
+        if entry["op"] == op:
+            params.append(pytest.param(entry, id=f"line{number}"))
+    return params
