@@ -28,9 +28,10 @@ Runner = Callable[[Any], Any]
 # ---------------------------------------------------------------------- plan cache
 
 _PLAN_CACHE_SIZE = 4096
-# key -> (plan, runner). Reads are single dict lookups (atomic); inserts and evictions
-# happen under the lock, oldest entry first once the cache is full.
-_plans: dict[tuple, tuple[Plan, Runner]] = {}
+# key -> runner (the plan lowered for one array type). Reads are single dict lookups
+# (atomic); inserts and evictions happen under the lock, oldest first once full. numpy
+# keys hold the itemsize, not the dtype: a runner's array calls do not depend on it.
+_plans: dict[tuple, Runner] = {}
 _plans_lock = threading.Lock()
 _plan_misses = 0
 
@@ -70,7 +71,7 @@ def cache_clear() -> None:
     build_recipe.cache_clear()
 
 
-def _remember(key: tuple, entry: tuple[Plan, Runner]) -> None:
+def _remember(key: tuple, entry: Runner) -> None:
     global _plan_misses
     with _plans_lock:
         _plan_misses += 1
@@ -273,20 +274,28 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_len
     True
     """
     if type(tensor) is np.ndarray:
-        key = (pattern, tensor.shape, tensor.strides, tensor.dtype, copy,
-               *axes_lengths.items()) if axes_lengths else (
-               pattern, tensor.shape, tensor.strides, tensor.dtype, copy)
-        entry = _plans.get(key)
-        if entry is not None:
-            return entry[1](tensor)
+        if axes_lengths:
+            key = (pattern, tensor.shape, tensor.strides, tensor.itemsize, copy,
+                   *axes_lengths.items())
+        else:
+            key = (pattern, tensor.shape, tensor.strides, tensor.itemsize, copy)
+        try:
+            runner = _plans.get(key)
+        except TypeError:  # unhashable axis lengths: the cold path says what is wrong
+            runner = None
+        if runner is not None:
+            return runner(tensor)
         return _rearrange_cold(key, tensor, pattern, copy, axes_lengths)
     array = _as_array(tensor)
     if isinstance(array, np.ndarray):
-        key = ("ndarray", type(array), pattern, array.shape, array.strides, array.dtype, copy,
-               *axes_lengths.items())
-        entry = _plans.get(key)
-        if entry is not None:
-            return entry[1](array)
+        key = ("ndarray", type(array), pattern, array.shape, array.strides, array.itemsize,
+               copy, *axes_lengths.items())
+        try:
+            runner = _plans.get(key)
+        except TypeError:
+            runner = None
+        if runner is not None:
+            return runner(array)
         return _rearrange_cold(key, array, pattern, copy, axes_lengths)
     return _rearrange_other(array, pattern, copy, axes_lengths)
 
@@ -302,7 +311,7 @@ def _rearrange_cold(key: tuple, array: np.ndarray, pattern: str, copy: bool | No
     layout, unit = _numpy_layout(array)
     plan = _plan_for(pattern, layout, axes_lengths, copy, array.dtype.name, array.itemsize, unit)
     runner = _numpy_runner(plan, array)
-    _remember(key, (plan, runner))
+    _remember(key, runner)
     return runner(array)
 
 
@@ -310,13 +319,13 @@ def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
                      axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange.Tensor inputs (later: torch, dask, array-API)."""
     layout = tensor.layout
-    key = ("tensor", pattern, layout, tensor.dtype, copy, *axes_lengths.items())
-    entry = _plans.get(key)
-    if entry is None:
+    key = ("tensor", pattern, layout, tensor.element_size(), copy, *axes_lengths.items())
+    runner = _plans.get(key)
+    if runner is None:
         plan = _plan_for(pattern, layout, axes_lengths, copy, tensor.dtype.name, tensor.element_size())
-        entry = (plan, _tensor_runner(plan))
-        _remember(key, entry)
-    return entry[1](tensor)
+        runner = _tensor_runner(plan)
+        _remember(key, runner)
+    return runner(tensor)
 
 
 def _layout_from(x_or_shape: Any, strides: Sequence[int] | None, dtype: Any) -> tuple[Layout, str | None, int | None, str]:

@@ -193,10 +193,11 @@ def plan_rearrange(
                 current = current.squeeze(dim)
             elif len(group) > 1:
                 current = current.split(dim, tuple(lengths[i] for i in group))
-        parts = [
-            f"{_spell(recipe, g)} -> {' '.join(names[i] for i in g)}" if g else "drop unit ()"
-            for g in recipe.input_groups if len(g) != 1
-        ]
+        parts = [f"{_spell(recipe, g)} -> {' '.join(names[i] for i in g)}"
+                 for g in recipe.input_groups if len(g) > 1]
+        units = sum(1 for g in recipe.input_groups if not g)
+        if units:
+            parts.append(f"drop {units} unit dim{'s' if units > 1 else ''}")
         steps.append(Step("split", current, False, "; ".join(parts) + ": always a view",
                           elementary_shape))
 
@@ -232,10 +233,17 @@ def plan_rearrange(
         merged = current.try_view(output_shape)
         if merged is None:  # pragma: no cover - the merge test above is exact
             raise AssertionError(f"planner bug: no view for {output_shape} from {current}")
-        composed = [_spell(recipe, g) for g in recipe.output_groups if len(g) != 1]
-        why = "contiguous after the copy" if obstacles else "every group passes the stride test"
-        steps.append(Step("merge", merged, False,
-                          f"compose {', '.join(composed)}: {why}", output_shape))
+        parts = [f"compose {_spell(recipe, g)}" for g in recipe.output_groups if len(g) > 1]
+        units = sum(1 for g in recipe.output_groups if not g)
+        if units:
+            parts.append(f"insert {units} unit dim{'s' if units > 1 else ''}")
+        if obstacles:
+            why = "contiguous after the copy"
+        elif any(len(g) > 1 for g in recipe.output_groups):
+            why = "every group passes the stride test"
+        else:
+            why = "always a view"
+        steps.append(Step("merge", merged, False, f"{', '.join(parts)}: {why}", output_shape))
         current = merged
 
     if copy and not obstacles:
@@ -271,7 +279,10 @@ def _fmt_ints(values: tuple[int, ...]) -> str:
 def format_plan(plan: Plan) -> str:
     """The explain table: a header (what, how big, what it costs) and one row per step."""
     unit = "" if plan.stride_unit == "elements" else "  (strides in bytes)"
-    dtype = "unknown" if plan.dtype is None else f"{plan.dtype} ({plan.itemsize} bytes)"
+    if plan.dtype is None:
+        dtype = "unknown"
+    else:
+        dtype = f"{plan.dtype} ({plan.itemsize} byte{'s' if plan.itemsize != 1 else ''})"
     axes = " ".join(f"{n}={l}" for n, l in plan.axis_lengths) or "(none)"
     if plan.is_view:
         verdict = "view: no data is moved"
