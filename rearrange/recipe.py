@@ -109,8 +109,8 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
     else:
         if ndim != len(left.groups):
             raise pattern_error(
-                f"the input has {ndim} dims, but the left side has {len(left.groups)} "
-                f"({_describe_groups(left.groups)})",
+                f"the input has {ndim} dim{'s' if ndim != 1 else ''}, but the left side "
+                f"describes {len(left.groups)}: one group per input dim is expected",
                 pattern.text, left.start, max(left.end, left.start + 1),
             )
         ellipsis_names = ()
@@ -143,10 +143,6 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
 def _is_bare_ellipsis(group: Group) -> bool:
     return (not group.bracketed and len(group.members) == 1
             and isinstance(group.members[0], EllipsisAxis))
-
-
-def _describe_groups(groups: tuple[Group, ...]) -> str:
-    return f"{len(groups)} group{'s' if len(groups) != 1 else ''}" if groups else "no dims"
 
 
 def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[str, int]) -> tuple[int, ...]:
@@ -207,7 +203,7 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
         elif known != size:
             given = ", ".join(f"{recipe.axes[i].name}={lengths[i]}" for i in group)
             if len(group) == 1:
-                message = (f"axis {recipe.axes[group[0]].name} has length {size} in the input, "
+                message = (f"axis '{recipe.axes[group[0]].name}' has length {size} in the input, "
                            f"but {given} was given")
             else:
                 message = (f"input dim {dim} has size {size}, but {recipe.group_text(group)} "
