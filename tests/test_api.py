@@ -1,0 +1,175 @@
+"""The public surface around rearrange(): to_source, compile, caches, lists, Tensors, CLI."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import threading
+
+import einops
+import numpy as np
+import pytest
+import torch
+
+import rearrange as ra
+
+SOURCE_CASES = [
+    ("b h t d -> b t (h d)", (2, 3, 4, 5), {}),
+    ("b h t d -> b h (t d)", (2, 3, 4, 5), {}),
+    ("b (h d) t -> b h t d", (2, 12, 5), {"h": 3}),
+    ("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", (2, 3, 8, 8), {"p1": 4, "p2": 4}),
+    ("a b c d -> d c b a", (2, 3, 4, 5), {}),
+    ("b 1 c -> b () c 1", (2, 1, 3), {}),
+    ("b ... c -> b c (...)", (2, 3, 4, 5), {}),
+    ("a b -> a b", (2, 3), {}),
+    (" -> 1", (), {}),
+]
+
+
+@pytest.mark.parametrize(("pattern", "shape", "lengths"), SOURCE_CASES, ids=[c[0] for c in SOURCE_CASES])
+@pytest.mark.parametrize("copy", [None, True])
+def test_to_source_runs_in_numpy_and_torch(pattern, shape, lengths, copy) -> None:
+    x = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    plan = ra.explain(x, pattern, copy=copy, **lengths)
+    expected = einops.rearrange(x, pattern, **lengths)
+    from_numpy = eval(plan.to_source("numpy"), {"x": x})
+    from_torch = eval(plan.to_source("torch"), {"x": torch.from_numpy(x), "torch": torch})
+    np.testing.assert_array_equal(from_numpy, expected)
+    np.testing.assert_array_equal(from_torch.numpy(), expected)
+    shares = torch.from_numpy(x).untyped_storage().data_ptr() == from_torch.untyped_storage().data_ptr()
+    assert shares == plan.is_view or x.size == 0
+
+
+def test_to_source_rejects_unknown_library() -> None:
+    with pytest.raises(ra.RearrangeError, match="'numpy' or 'torch'"):
+        ra.explain((2, 3), "a b -> b a").to_source("jax")
+
+
+def test_compile_is_reusable_and_explains() -> None:
+    to_heads = ra.compile("b t (h d) -> b h t d", h=4)
+    x = np.arange(2 * 16 * 32.0).reshape(2, 16, 32)
+    np.testing.assert_array_equal(to_heads(x), einops.rearrange(x, "b t (h d) -> b h t d", h=4))
+    assert to_heads.explain(x).is_view
+    assert repr(to_heads) == "rearrange.compile('b t (h d) -> b h t d', h=4)"
+    with pytest.raises(ra.NoViewError):
+        ra.compile("a b -> (b a)")(np.zeros((2, 3)), copy=False)
+
+
+def test_cache_info_counts_misses_and_clear_empties() -> None:
+    ra.cache_clear()
+    x = np.zeros((2, 3))
+    ra.rearrange(x, "a b -> b a")
+    ra.rearrange(x, "a b -> b a")
+    info = ra.cache_info()
+    assert info.plans.misses == 1 and info.plans.currsize == 1
+    assert info.patterns.misses == 1 and info.recipes.misses == 1
+    ra.rearrange(np.zeros((4, 5)), "a b -> b a")  # new shape: new plan, same pattern
+    info = ra.cache_info()
+    assert info.plans.misses == 2 and info.patterns.misses == 1
+    ra.cache_clear()
+    assert ra.cache_info().plans.currsize == 0
+
+
+def test_plan_cache_is_bounded(monkeypatch) -> None:
+    from rearrange import api
+
+    monkeypatch.setattr(api, "_PLAN_CACHE_SIZE", 4)
+    ra.cache_clear()
+    for n in range(1, 10):
+        ra.rearrange(np.zeros((n, 2)), "a b -> b a")
+    assert ra.cache_info().plans.currsize == 4
+    ra.cache_clear()
+
+
+def test_threads_share_the_caches_safely() -> None:
+    ra.cache_clear()
+    errors = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            shape = tuple(int(s) for s in rng.integers(1, 5, size=3))
+            x = rng.random(shape)
+            try:
+                np.testing.assert_array_equal(ra.rearrange(x, "a b c -> c (a b)"),
+                                              einops.rearrange(x, "a b c -> c (a b)"))
+            except Exception as error:  # pragma: no cover - reported below
+                errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+
+
+def test_list_input_is_stacked_like_einops() -> None:
+    items = [np.arange(6.0).reshape(2, 3) + k for k in range(4)]
+    np.testing.assert_array_equal(ra.rearrange(items, "n a b -> a (n b)"),
+                                  einops.rearrange(items, "n a b -> a (n b)"))
+    tensors = [ra.from_numpy(item) for item in items]
+    got = ra.rearrange(tensors, "n a b -> a (n b)")
+    assert isinstance(got, ra.Tensor)
+    np.testing.assert_array_equal(got.numpy(), einops.rearrange(items, "n a b -> a (n b)"))
+
+
+def test_tensor_view_shares_storage_and_copy_does_not() -> None:
+    t = ra.arange(24).view(2, 3, 4)
+    view = ra.rearrange(t, "a b c -> a (b c)")
+    assert view.storage().data_ptr() == t.storage().data_ptr()
+    view[0, 0] = 100
+    assert t[0, 0, 0].item() == 100
+    copied = ra.rearrange(t, "a b c -> (c a) b")
+    assert copied.storage().data_ptr() != t.storage().data_ptr() and copied.is_contiguous()
+
+
+def test_rearrange_of_numpy_subclass_and_scalar() -> None:
+    masked = np.ma.masked_array(np.arange(6).reshape(2, 3))
+    assert ra.rearrange(masked, "a b -> b a").shape == (3, 2)
+    assert ra.rearrange(np.float32(3), " -> 1").shape == (1,)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rearrange", *args], capture_output=True, text=True)
+
+
+def test_cli_explain_prints_the_same_table_as_str_plan() -> None:
+    result = _cli("explain", "b h t d -> b t (h d)", "--shape", "2,8,128,64")
+    assert result.returncode == 0, result.stderr
+    expected = str(ra.explain((2, 8, 128, 64), "b h t d -> b t (h d)", dtype="float32"))
+    assert result.stdout == expected + "\n"
+
+
+def test_cli_json_emit_strides_and_lengths() -> None:
+    result = _cli("explain", "b (h d) t -> b h t d", "h=8", "--shape", "2,512,128", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["is_view"] and data["output"]["shape"] == [2, 8, 128, 64]
+    result = _cli("explain", "h w -> (h w)", "--shape", "4,6", "--strides", "1,4", "--emit", "torch")
+    assert result.stdout.strip() == "x.reshape(24,)"
+
+
+def test_cli_reports_pattern_errors_without_traceback() -> None:
+    result = _cli("explain", "b h -> b (h w)", "--shape", "2,3")
+    assert result.returncode == 2
+    assert "axis 'w' appears only on the right side" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_console_script_is_installed() -> None:
+    script = pathlib.Path(sys.executable).with_name("rearrange")
+    if not script.exists():
+        pytest.skip("not running from an installed environment")
+    result = subprocess.run([str(script), "explain", "a b -> b a", "--shape", "2,3"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and "permute" in result.stdout
+
+
+def test_import_is_light() -> None:
+    code = ("import sys, rearrange, numpy as np; rearrange.rearrange(np.zeros((2, 3)), 'a b -> b a');"
+            "print(sorted(m for m in ('numba', 'torch', 'dask', 'einops') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[]", result.stderr
