@@ -34,22 +34,35 @@ __all__ = [
 class RearrangeError(ValueError):
     """Root of every error raised by ``rearrange`` for bad input."""
 
+    # Tracebacks say ``rearrange.PatternError``: the names users import.
+    __module__ = "rearrange"
+
 
 class LayoutError(RearrangeError, RuntimeError):
     """The requested shape/strides cannot be produced (PyTorch raises RuntimeError)."""
+
+    __module__ = "rearrange"
 
 
 class DimensionError(RearrangeError, IndexError):
     """A dimension or an index is out of range (PyTorch raises IndexError)."""
 
+    __module__ = "rearrange"
+
 
 class ArgumentTypeError(RearrangeError, TypeError):
     """An argument has the wrong type (PyTorch raises TypeError)."""
+
+    __module__ = "rearrange"
 
 
 class PatternError(RearrangeError):
     """A pattern is malformed, or does not fit the input it is applied to."""
 
+    __module__ = "rearrange"
+
 
 class NoViewError(LayoutError):
     """``copy=False`` was requested, but the planner proved that no view exists."""
+
+    __module__ = "rearrange"
