@@ -181,9 +181,11 @@ class Layout:
     def is_non_overlapping_and_dense(self) -> bool:
         """Every element of a gap-free block of ``numel`` positions is addressed once.
 
-        torch's ``is_non_overlapping_and_dense``: some permutation of the dims is
-        contiguous. Size-0 and size-1 dims are ignored.
+        torch's ``is_non_overlapping_and_dense`` flag: contiguous (so any zero-element
+        layout), or some permutation of the dims is contiguous, size-1 dims ignored.
         """
+        if self.is_contiguous():
+            return True
         if self.ndim == 1:
             return self.shape[0] < 2 or self.strides[0] == 1
         order = sorted(
@@ -325,10 +327,13 @@ class Layout:
             chosen = {d for d, size in enumerate(self.shape) if size == 1}
         else:
             listed = dims if isinstance(dims, (tuple, list)) else (dims,)
-            chosen = {
-                d for d in (wrap_dim(x, self.ndim) for x in listed)
-                if self.ndim and self.shape[d] == 1
-            }
+            wrapped: list[int] = []
+            for dim in listed:
+                dim = wrap_dim(dim, self.ndim)
+                if dim in wrapped:
+                    raise LayoutError(f"dim {dim} appears multiple times in the list of dims")
+                wrapped.append(dim)
+            chosen = {d for d in wrapped if self.ndim and self.shape[d] == 1}
         keep = [d for d in range(self.ndim) if d not in chosen]
         return Layout(
             tuple(self.shape[d] for d in keep), tuple(self.strides[d] for d in keep), self.offset
@@ -348,8 +353,12 @@ class Layout:
     def expand(self, sizes: Sequence[object], *, type_name: str = "torch.Tensor") -> Layout:
         """Broadcast size-1 dims (and new leading dims) to ``sizes`` with stride 0.
 
-        ``-1`` keeps a dim's size. ``type_name`` only decorates the rank error message,
-        as torch's does (``expand(torch.FloatTensor{[2, 3]}, size=[3])``).
+        torch's ``inferExpandGeometry``: ``-1`` keeps an existing dim's size; a 0-d layout
+        takes ``sizes`` as they are, all strides 0. A negative size that would become a
+        dim is torch's numel overflow error (torch 2.13 lets one through when another size
+        is 0 — pytorch#70398 — a Layout never holds a negative size). ``type_name`` only
+        decorates the rank error message, as torch's does
+        (``expand(torch.FloatTensor{[2, 3]}, size=[3])``).
         """
         sizes = as_int_tuple(sizes, "sizes")
         if len(sizes) < self.ndim:
@@ -359,39 +368,37 @@ class Layout:
                 f"({len(sizes)}) must be greater or equal to the number of dimensions in "
                 f"the tensor ({self.ndim})"
             )
-        new_shape = [0] * len(sizes)
-        new_strides = [0] * len(sizes)
-        for i in range(len(sizes) - 1, -1, -1):
-            dim = self.ndim - len(sizes) + i
-            if dim >= 0:
-                size, stride = self.shape[dim], self.strides[dim]
-            elif self.ndim == 0 or i == len(sizes) - 1:
-                size, stride = 1, 0
-            else:
-                size, stride = 1, new_shape[i + 1] * new_strides[i + 1]
-            target = sizes[i]
-            if target == -1:
-                if dim < 0:
-                    raise LayoutError(
-                        f"The expanded size of the tensor ({target}) isn't allowed in a "
-                        f"leading, non-existing dimension {i}"
-                    )
-                target = size
-            if target < 0:
-                raise LayoutError(
-                    f"The expanded size of the tensor ({target}) must be non-negative "
-                    f"(or -1 to keep the existing size) at dimension {i}.  Target sizes: "
-                    f"{format_int_list(sizes)}.  Tensor sizes: {format_int_list(self.shape)}"
-                )
-            if size != target:
-                if size != 1:
-                    raise LayoutError(
-                        f"The expanded size of the tensor ({target}) must match the existing "
-                        f"size ({size}) at non-singleton dimension {i}.  Target sizes: "
-                        f"{format_int_list(sizes)}.  Tensor sizes: {format_int_list(self.shape)}"
-                    )
-                size, stride = target, 0
-            new_shape[i], new_strides[i] = size, stride
+        if self.ndim == 0:
+            new_shape, new_strides = list(sizes), [0] * len(sizes)
+        else:
+            new_shape = [0] * len(sizes)
+            new_strides = [0] * len(sizes)
+            for i in range(len(sizes) - 1, -1, -1):
+                dim = self.ndim - len(sizes) + i
+                if dim >= 0:
+                    size, stride = self.shape[dim], self.strides[dim]
+                else:
+                    size, stride = 1, new_shape[i + 1] * new_strides[i + 1]
+                target = sizes[i]
+                if target == -1:
+                    if dim < 0:
+                        raise LayoutError(
+                            f"The expanded size of the tensor ({target}) isn't allowed in a "
+                            f"leading, non-existing dimension {i}"
+                        )
+                    target = size
+                if size != target:
+                    if size != 1:
+                        raise LayoutError(
+                            f"The expanded size of the tensor ({target}) must match the "
+                            f"existing size ({size}) at non-singleton dimension {i}.  Target "
+                            f"sizes: {format_int_list(sizes)}.  Tensor sizes: "
+                            f"{format_int_list(self.shape)}"
+                        )
+                    size, stride = target, 0
+                new_shape[i], new_strides[i] = size, stride
+        if any(size < 0 for size in new_shape):
+            raise LayoutError("numel: integer multiplication overflow")
         return Layout(tuple(new_shape), tuple(new_strides), self.offset)
 
     # ------------------------------------------------------------------ split / merge
@@ -487,14 +494,19 @@ class Layout:
 
     # ------------------------------------------------------------------ indexing
 
-    def select(self, dim: object, index: object) -> Layout:
-        """Fix ``dim`` at ``index`` (negative counts from the end); the dim disappears."""
+    def select(self, dim: object, index: object, *, reported_dim: int | None = None) -> Layout:
+        """Fix ``dim`` at ``index`` (negative counts from the end); the dim disappears.
+
+        ``reported_dim`` is the dim the error message names; indexing passes the item's
+        position in the key, as torch does (``x[None, 5]`` fails "for dimension 1").
+        """
         dim = wrap_dim(dim, self.ndim, wrap_scalar=False)
         index = as_int(index, "index")
         size = self.shape[dim]
         if index < -size or index >= size:
+            shown = dim if reported_dim is None else reported_dim
             raise DimensionError(
-                f"index {index} is out of bounds for dimension {dim} with size {size}"
+                f"index {index} is out of bounds for dimension {shown} with size {size}"
             )
         if index < 0:
             index += size
@@ -504,14 +516,20 @@ class Layout:
             self.offset + index * self.strides[dim],
         )
 
-    def slice_dim(self, dim: int, start: object, stop: object, step: object) -> Layout:
+    def slice_dim(self, dim: int, start: object, stop: object, step: object, *,
+                  positive_step: bool = False) -> Layout:
         """Python slice semantics on one dim (out-of-range bounds clamp); any non-zero
-        step, negative included, gives a valid Layout."""
+        step, negative included, gives a valid Layout unless ``positive_step`` (torch's
+        rule: "step must be greater than zero")."""
         dim = wrap_dim(dim, self.ndim, wrap_scalar=False)
         try:
             begin, end, stride_step = slice(start, stop, step).indices(self.shape[dim])
-        except (TypeError, ValueError) as error:
-            raise RearrangeError(f"invalid slice for dimension {dim}: {error}") from None
+        except TypeError as error:  # CPython's text, which torch passes on
+            raise ArgumentTypeError(str(error)) from None
+        except ValueError as error:  # "slice step cannot be zero"
+            raise RearrangeError(str(error)) from None
+        if positive_step and stride_step < 0:
+            raise RearrangeError("step must be greater than zero")
         length = len(range(begin, end, stride_step))
         if length == 0 and stride_step > 0:
             begin = min(begin, self.shape[dim])
@@ -524,44 +542,38 @@ class Layout:
             self.offset + begin * stride,
         )
 
-    def index(self, key: object) -> Layout:
+    def index(self, key: object, *, positive_steps: bool = False) -> Layout:
         """Basic indexing: a key of ints, slices, ``None`` and at most one ``...``.
 
-        Negative slice steps are accepted (numpy's rule); :class:`rearrange.Tensor`
-        rejects them first, as torch does.
+        Negative slice steps are accepted (numpy's rule) unless ``positive_steps``
+        (torch's). As in torch, the key's length is checked first, then the items are
+        applied left to right, so the first bad item (in key order) is the one reported,
+        and an out-of-range int names its position in the key as the dimension.
         """
         items = key if isinstance(key, tuple) else (key,)
-        for item in items:
-            if not (
-                item is None
-                or item is Ellipsis
-                or isinstance(item, slice)
-                or (hasattr(item, "__index__") and not isinstance(item, bool))
-            ):
-                raise DimensionError(
-                    "only integers, slices (`:`), ellipsis (`...`) and None are valid "
-                    f"indices (got {type(item).__name__})"
-                )
         if sum(item is Ellipsis for item in items) > 1:
             raise DimensionError("an index can only have a single ellipsis ('...')")
         consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
         if consumed > self.ndim:
             raise DimensionError(f"too many indices for tensor of dimension {self.ndim}")
-        if Ellipsis in items:
-            at = items.index(Ellipsis)
-            items = items[:at] + (slice(None),) * (self.ndim - consumed) + items[at + 1 :]
-        else:
-            items = items + (slice(None),) * (self.ndim - consumed)
-
         layout = self
         dim = 0  # the dim of ``layout`` the next item applies to
-        for item in items:
+        for position, item in enumerate(items):
             if item is None:
                 layout = layout.unsqueeze(dim)
                 dim += 1
+            elif item is Ellipsis:
+                dim += self.ndim - consumed  # the dims no other item names
             elif isinstance(item, slice):
-                layout = layout.slice_dim(dim, item.start, item.stop, item.step)
+                layout = layout.slice_dim(dim, item.start, item.stop, item.step,
+                                          positive_step=positive_steps)
                 dim += 1
+            elif hasattr(item, "__index__") and not isinstance(item, bool):
+                layout = layout.select(dim, item, reported_dim=position)
             else:
-                layout = layout.select(dim, item)
+                error = ArgumentTypeError if isinstance(item, (str, bytes)) else DimensionError
+                raise error(
+                    "only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                    f"Variables are valid indices (got {type(item).__name__})"
+                )
         return layout

@@ -127,7 +127,9 @@ class Storage:
         return self.array.dtype
 
     def data_ptr(self) -> _builtin_int:
-        return _address(self.array)
+        """The address of element 0; 0 for an empty storage, as torch's null pointer, so
+        any two empty storages compare equal there (they do in torch)."""
+        return _address(self.array) if self.array.nbytes else 0
 
     def nbytes(self) -> _builtin_int:
         return self.array.nbytes
@@ -171,16 +173,22 @@ def _strided_view(storage: Storage, layout: Layout) -> np.ndarray:
     )
 
 
-def _size_args(args: tuple, what: str) -> tuple[_builtin_int, ...]:
-    """``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` all mean the sizes ``(2, 3)``."""
+def _size_args(args: tuple, op: str, argument: str = "size") -> tuple[_builtin_int, ...]:
+    """``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` all mean the sizes ``(2, 3)``.
+
+    ``f()`` is torch's TypeError (a 0-d shape is spelled ``f(())``); so is any element that
+    is not an int (bools included), named with its position and value.
+    """
+    if not args:
+        raise ArgumentTypeError(f'{op}() missing 1 required positional arguments: "{argument}"')
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
     sizes = []
     for k, value in enumerate(args):
         if isinstance(value, _builtin_bool) or not hasattr(value, "__index__"):
             raise ArgumentTypeError(
-                f"{what}(): argument 'size' must be a tuple of ints, but found element of "
-                f"type {type(value).__name__} at pos {k}"
+                f"{op}(): argument '{argument}' must be tuple of ints, but found element of "
+                f"type {type(value).__name__} at pos {k}: {value!r}"
             )
         sizes.append(value.__index__())
     return tuple(sizes)
@@ -299,8 +307,8 @@ class Tensor:
     def __bool__(self) -> _builtin_bool:
         if self.numel() != 1:
             raise LayoutError(
-                f"Boolean value of Tensor with {'no' if self.numel() == 0 else 'more than one'} "
-                "values is ambiguous"
+                f"Boolean value of Tensor with {'no values' if self.numel() == 0 else 'more than one value'} "
+                "is ambiguous"
             )
         return _builtin_bool(self.item())
 
@@ -338,6 +346,11 @@ class Tensor:
 
     def view(self, *shape: object) -> Tensor:
         """The same elements as ``shape``; never copies (raises when strides forbid it)."""
+        if not shape:
+            raise ArgumentTypeError(
+                "view() received an invalid combination of arguments - got (), but expected "
+                "one of:\n * (torch.dtype dtype)\n * (tuple of ints size)\n"
+            )
         sizes = infer_size(_size_args(shape, "view"), self.numel())
         layout = self._layout.try_view(sizes)
         if layout is None:
@@ -352,7 +365,7 @@ class Tensor:
         return self.view(other.shape)
 
     def permute(self, *dims: object) -> Tensor:
-        return self._with(self._layout.permute(_size_args(dims, "permute")))
+        return self._with(self._layout.permute(_size_args(dims, "permute", "dims")))
 
     def transpose(self, dim0: object, dim1: object) -> Tensor:
         return self._with(self._layout.transpose(dim0, dim1))
@@ -383,6 +396,8 @@ class Tensor:
 
     @property
     def mT(self) -> Tensor:  # noqa: N802 - torch's name
+        if self.ndim == 0:
+            return self._with(self._layout)  # torch 2.13 lets a 0-d tensor through
         if self.ndim < 2:
             raise LayoutError(
                 "tensor.mT is only supported on matrices or batches of matrices. "
@@ -395,15 +410,36 @@ class Tensor:
 
     moveaxis = movedim
 
-    def squeeze(self, dim: object = None) -> Tensor:
-        return self._with(self._layout.squeeze(dim))
+    def squeeze(self, *dim: object) -> Tensor:
+        """``squeeze()`` drops every size-1 dim; ``squeeze(d)`` / ``squeeze((d, ...))``
+        only those listed that have size 1. An explicit ``None`` is torch's TypeError."""
+        if len(dim) > 1:
+            raise ArgumentTypeError(f"squeeze() takes from 0 to 1 positional arguments but {len(dim)} were given")
+        if not dim:
+            return self._with(self._layout.squeeze())
+        chosen = dim[0]
+        if not isinstance(chosen, (tuple, list)) and (
+            isinstance(chosen, _builtin_bool) or not hasattr(chosen, "__index__")
+        ):
+            raise ArgumentTypeError(
+                f"squeeze(): argument 'dim' must be int or tuple of ints, but got "
+                f"{type(chosen).__name__} {chosen!r}"
+            )
+        if isinstance(chosen, (tuple, list)):
+            chosen = _size_args((tuple(chosen),), "squeeze", "dim") if chosen else ()
+        return self._with(self._layout.squeeze(chosen))
 
     def unsqueeze(self, dim: object) -> Tensor:
         return self._with(self._layout.unsqueeze(dim))
 
     def unflatten(self, dim: object, sizes: Sequence[object]) -> Tensor:
         dim = wrap_dim(dim, self.ndim)
-        sizes = _size_args((sizes,) if isinstance(sizes, (tuple, list)) else (sizes,), "unflatten")
+        if not isinstance(sizes, (tuple, list)):
+            raise ArgumentTypeError(
+                "unflatten(): argument 'sizes' (position 2) must be tuple of ints, not "
+                f"{type(sizes).__name__}: {sizes!r}"
+            )
+        sizes = _size_args((tuple(sizes),), "unflatten", "sizes") if sizes else ()
         if not sizes:
             raise LayoutError("unflatten: sizes must be non-empty")
         if self.ndim == 0:
@@ -435,49 +471,96 @@ class Tensor:
         return as_strided(self, size, stride, storage_offset)
 
     def __getitem__(self, key: object) -> Tensor:
-        items = key if isinstance(key, tuple) else (key,)
-        if not isinstance(key, tuple) and hasattr(key, "__index__") and self.ndim == 0 \
-                and not isinstance(key, (_builtin_bool, Tensor, np.ndarray)):
+        """Basic indexing (ints, slices with positive steps, None, ``...``): a view."""
+        return self._with(self._layout.index(self._basic_key(key), positive_steps=True))
+
+    def _basic_key(self, key: object) -> object:
+        """``key`` with 0-d integer tensors turned into ints (torch reads them as ints);
+        advanced indices (tensors, arrays, lists, bools) are refused here."""
+        if not isinstance(key, (tuple, Tensor, np.ndarray, _builtin_bool, np.bool_)) \
+                and hasattr(key, "__index__") and self.ndim == 0:
+            # torch's applySelect on a 0-d tensor: its own message for 0, a size-0 dim
+            # for any other int.
+            if key.__index__() == 0:
+                raise DimensionError(
+                    "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                    "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number"
+                )
             raise DimensionError(
-                "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
-                "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number"
+                f"index {key.__index__()} is out of bounds for dimension 0 with size 0"
             )
+        items = key if isinstance(key, tuple) else (key,)
+        basic = []
         for item in items:
-            if isinstance(item, (Tensor, np.ndarray, list, _builtin_bool)):
+            if isinstance(item, Tensor) and item.ndim == 0 and item.dtype.kind in "iu":
+                item = _builtin_int(item.item())
+            elif isinstance(item, (Tensor, np.ndarray, list, _builtin_bool, np.bool_)):
                 raise DimensionError(
                     "advanced indexing (tensors, arrays, lists, bools) is not supported: "
-                    "rearrange.Tensor implements basic indexing only (ints, slices, None, ...)"
+                    "rearrange.Tensor implements basic indexing only (ints, slices, None, "
+                    f"...); got {type(item).__name__} {item!r}"
                 )
-            if isinstance(item, slice):
-                if item.step is not None and as_int(item.step, "slice step") == 0:
-                    raise RearrangeError("slice step cannot be zero")
-                if item.step is not None and item.step < 0:
-                    raise RearrangeError("step must be greater than zero")
-            elif not (item is None or item is Ellipsis or hasattr(item, "__index__")):
-                raise DimensionError(
-                    "only integers, slices (`:`), ellipsis (`...`), None and long or byte "
-                    f"Variables are valid indices (got {type(item).__name__})"
-                )
-        return self._with(self._layout.index(key))
+            basic.append(item)
+        return tuple(basic) if isinstance(key, tuple) else basic[0]
 
     def __setitem__(self, key: object, value: object) -> None:
-        target = self[key].numpy()
-        if not target.flags.writeable:
-            raise RearrangeError("cannot write to a tensor whose storage is read-only")
-        source = value.numpy() if isinstance(value, Tensor) else value
-        try:
-            target[...] = source
-        except (ValueError, TypeError) as error:
+        """``self[key] = value`` writes through the view into the storage, torch's way.
+
+        ``value`` is a number or a Tensor (torch refuses lists and arrays too). A tensor
+        loses its leading size-1 dims and broadcasts by :meth:`expand` (torch's messages);
+        the target may not address one element twice, nor partly overlap the value in
+        memory (torch's "unsupported operation" errors); copying a view onto itself is a
+        no-op. Values are cast to this tensor's dtype.
+        """
+        target = self[key]
+        if not self._storage.array.flags.writeable:
             raise RearrangeError(
-                f"cannot assign a value of shape {np.shape(source)} to a tensor of shape "
-                f"{tuple(target.shape)}: {error}"
-            ) from None
+                f"cannot write to x[{key!r}]: the tensor's storage is a read-only numpy "
+                "array (from_numpy() of an array with flags.writeable=False); write to a "
+                "clone() instead"
+            )
+        if isinstance(value, Tensor):
+            source = value
+        elif isinstance(value, (_builtin_bool, _builtin_int, _builtin_float, complex,
+                                np.number, np.bool_)):
+            source = None
+        else:
+            kind = type(value).__name__ if type(value).__module__ == "builtins" \
+                else f"{type(value).__module__}.{type(value).__name__}"
+            type_name = "torch." + _TORCH_TYPE_NAMES.get(self.dtype.name, "Tensor")
+            raise ArgumentTypeError(f"can't assign a {kind} to a {type_name}")
+
+        if source is not None and source.shape != target.shape and source.ndim > 0:
+            sizes = source.shape
+            leading_ones = next((k for k, n in enumerate(sizes) if n != 1), len(sizes))
+            stripped = source._with(Layout(sizes[leading_ones:],
+                                           source.stride()[leading_ones:],
+                                           source.storage_offset()))
+            source = stripped.expand(target.shape)
+        if source is not None and source._storage is target._storage \
+                and source._layout == target._layout and source.dtype == target.dtype:
+            return  # torch's copy_ of a view onto the same data returns at once
+        if _has_internal_overlap(target._layout):
+            raise LayoutError(
+                "unsupported operation: more than one element of the written-to tensor "
+                "refers to a single memory location. Please clone() the tensor before "
+                "performing the operation."
+            )
+        if source is not None and _partly_overlap(target, source):
+            raise LayoutError(
+                "unsupported operation: some elements of the input tensor and the "
+                "written-to tensor refer to a single memory location. Please clone() the "
+                "tensor before performing the operation."
+            )
+        fill = _checked_scalar(value, self.dtype) if source is None else source.numpy()
+        with np.errstate(over="ignore"):  # float16 takes a too-large value as inf, like torch
+            np.copyto(target.numpy(), fill, casting="unsafe")
 
     # ------------------------------------------------------------------ maybe-copies
 
     def reshape(self, *shape: object) -> Tensor:
         """A view when strides allow one, else a C-contiguous copy (torch's rule)."""
-        sizes = infer_size(_size_args(shape, "reshape"), self.numel())
+        sizes = infer_size(_size_args(shape, "reshape", "shape"), self.numel())
         layout = self._layout.try_view(sizes)
         if layout is not None:
             return self._with(layout)
@@ -552,6 +635,84 @@ class Tensor:
         if extent is not None:
             np.copyto(result.numpy(), self.numpy(), casting="unsafe")
         return result
+
+
+# ---------------------------------------------------------------------- scalar writes
+
+# How torch's messages spell a dtype's C++ type; float16 values are checked as double.
+_CHECKED_TYPE_NAMES = {
+    "uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int",
+    "int64": "int64_t", "float16": "double", "float32": "float", "float64": "double",
+    "complex64": "c10::complex<float>", "complex128": "c10::complex<double>",
+}
+
+
+def _checked_scalar(value: object, dtype: np.dtype) -> np.ndarray:
+    """``value`` as a 0-d array to cast into ``dtype``, or torch's overflow error.
+
+    torch's ``c10::overflows``: integer targets take values in their range (unsigned ones
+    also ``-max .. -1``, which wrap) and no NaN or infinity; float32 / complex64 take
+    finite values up to float32's max; a non-zero imaginary part fits complex targets
+    only; bool takes anything. Python ints beyond int64 are torch's ValueError.
+    """
+    if isinstance(value, _builtin_int) and not isinstance(value, _builtin_bool) \
+            and not -2**63 <= value < 2**63:
+        raise RearrangeError("Overflow when unpacking long long")
+    number = np.asarray(value)
+    if dtype.kind != "c" and number.dtype.kind == "c":
+        if number.imag != 0 and dtype.kind != "b":
+            raise LayoutError(
+                f"value cannot be converted to type {_CHECKED_TYPE_NAMES[dtype.name]} "
+                f"without overflow"
+            )
+        number = number.real
+    fits = True
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if number.dtype.kind == "f":
+            fits = _builtin_bool(np.isfinite(number)) and info.min <= number <= info.max
+        elif number.dtype.kind in "iu":
+            low = -info.max if dtype.kind == "u" else info.min
+            fits = low <= _builtin_int(number) <= info.max
+    elif dtype.name in ("float32", "complex64"):
+        limit = np.finfo(np.float32).max
+        parts = (number.real, number.imag) if number.dtype.kind == "c" else (number,)
+        fits = all(not np.isfinite(p) or abs(p) <= limit for p in parts)
+    if not fits:
+        raise LayoutError(
+            f"value cannot be converted to type {_CHECKED_TYPE_NAMES[dtype.name]} without "
+            "overflow"
+        )
+    return number
+
+
+# ---------------------------------------------------------------------- memory overlap
+
+def _has_internal_overlap(layout: Layout) -> _builtin_bool:
+    """torch's ``has_internal_overlap(...) == YES``: some dim of size > 1 has stride 0.
+
+    Dense layouts (every zero-element one included) never overlap; other overlaps are
+    "too hard" for torch, which then writes without complaint, and so do we.
+    """
+    if layout.is_non_overlapping_and_dense():
+        return False
+    return any(size > 1 and stride == 0 for size, stride in zip(layout.shape, layout.strides))
+
+
+def _partly_overlap(a: Tensor, b: Tensor) -> _builtin_bool:
+    """torch's ``get_overlap_status(a, b) == PARTIAL``, decided only for two dense,
+    non-empty tensors on one storage: their byte ranges meet but are not the same
+    elements in the same order."""
+    if a.numel() == 0 or b.numel() == 0 or a._storage is not b._storage:
+        return False
+    if not (a._layout.is_non_overlapping_and_dense() and b._layout.is_non_overlapping_and_dense()):
+        return False
+    a_begin, b_begin = a.data_ptr(), b.data_ptr()
+    a_end = a_begin + a.numel() * a.element_size()
+    b_end = b_begin + b.numel() * b.element_size()
+    if a_begin == b_begin and a_end == b_end:
+        return a.stride() != b.stride()
+    return a_begin < b_end and b_begin < a_end
 
 
 # ---------------------------------------------------------------------- construction
@@ -631,8 +792,8 @@ def as_strided(input: Tensor, size: Sequence[object], stride: Sequence[object],
     """A view of ``input``'s storage with any sizes/strides that stay inside it."""
     if not isinstance(input, Tensor):
         raise ArgumentTypeError(f"as_strided(): expected a Tensor, got {type(input).__name__}")
-    size = _size_args((size,), "as_strided")
-    stride = _size_args((stride,), "as_strided")
+    size = _size_args((size,), "as_strided", "size")
+    stride = _size_args((stride,), "as_strided", "stride")
     offset = input.storage_offset() if storage_offset is None else as_int(storage_offset, "storage_offset")
     if any(s < 0 for s in stride):
         raise LayoutError(
