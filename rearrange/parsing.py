@@ -1,0 +1,641 @@
+"""The parse stage: pattern text -> a frozen AST, plus every check that needs no shapes.
+
+The syntax lives in ``grammar/pattern.lark`` (shipped in the wheel as
+``rearrange/grammar/pattern.lark``); this module builds the AST from it and checks what
+a pattern *means* for one operation: valid axis names, no duplicates, at most one
+ellipsis per side, and which axes may appear on one side only (rearrange: none; reduce:
+left-only axes are reduced; repeat: right-only axes are new). Every problem is a
+:class:`~rearrange.errors.PatternError` whose message says what was found and what was
+expected, with a caret line under the offending text:
+
+>>> parse_transform("b h -> b (h w)")
+Traceback (most recent call last):
+  ...
+rearrange.errors.PatternError: axis 'w' appears only on the right side; rearrange needs every axis on both sides
+  b h -> b (h w)
+              ^
+
+Lark is imported and the parser is built on the first parse, never at ``import
+rearrange``; parsed patterns are cached (bounded LRU), so a warm call is one lookup.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import pathlib
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from .errors import ArgumentTypeError, PatternError, RearrangeError
+
+__all__ = [
+    "AxisName",
+    "AnonymousAxis",
+    "EllipsisAxis",
+    "Member",
+    "Group",
+    "Side",
+    "TransformPattern",
+    "TRANSFORM_OPS",
+    "parse_transform",
+    "pattern_error",
+]
+
+# The operations whose patterns are transforms ("lhs -> rhs").
+TRANSFORM_OPS = ("rearrange", "reduce", "repeat")
+
+
+# --------------------------------------------------------------------------- the AST
+# Every node carries its span in the pattern text: text[start:end] is the node's text.
+
+
+@dataclass(frozen=True, slots=True)
+class AxisName:
+    """A named axis, e.g. ``h`` in ``"b (h w)"``."""
+
+    name: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class AnonymousAxis:
+    """An axis given by its length, a number > 1, e.g. the ``2`` in ``"(h 2)"``."""
+
+    value: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class EllipsisAxis:
+    """``...``: any number of axes (zero or more), the same ones on both sides."""
+
+    start: int
+    end: int
+
+
+Member = AxisName | AnonymousAxis | EllipsisAxis
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One axis of the tensor on this side: a bare term or a parenthesised composition.
+
+    ``()``, ``(1)`` and a bare ``1`` are unit axes (``members == ()``); a ``1`` inside a
+    composition is dropped, as einops does, so ``(h 1 w)`` has members ``(h, w)``.
+    """
+
+    members: tuple[Member, ...]
+    bracketed: bool  # True for "( ... )"; False for a bare term such as `b`, `...`, `3`, `1`
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One side of a transform. An empty side spans nothing at the arrow it touches."""
+
+    groups: tuple[Group, ...]
+    start: int
+    end: int
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The axis names, in order of appearance (anonymous axes and ``...`` left out)."""
+        return tuple(
+            member.name
+            for group in self.groups
+            for member in group.members
+            if type(member) is AxisName
+        )
+
+    @property
+    def has_ellipsis(self) -> bool:
+        return any(
+            type(member) is EllipsisAxis for group in self.groups for member in group.members
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TransformPattern:
+    """A checked ``lhs -> rhs`` pattern: valid for the op it was parsed for."""
+
+    text: str
+    left: Side
+    right: Side
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def pattern_error(message: str, text: str, start: int, end: int | None = None) -> PatternError:
+    """A PatternError whose message is ``message`` plus the pattern with carets under
+    ``text[start:end]`` (one caret at ``start`` when ``end`` is None or not past it)::
+
+        axis 'w' appears only on the right side
+          b h -> b (h w)
+                      ^
+
+    Only the line of a multi-line pattern that holds ``start`` is shown; whitespace shows
+    as one space per character and wide characters count two columns, so the carets line
+    up in a terminal.
+    """
+    return PatternError(f"{message}\n{_caret_lines(text, start, end)}")
+
+
+def _caret_lines(text: str, start: int, end: int | None) -> str:
+    start = max(0, min(start, len(text)))
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start)
+    if line_end < 0:
+        line_end = len(text)
+    if end is None:
+        end = start + 1
+    shown = "".join(" " if char.isspace() else char for char in text[line_start:line_end])
+    column = _display_width(text[line_start:start])
+    width = max(1, _display_width(text[start : min(end, line_end)]))
+    return f"  {shown}\n  {' ' * column}{'^' * width}"
+
+
+def _display_width(text: str) -> int:
+    return sum(
+        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        for char in text
+    )
+
+
+# What each grammar terminal is called in messages, in the order they are listed.
+_TERMINAL_NAMES = {
+    "NAME": "an axis name",
+    "INT": "a number",
+    "ELLIPSIS": "'...'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "ARROW": "'->'",
+    "COMMA": "','",
+    "STAR": "'*'",
+    "$END": "the end of the pattern",
+}
+
+
+def _one_of(terminals: Any) -> str:
+    names = [name for terminal, name in _TERMINAL_NAMES.items() if terminal in terminals]
+    if not names:
+        return "nothing more"
+    if len(names) == 1:
+        return names[0]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _found(token: Any) -> str:
+    if token.type == "$END":
+        return "the end of the pattern"
+    if token.type == "NAME":
+        return f"axis name {token.value!r}"
+    if token.type == "INT":
+        return f"number {token.value}"
+    return repr(token.value)
+
+
+def _raise_syntax_error(text: str, start: str) -> NoReturn:
+    """Let lark parse ``text`` (which the fast path rejected) and raise its error as ours."""
+    try:
+        _get_parser(start).parse(text)
+    except _LARK_ERRORS as error:
+        raise _syntax_error(error, text) from None
+    raise AssertionError(f"lark accepts {text!r} as a {start} pattern, the fast path does not")
+
+
+def _syntax_error(error: Exception, text: str) -> PatternError:
+    """Map lark's UnexpectedCharacters / UnexpectedToken to a message about patterns."""
+    token = getattr(error, "token", None)
+    if token is None:  # UnexpectedCharacters: no terminal matches here
+        position = error.pos_in_stream  # type: ignore[attr-defined]
+        return pattern_error(
+            f"unexpected character {text[position]!r}; expected {_one_of(error.allowed)}",  # type: ignore[attr-defined]
+            text,
+            position,
+        )
+    expected = error.expected  # type: ignore[attr-defined]
+    # lark gives $END the position of the last token; the end is where it was found.
+    position = len(text) if token.type == "$END" else token.start_pos
+    if "RPAR" in expected:  # inside a group
+        if token.type == "LPAR":
+            return pattern_error(
+                "nested parentheses: a group holds axes, '1' and '...', not another group",
+                text,
+                position,
+            )
+        if token.type in ("ARROW", "COMMA", "$END"):
+            opening = text.rfind("(", 0, position)
+            return pattern_error(
+                f"unbalanced parentheses: '(' is not closed before {_found(token)}",
+                text,
+                opening,
+            )
+    elif token.type == "RPAR":
+        return pattern_error("unbalanced parentheses: ')' has no matching '('", text, position)
+    if token.type == "ARROW" and "ARROW" not in expected:
+        return pattern_error(
+            "pattern must contain '->' exactly once; found a second '->'", text, position,
+            token.end_pos,
+        )
+    if token.type == "$END" and "ARROW" in expected:
+        stripped = text.strip()
+        first = text.find(stripped[0]) if stripped else len(text)
+        return pattern_error(
+            "pattern must contain '->' between the input and the output axes; found none",
+            text,
+            first,
+            first + len(stripped),
+        )
+    return pattern_error(
+        f"unexpected {_found(token)}; expected {_one_of(expected)}",
+        text,
+        position,
+        None if token.type == "$END" else token.end_pos,
+    )
+
+
+# --------------------------------------------------------------------------- the parser
+#
+# Two ways through the same LALR tables, which lark builds from grammar/pattern.lark:
+#
+# * the fast path (`_Recognizer` + `_build_transform`): one regex made of the grammar's
+#   terminals splits the text; each token steps a memoised copy of lark's automaton (so
+#   the grammar alone decides what is accepted), while a linear pass over the tokens
+#   builds the AST. ~10x cheaper than lark's general-purpose runtime.
+# * lark itself, only once the fast path has met a token the grammar does not allow
+#   there: it raises its UnexpectedInput, which `_syntax_error` turns into our message.
+
+_PARSERS: dict[str, Any] = {}  # start rule -> lark.Lark; empty until the first parse
+_RECOGNIZERS: dict[str, _Recognizer] = {}  # start rule -> its fast-path recognizer
+_LARK_ERRORS: tuple[type[Exception], ...] = ()  # lark's UnexpectedInput, once lark is imported
+
+
+def _grammar_text() -> str:
+    """The grammar: the package copy (installed wheel) first, then the checkout's."""
+    try:
+        packaged = importlib.resources.files(__package__).joinpath("grammar", "pattern.lark")
+        if packaged.is_file():
+            return packaged.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    checkout = pathlib.Path(__file__).resolve().parent.parent / "grammar" / "pattern.lark"
+    try:
+        return checkout.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            "the pattern grammar is missing: looked for rearrange/grammar/pattern.lark in "
+            f"the package and for {checkout} in a source checkout"
+        ) from None
+
+
+def _get_parser(start: str) -> Any:
+    """Lark's LALR parser for one start rule of the grammar, built on first use."""
+    parser = _PARSERS.get(start)
+    if parser is None:
+        global _LARK_ERRORS
+        import lark  # deferred: `import rearrange` must not pay for lark
+
+        parser = lark.Lark(_grammar_text(), parser="lalr", lexer="contextual", start=start)
+        _LARK_ERRORS = (lark.exceptions.UnexpectedInput,)
+        _PARSERS[start] = parser
+    return parser
+
+
+def _get_recognizer(start: str) -> _Recognizer:
+    recognizer = _RECOGNIZERS.get(start)
+    if recognizer is None:
+        recognizer = _RECOGNIZERS[start] = _Recognizer(_get_parser(start), start)
+    return recognizer
+
+
+_ACCEPT = -1  # a step that completes the start rule (only on $END)
+_REJECT = -2  # a step the tables have no action for: a syntax error
+
+
+class _Recognizer:
+    """Lark's LALR automaton for one start rule, as a memoised step function.
+
+    ``step(stack_id, terminal)`` runs lark's shift/reduce actions for one token on the
+    parser stack numbered ``stack_id`` and returns the new stack's number, _ACCEPT or
+    _REJECT; each (stack, terminal) pair is worked out once. The grammar nests one level
+    only, so the reachable stacks are few and the memo stays small (it is capped anyway).
+    ``tokens(text)`` yields regex matches named after the grammar's terminals, tried in
+    the order lark's lexer tries them; a character no terminal matches is named
+    ``_NO_TERMINAL``, which no table entry accepts.
+    """
+
+    _MAX_STACKS = 4096
+
+    def __init__(self, parser: Any, start: str) -> None:
+        import re
+
+        terminals = sorted(  # lark's BasicLexer order: priority, then longest
+            parser.terminals,
+            key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
+        )
+        alternatives = [f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals]
+        self.tokens = re.compile("|".join([*alternatives, "(?P<_NO_TERMINAL>.)"]), re.DOTALL).finditer
+        self.ignore = frozenset(parser.ignore_tokens)
+
+        table = parser.parser.parser._parse_table  # Lark -> ParsingFrontend -> LALR_Parser
+        self._actions: dict[Any, dict[str, Any]] = {}  # state -> terminal -> shift target | (size, rule)
+        self._goto: dict[Any, dict[str, Any]] = {}  # state -> rule name -> state after reducing
+        for state, row in table.states.items():
+            actions = self._actions[state] = {}
+            goto = self._goto[state] = {}
+            for symbol, (action, argument) in row.items():
+                if action.name == "Shift":
+                    (actions if symbol.isupper() else goto)[str(symbol)] = argument
+                else:
+                    actions[str(symbol)] = (len(argument.expansion), str(argument.origin.name))
+        self._end = table.end_states[start]
+        self._stacks: list[tuple[Any, ...]] = [(table.start_states[start],)]
+        self._stack_ids: dict[tuple[Any, ...], int] = {self._stacks[0]: 0}
+        self.next: list[dict[str, int]] = [{}]  # next[stack_id][terminal]: the memo
+
+    def step(self, stack_id: int, terminal: str) -> int:
+        stack = list(self._stacks[stack_id])
+        while True:
+            action = self._actions[stack[-1]].get(terminal)
+            if action is None:
+                result = _REJECT
+                break
+            if type(action) is not tuple:  # shift
+                stack.append(action)
+                result = self._stack_id(tuple(stack))
+                break
+            size, rule = action
+            if size:
+                del stack[-size:]
+            state = self._goto[stack[-1]][rule]
+            if state == self._end:
+                result = _ACCEPT
+                break
+            stack.append(state)
+        self.next[stack_id][terminal] = result
+        return result
+
+    def _stack_id(self, stack: tuple[Any, ...]) -> int:
+        stack_id = self._stack_ids.get(stack)
+        if stack_id is None:
+            if len(self._stacks) >= self._MAX_STACKS:
+                raise RuntimeError("pattern parser: too many parser stacks (grammar nests deeply?)")
+            stack_id = self._stack_ids[stack] = len(self._stacks)
+            self._stacks.append(stack)
+            self.next.append({})
+        return stack_id
+
+
+_MEMBER_TERMINALS = frozenset({"NAME", "INT", "ELLIPSIS"})
+
+
+def _build_transform(text: str) -> tuple[Side, Side] | None:
+    """The two sides of a transform pattern, or None if the grammar rejects the text.
+
+    Relies on what the recognizer has already accepted: sides split at the one ARROW,
+    groups are LPAR member* RPAR, every other NAME / INT / ELLIPSIS is a bare group.
+    """
+    recognizer = _get_recognizer("transform")
+    ignore, next_steps, step = recognizer.ignore, recognizer.next, recognizer.step
+    stack_id = 0
+    left: tuple[Group, ...] = ()
+    arrow_start = arrow_end = 0
+    groups: list[Group] = []
+    members: list[Member] | None = None  # the open group's members; None outside "( )"
+    opening = 0  # where the open group starts
+    previous: Any = None  # the previous token's match, for the spacing check
+    for match in recognizer.tokens(text):
+        kind = match.lastgroup
+        if kind in ignore:
+            previous = None
+            continue
+        known = next_steps[stack_id]
+        stack_id = known[kind] if kind in known else step(stack_id, kind)  # type: ignore[arg-type]
+        if stack_id < 0:
+            return None
+        start, end = match.span()
+        if kind in _MEMBER_TERMINALS:
+            if previous is not None and previous.lastgroup in _MEMBER_TERMINALS:
+                # "a..." lexes as `a` then `...`; einops reads one identifier "a…" and
+                # rejects it. Word runs swallow each other, so only `...` can touch a term.
+                raise pattern_error(
+                    f"expected a space between {previous.group()!r} and {match.group()!r}",
+                    text,
+                    previous.start(),
+                    end,
+                )
+            value = match.group()
+            if kind == "NAME":
+                member: Member | None = AxisName(value, start, end)
+            elif kind == "ELLIPSIS":
+                member = EllipsisAxis(start, end)
+            else:
+                if len(value) > 18:  # also keeps int() below Python's digit limit
+                    raise pattern_error(
+                        f"anonymous axis {value[:20]}... is longer than 18 digits; expected an "
+                        "axis length",
+                        text,
+                        start,
+                        end,
+                    )
+                number = int(value)
+                member = None if number == 1 else AnonymousAxis(number, start, end)
+            if members is not None:
+                if member is not None:  # a 1 inside a group is dropped
+                    members.append(member)
+            else:
+                groups.append(Group(() if member is None else (member,), False, start, end))
+        elif kind == "LPAR":
+            members, opening = [], start
+        elif kind == "RPAR":
+            groups.append(Group(tuple(members), True, opening, end))  # type: ignore[arg-type]
+            members = None
+        else:  # ARROW
+            left, arrow_start, arrow_end = tuple(groups), start, end
+            groups = []
+        previous = match
+    if step(stack_id, "$END") != _ACCEPT:
+        return None
+    return _side(left, arrow_start), _side(tuple(groups), arrow_end)
+
+
+def _side(groups: tuple[Group, ...], empty_at: int) -> Side:
+    if groups:
+        return Side(groups, groups[0].start, groups[-1].end)
+    return Side((), empty_at, empty_at)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _invalid_name_reason(name: str) -> str | None:
+    """Why ``name`` is not an axis name in a transform (einops' rules), or None if it is."""
+    if not name.isidentifier():
+        if name[0].isdigit():
+            return "expected a Python identifier, which does not start with a digit"
+        return "expected a Python identifier"
+    if name == "_":
+        return "'_' skips an axis only in parse_shape patterns"
+    if name[0] == "_" or name[-1] == "_":
+        return "axis names must not start or end with '_'"
+    return None
+
+
+def _check_side(side: Side, label: str, text: str) -> None:
+    """Checks one side alone: names, lengths, duplicates, ellipsis count and place."""
+    seen: set[str] = set()
+    ellipsis_seen = False
+    for group in side.groups:
+        for member in group.members:
+            kind = type(member)
+            if kind is AxisName:
+                reason = _invalid_name_reason(member.name)
+                if reason is not None:
+                    raise pattern_error(
+                        f"invalid axis name {member.name!r}: {reason}", text, member.start, member.end
+                    )
+                if member.name in seen:
+                    raise pattern_error(
+                        f"axis {member.name!r} appears twice on the {label} side; "
+                        "each axis may appear once per side",
+                        text,
+                        member.start,
+                        member.end,
+                    )
+                seen.add(member.name)
+            elif kind is AnonymousAxis:
+                if member.value == 0:
+                    raise pattern_error(
+                        "anonymous axis of length 0; a number in a pattern is an axis length "
+                        "and must be at least 1",
+                        text,
+                        member.start,
+                        member.end,
+                    )
+            else:
+                if ellipsis_seen:
+                    raise pattern_error(
+                        f"'...' appears twice on the {label} side; a side may hold one "
+                        "ellipsis at most",
+                        text,
+                        member.start,
+                        member.end,
+                    )
+                ellipsis_seen = True
+                if label == "left" and group.bracketed:
+                    raise pattern_error(
+                        "'...' inside parentheses on the left side; it may be grouped only "
+                        "on the right side",
+                        text,
+                        member.start,
+                        member.end,
+                    )
+
+
+# Why an axis may not appear on one side only, per op and side (None: it may).
+_ONE_SIDED_NAME = {
+    ("rearrange", "left"): "rearrange needs every axis on both sides",
+    ("rearrange", "right"): "rearrange needs every axis on both sides",
+    ("reduce", "left"): None,  # reduced
+    ("reduce", "right"): "reduce cannot create axes (repeat can)",
+    ("repeat", "left"): "repeat cannot remove axes (reduce can)",
+    ("repeat", "right"): None,  # a new axis; its length comes from axes_lengths
+}
+
+# The message for a number other than 1, per op and side (None: it may stand there).
+_ANONYMOUS = {
+    ("rearrange", "left"): "anonymous axis {} is not allowed in rearrange (only 1 is); "
+    "name the axis and pass its length as a keyword",
+    ("rearrange", "right"): "anonymous axis {} is not allowed in rearrange (only 1 is); "
+    "name the axis and pass its length as a keyword",
+    ("reduce", "left"): None,  # reduced
+    ("reduce", "right"): "anonymous axis {} on the right side; reduce cannot create axes "
+    "(repeat can)",
+    ("repeat", "left"): "anonymous axis {} on the left side; repeat takes anonymous axes "
+    "only on the right side, as new axes",
+    ("repeat", "right"): None,  # a new axis of that length
+}
+
+
+def _check_sides_agree(left: Side, right: Side, op: str, text: str) -> None:
+    """Checks each axis against the other side, in the order they appear in the text."""
+    names = {"left": set(left.names), "right": set(right.names)}
+    ellipsis = {"left": left.has_ellipsis, "right": right.has_ellipsis}
+    for label, other, side in (("left", "right", left), ("right", "left", right)):
+        for group in side.groups:
+            for member in group.members:
+                kind = type(member)
+                if kind is AxisName:
+                    reason = _ONE_SIDED_NAME[op, label]
+                    if reason is not None and member.name not in names[other]:
+                        raise pattern_error(
+                            f"axis {member.name!r} appears only on the {label} side; {reason}",
+                            text,
+                            member.start,
+                            member.end,
+                        )
+                elif kind is AnonymousAxis:
+                    message = _ANONYMOUS[op, label]
+                    if message is not None:
+                        raise pattern_error(
+                            message.format(member.value),
+                            text,
+                            member.start,
+                            member.end,
+                        )
+                elif not ellipsis[other]:
+                    if label == "right":
+                        reason = "the input needs '...' for the output to have it"
+                    elif op == "rearrange":
+                        reason = "rearrange needs it on both sides"
+                    elif op == "repeat":
+                        reason = "repeat cannot remove axes (reduce can)"
+                    else:
+                        continue  # reduce: the ellipsis axes are reduced
+                    raise pattern_error(
+                        f"'...' appears only on the {label} side; {reason}",
+                        text,
+                        member.start,
+                        member.end,
+                    )
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def parse_transform(text: str, op: str = "rearrange") -> TransformPattern:
+    """Parse and check a transform pattern ``"lhs -> rhs"`` for ``op`` (one of
+    ``"rearrange"``, ``"reduce"``, ``"repeat"``), raising PatternError for anything that
+    is wrong without knowing shapes. Results are cached (``parse_transform.cache_info()``).
+
+    >>> p = parse_transform("b (h w) -> b h w")
+    >>> p.left.names, p.right.names, p.left.groups[1].bracketed
+    (('b', 'h', 'w'), ('b', 'h', 'w'), True)
+    """
+    if not isinstance(text, str):
+        raise ArgumentTypeError(f"a pattern must be a str, not {type(text).__name__}")
+    return _parse_transform_cached(text, op)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_transform_cached(text: str, op: str) -> TransformPattern:
+    if op not in TRANSFORM_OPS:
+        raise RearrangeError(f"op must be one of {', '.join(map(repr, TRANSFORM_OPS))}, not {op!r}")
+    sides = _build_transform(text)
+    if sides is None:
+        _raise_syntax_error(text, "transform")
+    left, right = sides
+    _check_side(left, "left", text)
+    _check_side(right, "right", text)
+    _check_sides_agree(left, right, op, text)
+    return TransformPattern(text, left, right)
+
+
+parse_transform.cache_info = _parse_transform_cached.cache_info  # type: ignore[attr-defined]
+parse_transform.cache_clear = _parse_transform_cached.cache_clear  # type: ignore[attr-defined]
