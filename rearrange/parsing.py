@@ -11,7 +11,7 @@ expected, with a caret line under the offending text:
 >>> parse_transform("b h -> b (h w)")
 Traceback (most recent call last):
   ...
-rearrange.errors.PatternError: axis 'w' appears only on the right side; rearrange needs every axis on both sides
+rearrange.PatternError: axis 'w' appears only on the right side; rearrange needs every axis on both sides
   b h -> b (h w)
               ^
 
@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import pathlib
+import re
+import threading
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -267,7 +269,7 @@ def _syntax_error(error: Exception, text: str) -> PatternError:
 # * the fast path (`_Recognizer` + `_build_transform`): one regex made of the grammar's
 #   terminals splits the text; each token steps a memoised copy of lark's automaton (so
 #   the grammar alone decides what is accepted), while a linear pass over the tokens
-#   builds the AST. ~10x cheaper than lark's general-purpose runtime.
+#   builds the AST: a few times cheaper than lark's general-purpose runtime.
 # * lark itself, only once the fast path has met a token the grammar does not allow
 #   there: it raises its UnexpectedInput, which `_syntax_error` turns into our message.
 
@@ -333,8 +335,6 @@ class _Recognizer:
     _MAX_STACKS = 4096
 
     def __init__(self, parser: Any, start: str) -> None:
-        import re
-
         terminals = sorted(  # lark's BasicLexer order: priority, then longest
             parser.terminals,
             key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
@@ -358,8 +358,13 @@ class _Recognizer:
         self._stacks: list[tuple[Any, ...]] = [(table.start_states[start],)]
         self._stack_ids: dict[tuple[Any, ...], int] = {self._stacks[0]: 0}
         self.next: list[dict[str, int]] = [{}]  # next[stack_id][terminal]: the memo
+        self._lock = threading.Lock()
 
     def step(self, stack_id: int, terminal: str) -> int:
+        with self._lock:  # a memo miss: rare, so the lock costs nothing on the hot path
+            return self._step(stack_id, terminal)
+
+    def _step(self, stack_id: int, terminal: str) -> int:
         stack = list(self._stacks[stack_id])
         while True:
             action = self._actions[stack[-1]].get(terminal)
@@ -438,8 +443,8 @@ def _build_transform(text: str) -> tuple[Side, Side] | None:
             else:
                 if len(value) > 18:  # also keeps int() below Python's digit limit
                     raise pattern_error(
-                        f"anonymous axis {value[:20]}... is longer than 18 digits; expected an "
-                        "axis length",
+                        f"anonymous axis of {len(value)} digits; expected an axis length of "
+                        "at most 18 digits",
                         text,
                         start,
                         end,
@@ -487,8 +492,9 @@ def _invalid_name_reason(name: str) -> str | None:
     return None
 
 
-def _check_side(side: Side, label: str, text: str) -> None:
-    """Checks one side alone: names, lengths, duplicates, ellipsis count and place."""
+def _check_side(side: Side, label: str, text: str) -> tuple[set[str], bool]:
+    """Checks one side alone: names, lengths, duplicates, ellipsis count and place.
+    Returns the side's names and whether it has an ellipsis."""
     seen: set[str] = set()
     ellipsis_seen = False
     for group in side.groups:
@@ -536,6 +542,7 @@ def _check_side(side: Side, label: str, text: str) -> None:
                         member.start,
                         member.end,
                     )
+    return seen, ellipsis_seen
 
 
 # Why an axis may not appear on one side only, per op and side (None: it may).
@@ -563,10 +570,16 @@ _ANONYMOUS = {
 }
 
 
-def _check_sides_agree(left: Side, right: Side, op: str, text: str) -> None:
-    """Checks each axis against the other side, in the order they appear in the text."""
-    names = {"left": set(left.names), "right": set(right.names)}
-    ellipsis = {"left": left.has_ellipsis, "right": right.has_ellipsis}
+def _check_sides_agree(
+    left: Side,
+    right: Side,
+    names: dict[str, set[str]],
+    ellipsis: dict[str, bool],
+    op: str,
+    text: str,
+) -> None:
+    """Checks each axis against the other side, in the order they appear in the text;
+    ``names`` and ``ellipsis`` hold each side's names and whether it has '...'."""
     for label, other, side in (("left", "right", left), ("right", "left", right)):
         for group in side.groups:
             for member in group.members:
@@ -631,9 +644,16 @@ def _parse_transform_cached(text: str, op: str) -> TransformPattern:
     if sides is None:
         _raise_syntax_error(text, "transform")
     left, right = sides
-    _check_side(left, "left", text)
-    _check_side(right, "right", text)
-    _check_sides_agree(left, right, op, text)
+    left_names, left_ellipsis = _check_side(left, "left", text)
+    right_names, right_ellipsis = _check_side(right, "right", text)
+    _check_sides_agree(
+        left,
+        right,
+        {"left": left_names, "right": right_names},
+        {"left": left_ellipsis, "right": right_ellipsis},
+        op,
+        text,
+    )
     return TransformPattern(text, left, right)
 
 
