@@ -173,8 +173,8 @@ def _display_width(text: str) -> int:
 _TERMINAL_NAMES = {
     "NAME": "an axis name",
     "INT": "a number",
-    "ELLIPSIS": "'...'",
     "LPAR": "'('",
+    "ELLIPSIS": "'...'",
     "RPAR": "')'",
     "ARROW": "'->'",
     "COMMA": "','",

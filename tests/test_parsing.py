@@ -204,23 +204,23 @@ def test_nodes_are_frozen_and_slotted():
 BAD = [
     # syntax: what was found, what was expected
     ("a - b -> a b", "rearrange",
-     "unexpected character '-'; expected an axis name, a number, '...', '(' or '->'\n"
+     "unexpected character '-'; expected an axis name, a number, '(', '...' or '->'\n"
      "  a - b -> a b\n"
      "    ^"),
     ("a b -> a, b", "rearrange",
-     "unexpected character ','; expected an axis name, a number, '...', '(' or '->'\n"
+     "unexpected character ','; expected an axis name, a number, '(', '...' or '->'\n"
      "  a b -> a, b\n"
      "          ^"),
     ("a b -> a * b", "rearrange",
-     "unexpected character '*'; expected an axis name, a number, '...', '(' or '->'\n"
+     "unexpected character '*'; expected an axis name, a number, '(', '...' or '->'\n"
      "  a b -> a * b\n"
      "           ^"),
     ("a.b -> a b", "rearrange",
-     "unexpected character '.'; expected an axis name, a number, '...', '(' or '->'\n"
+     "unexpected character '.'; expected an axis name, a number, '(', '...' or '->'\n"
      "  a.b -> a b\n"
      "   ^"),
     ("a .... -> a", "reduce",
-     "unexpected character '.'; expected an axis name, a number, '...', '(' or '->'\n"
+     "unexpected character '.'; expected an axis name, a number, '(', '...' or '->'\n"
      "  a .... -> a\n"
      "       ^"),
     ("(a - b) -> a b", "rearrange",
@@ -228,7 +228,7 @@ BAD = [
      "  (a - b) -> a b\n"
      "     ^"),
     ("a\u00a0b -> a b", "rearrange",
-     "unexpected character '\\xa0'; expected an axis name, a number, '...', '(' or '->'\n"
+     "unexpected character '\\xa0'; expected an axis name, a number, '(', '...' or '->'\n"
      "  a b -> a b\n"
      "   ^"),
     # the arrow
