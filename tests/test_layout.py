@@ -20,17 +20,20 @@ array's values *are* the storage positions, which also checks the model itself.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 
 import numpy as np
 import pytest
-from hypothesis import event, given
+from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 import rearrange
 from rearrange import Layout
 from rearrange.errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeError
+
+torch = pytest.importorskip("torch")  # an oracle for errors and size-1 strides only
 
 MAX_NDIM = 4
 # Sizes 0..5, zero drawn less often: four dims would otherwise be empty half the time.
@@ -108,6 +111,7 @@ def random_layouts(draw, min_ndim: int = 0) -> Layout:
     return Layout(tuple(shape), tuple(strides), draw(OFFSETS))
 
 
+@functools.cache  # strategies are immutable; building one is the slow part
 def slices(size: int):
     """Any slice of a dim of ``size``; bounds are often omitted so results are often
     non-empty, and otherwise range past both ends."""
@@ -164,11 +168,13 @@ def shapes_with_numel(draw, numel: int, max_ndim: int = MAX_NDIM) -> tuple[int, 
     return tuple(draw(st.permutations(shape)))
 
 
+@functools.cache
 def dims(ndim: int):
     """A dim in torch's accepted range ``[-ndim, ndim)`` (ndim >= 1)."""
     return st.integers(-ndim, ndim - 1)
 
 
+@functools.cache
 def distinct_dims(ndim: int, min_size: int = 0):
     """Distinct dims, each written either way (``d`` or ``d - ndim``)."""
     return st.lists(
@@ -252,23 +258,14 @@ def test_contiguous_constructor_walks_storage_in_order(shape, offset):
 
 # ---------------------------------------------------------------------- inspection
 
-@given(layouts())
-def test_extent_is_lowest_and_highest_position(layout):
-    where = positions(layout)
-    expected = None if where.size == 0 else (int(where.min()), int(where.max()))
-    assert layout.extent() == expected
-
-
-@given(layouts())
-def test_numel(layout):
-    assert layout.numel == positions(layout).size
-
-
 @given(layouts(), st.data())
-def test_position_of_one_element(layout, data):
+def test_numel_extent_and_position_read_the_model(layout, data):
     where = positions(layout)
+    assert layout.numel == where.size
     if where.size == 0:
+        assert layout.extent() is None
         return
+    assert layout.extent() == (int(where.min()), int(where.max()))
     index = tuple(data.draw(st.integers(0, size - 1)) for size in layout.shape)
     assert layout.position(index) == where[index]
 
@@ -287,14 +284,11 @@ def test_is_contiguous_agrees_with_numpy_flag(pair):
 
 
 def non_overlapping_and_dense_model(layout: Layout) -> bool:
-    """torch's rule, brute force: some order of the dims walks ``offset, offset + 1, ...``.
-
-    Dims of size 0 and 1 are ignored (as torch ignores every dim of size < 2), so a
-    zero-element layout is judged by its other dims.
-    """
-    shape = tuple(max(size, 1) for size in layout.shape)
-    where = positions(Layout(shape, layout.strides, layout.offset))
-    return any(
+    """torch's flag, brute force: contiguous (so any zero-element layout), or some order
+    of the dims walks ``offset, offset + 1, ...`` (size-1 dims never step, so any
+    position for them fits)."""
+    where = positions(layout)
+    return where.size == 0 or any(
         is_dense_in_order(np.transpose(where, order), layout.offset)
         for order in itertools.permutations(range(layout.ndim))
     )
@@ -302,13 +296,10 @@ def non_overlapping_and_dense_model(layout: Layout) -> bool:
 
 @given(layouts())
 def test_is_non_overlapping_and_dense_iff_some_dim_order_is_contiguous(layout):
-    assert layout.is_non_overlapping_and_dense() == non_overlapping_and_dense_model(layout)
-
-
-@given(layouts())
-def test_non_overlapping_and_dense_means_a_gap_free_block_addressed_once(layout):
+    verdict = layout.is_non_overlapping_and_dense()
+    assert verdict == non_overlapping_and_dense_model(layout)
     where = positions(layout)
-    if layout.is_non_overlapping_and_dense() and where.size:
+    if verdict and where.size:  # then a gap-free block, each position addressed once
         low = int(where.min())
         np.testing.assert_array_equal(np.sort(where.ravel()), low + np.arange(where.size))
 
@@ -390,18 +381,21 @@ def test_expand_is_np_broadcast_to(layout, data):
 
 
 EXPAND_ERRORS = [
-    pytest.param(Layout.contiguous((2, 3)), (3,), "number of sizes", id="too-few-sizes"),
-    pytest.param(Layout.contiguous((2, 3)), (4, 3), "non-singleton dimension 0", id="non-1"),
-    pytest.param(Layout.contiguous((3,)), (-1, 3), "leading, non-existing", id="-1-leading"),
-    pytest.param(Layout.contiguous((1,)), (-2,), "non-negative", id="-2"),
+    pytest.param((2, 3), (3,), id="too-few-sizes"),
+    pytest.param((2, 3), (4, 3), id="non-singleton"),
+    pytest.param((3,), (-1, 3), id="-1-leading"),
+    pytest.param((1,), (-2,), id="negative"),
+    pytest.param((), (2, -3), id="0d-negative"),
 ]
 
 
-@pytest.mark.parametrize(("layout", "sizes", "fragment"), EXPAND_ERRORS)
-def test_expand_errors(layout, sizes, fragment):
+@pytest.mark.parametrize(("shape", "sizes"), EXPAND_ERRORS)
+def test_expand_errors_are_torchs(shape, sizes):
+    with pytest.raises(RuntimeError) as expected:
+        torch.ones(shape).expand(sizes)
     with pytest.raises(LayoutError) as caught:
-        layout.expand(sizes)
-    assert fragment in str(caught.value)
+        Layout.contiguous(shape).expand(sizes, type_name="torch.FloatTensor")
+    assert str(caught.value) == str(expected.value)
 
 
 # ---------------------------------------------------------------------- split / merge
@@ -605,20 +599,23 @@ def test_index_corpus(layout, key):
     assert_same(layout.index(key), np.asarray(positions(layout)[key]))
 
 
+# Each error is also the builtin class torch raises for the same key.
 INDEX_ERRORS = [
-    pytest.param(Layout.contiguous((2, 3)), (0, 0, 0), "too many indices", id="too-many"),
-    pytest.param(Layout.contiguous((2, 3)), (Ellipsis, Ellipsis), "single ellipsis", id="..."),
-    pytest.param(Layout.contiguous((2, 3)), (2,), "out of bounds", id="out-of-range"),
-    pytest.param(Layout.contiguous((2, 3)), (0, -4), "out of bounds", id="negative-out"),
-    pytest.param(Layout.contiguous((2, 3)), ("a",), "only integers", id="string"),
-    pytest.param(Layout.contiguous((2, 3)), (True,), "only integers", id="bool"),
+    pytest.param((0, 0, 0), DimensionError, "too many indices", id="too-many"),
+    pytest.param((Ellipsis, Ellipsis), DimensionError, "single ellipsis", id="two-ellipses"),
+    pytest.param((2,), DimensionError, "out of bounds for dimension 0", id="out-of-range"),
+    pytest.param((0, -4), DimensionError, "out of bounds for dimension 1", id="negative-out"),
+    pytest.param((None, 5), DimensionError, "for dimension 1", id="dim-counts-None"),
+    pytest.param((1.5,), DimensionError, "only integers", id="float"),
+    pytest.param((True,), DimensionError, "only integers", id="bool"),
+    pytest.param(("a",), ArgumentTypeError, "only integers", id="string"),
 ]
 
 
-@pytest.mark.parametrize(("layout", "key", "fragment"), INDEX_ERRORS)
-def test_index_errors(layout, key, fragment):
-    with pytest.raises(DimensionError) as caught:
-        layout.index(key)
+@pytest.mark.parametrize(("key", "error", "fragment"), INDEX_ERRORS)
+def test_index_errors(key, error, fragment):
+    with pytest.raises(error) as caught:
+        Layout.contiguous((2, 3)).index(key)
     assert fragment in str(caught.value)
 
 
@@ -658,3 +655,109 @@ SCALAR_ERRORS = [
 def test_scalar_op_errors(op, error):
     with pytest.raises(error):
         op(SCALAR)
+
+
+# ---------------------------------------------------------------------- torch's strides
+#
+# The model sees positions only, so it cannot check the strides Layout gives size-1 dims
+# (any stride addresses them) or the offset of an empty slice. Layout promises torch's
+# exact choice there; torch is the oracle, over layouts with non-negative strides (the
+# only ones torch can build).
+
+def torch_view_of(layout: Layout):
+    """A torch tensor with ``layout``'s sizes, strides and storage offset."""
+    needed = layout.offset + sum(size * stride for size, stride in zip(layout.shape, layout.strides))
+    return torch.empty(needed + 1).as_strided(layout.shape, layout.strides, layout.offset)
+
+
+def torch_layout(tensor) -> Layout:
+    return Layout(tuple(tensor.shape), tensor.stride(), tensor.storage_offset())
+
+
+non_negative_layouts = layouts().map(
+    lambda l: Layout(l.shape, tuple(abs(s) for s in l.strides), l.offset)
+)
+
+
+def torch_view(tensor, shape):
+    """torch's view layout, or None where torch refuses (a view would need a copy)."""
+    try:
+        return torch_layout(tensor.view(shape))
+    except RuntimeError:
+        return None
+
+
+def torch_slice(tensor, dim_and_slice):
+    dim, key = dim_and_slice
+    return torch_layout(tensor[(slice(None),) * dim + (key,)])
+
+
+def layout_slice(layout, dim_and_slice):
+    dim, key = dim_and_slice
+    return layout.slice_dim(dim, key.start, key.stop, key.step)
+
+
+def torch_is_non_overlapping_and_dense(tensor, _) -> bool:
+    """torch's C++ flag, read through ``empty_like``: a tensor with the flag keeps its
+    strides; one without gets dense strides, which can never equal its own. (The Python
+    ``torch._prims_common`` helper differs from the flag on size-1 dims of stride 0.)"""
+    return torch.empty_like(tensor).stride() == tensor.stride()
+
+
+def preserved_strides(layout: Layout, _) -> tuple[int, ...]:
+    """The strides of a copy that preserves the layout's format (``clone``): its own when
+    non-overlapping and dense, else :meth:`Layout.dense_strides_like`."""
+    if layout.is_non_overlapping_and_dense():
+        return layout.strides
+    return layout.dense_strides_like()
+
+
+@st.composite
+def positive_slices(draw, layout):
+    assume(layout.ndim)
+    dim = draw(st.integers(0, layout.ndim - 1))
+    key = draw(slices(layout.shape[dim]))
+    return dim, slice(key.start, key.stop, abs(key.step) if key.step else None)
+
+
+# (argument strategy for a layout, the Layout op, the same op on a torch tensor)
+TORCH_OPS = [
+    pytest.param(
+        lambda l: shapes_with_numel(l.numel), Layout.try_view, torch_view, id="try_view"
+    ),
+    pytest.param(
+        lambda l: st.integers(-l.ndim - 1, l.ndim), Layout.unsqueeze,
+        lambda t, dim: torch_layout(t.unsqueeze(dim)), id="unsqueeze",
+    ),
+    pytest.param(
+        lambda l: expand_sizes(l.shape), Layout.expand,
+        lambda t, sizes: torch_layout(t.expand(sizes)), id="expand",
+    ),
+    pytest.param(
+        lambda l: st.none() | distinct_dims(l.ndim, min_size=1) if l.ndim else st.none(),
+        Layout.squeeze,
+        lambda t, dims: torch_layout(t.squeeze() if dims is None else t.squeeze(dims)),
+        id="squeeze",
+    ),
+    pytest.param(positive_slices, layout_slice, torch_slice, id="slice"),
+    pytest.param(
+        lambda l: st.none(), lambda l, _: l.is_contiguous(),
+        lambda t, _: t.is_contiguous(), id="is_contiguous",
+    ),
+    pytest.param(
+        lambda l: st.none(), lambda l, _: l.is_non_overlapping_and_dense(),
+        torch_is_non_overlapping_and_dense,
+        id="is_non_overlapping_and_dense",
+    ),
+    pytest.param(
+        lambda l: st.none(), preserved_strides,
+        lambda t, _: torch.empty_like(t).stride(), id="dense_strides_like",
+    ),
+]
+
+
+@pytest.mark.parametrize(("arguments", "layout_op", "torch_op"), TORCH_OPS)
+@given(layout=non_negative_layouts, data=st.data())
+def test_strides_and_offsets_are_torchs(arguments, layout_op, torch_op, layout, data):
+    argument = data.draw(arguments(layout))
+    assert layout_op(layout, argument) == torch_op(torch_view_of(layout), argument)
