@@ -6,13 +6,16 @@ copy that needs a kernel, torch and dask only when the caller hands in such an a
 
 from __future__ import annotations
 
+from .api import CompiledRearrange, cache_clear, cache_info, compile, explain, rearrange
 from .errors import (
     ArgumentTypeError,
     DimensionError,
     LayoutError,
+    NoViewError,
     PatternError,
     RearrangeError,
 )
+from .plan import Plan, Step
 from .layout import Layout
 from .tensor import (
     Size,
@@ -55,7 +58,10 @@ from .tensor import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "rearrange", "explain", "compile", "cache_info", "cache_clear", "CompiledRearrange",
+    "Plan", "Step",
     "RearrangeError", "LayoutError", "DimensionError", "ArgumentTypeError", "PatternError",
+    "NoViewError",
     "Layout", "Tensor", "Size", "Storage", "UntypedStorage",
     "tensor", "as_tensor", "from_numpy", "arange", "zeros", "ones", "empty", "full",
     "rand", "randn", "as_strided", "manual_seed",
