@@ -58,6 +58,18 @@ _TORCH_TYPE_NAMES = {
     "complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor",
 }
 
+# How torch's C++ ``toString()`` names a CPU tensor type in messages (expand's): the
+# legacy ``torch.<X>Tensor`` names where one exists, ``CPU<X>Type`` otherwise.
+_LEGACY_TYPE_NAMES = ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
+
+
+def _torch_type_string(dtype: np.dtype) -> str:
+    name = _TORCH_TYPE_NAMES.get(dtype.name, "Tensor")
+    if dtype.name in _LEGACY_TYPE_NAMES:
+        return f"torch.{name}"
+    return f"CPU{name.removesuffix('Tensor')}Type"
+
+
 _generator = np.random.default_rng()
 
 
@@ -68,10 +80,32 @@ def manual_seed(seed: _builtin_int) -> None:
 
 
 def _dtype(value: object) -> np.dtype:
+    """``value`` as one of the numeric dtypes a tensor can hold (bool, ints, floats,
+    complex); anything else — objects, strings, dates — is an ArgumentTypeError."""
     try:
-        return np.dtype(value)
+        dtype = np.dtype(value)
     except TypeError:
         raise ArgumentTypeError(f"dtype must be a numpy-compatible dtype, got {value!r}") from None
+    if dtype.kind not in "biufc":
+        raise ArgumentTypeError(
+            f"dtype must be a bool, integer, floating or complex dtype, got {value!r} ({dtype})"
+        )
+    return dtype
+
+
+def _type_name(value: object) -> str:
+    """``int``, ``numpy.int64``: how torch's messages name a Python value's type."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+
+
+def _require_tensor(value: object, op: str, argument: str = "other") -> Tensor:
+    if not isinstance(value, Tensor):
+        raise ArgumentTypeError(
+            f"{op}(): argument '{argument}' (position 1) must be Tensor, not "
+            f"{_type_name(value)}: {value!r}"
+        )
+    return value
 
 
 def _address(array: np.ndarray) -> _builtin_int:
@@ -141,11 +175,16 @@ class Storage:
         return self.array.size
 
     def __getitem__(self, index: object) -> Any:
-        try:
-            item = self.array[index]
-        except IndexError as error:
-            raise DimensionError(f"storage index {index!r}: {error}") from None
-        return item.tolist()
+        """The element at ``index`` (negative counts from the end) as a Python number;
+        a slice gives a list."""
+        if isinstance(index, slice):
+            return self.array[index].tolist()
+        if isinstance(index, _builtin_bool) or not hasattr(index, "__index__"):
+            raise LayoutError(f"can't index a {type(self)} with {type(index)}")
+        position = index.__index__()
+        if not -len(self) <= position < len(self):
+            raise DimensionError(f"index {position} out of range for storage of size {len(self)}")
+        return self.array[position].tolist()
 
     def tolist(self) -> list:
         return self.array.tolist()
@@ -312,10 +351,26 @@ class Tensor:
             )
         return _builtin_bool(self.item())
 
+    def _scalar(self) -> Any:
+        if self.numel() != 1:
+            raise RearrangeError("only one element tensors can be converted to Python scalars")
+        return self.item()
+
     def __float__(self) -> _builtin_float:
-        return _builtin_float(self.item())
+        return _builtin_float(self._scalar())
 
     def __int__(self) -> _builtin_int:
+        return _builtin_int(self._scalar())
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar())
+
+    def __index__(self) -> _builtin_int:
+        """A 1-element integer (or bool) tensor used as an index or a size."""
+        if self.numel() != 1 or self.dtype.kind not in "biu":
+            raise ArgumentTypeError(
+                "only integer tensors of a single element can be converted to an index"
+            )
         return _builtin_int(self.item())
 
     def __eq__(self, other: object) -> Tensor:  # type: ignore[override]
@@ -327,6 +382,7 @@ class Tensor:
     __hash__ = object.__hash__
 
     def equal(self, other: Tensor) -> _builtin_bool:
+        other = _require_tensor(other, "equal")
         return self.shape == other.shape and _builtin_bool(np.array_equal(self.numpy(), other.numpy()))
 
     def __repr__(self) -> str:
@@ -362,7 +418,7 @@ class Tensor:
         return self._with(layout)
 
     def view_as(self, other: Tensor) -> Tensor:
-        return self.view(other.shape)
+        return self.view(_require_tensor(other, "view_as").shape)
 
     def permute(self, *dims: object) -> Tensor:
         return self._with(self._layout.permute(_size_args(dims, "permute", "dims")))
@@ -384,7 +440,7 @@ class Tensor:
                 "Tensor.T is deprecated on 0-D tensors. This function is the identity in "
                 "these cases.", UserWarning, stacklevel=2,
             )
-        elif self.ndim > 2:
+        elif self.ndim != 2:
             warnings.warn(
                 "The use of `x.T` on tensors of dimension other than 2 to reverse their "
                 "shape is deprecated and it will throw an error in a future release. "
@@ -397,7 +453,11 @@ class Tensor:
     @property
     def mT(self) -> Tensor:  # noqa: N802 - torch's name
         if self.ndim == 0:
-            return self._with(self._layout)  # torch 2.13 lets a 0-d tensor through
+            warnings.warn(
+                "Tensor.mT is deprecated on 0-D tensors. This function is the identity in "
+                "these cases.", UserWarning, stacklevel=2,
+            )
+            return self._with(self._layout)
         if self.ndim < 2:
             raise LayoutError(
                 "tensor.mT is only supported on matrices or batches of matrices. "
@@ -406,6 +466,13 @@ class Tensor:
         return self.transpose(-2, -1)
 
     def movedim(self, source: object, destination: object) -> Tensor:
+        """Both ints, or both sequences of ints (torch's two overloads)."""
+        if isinstance(source, (tuple, list)) != isinstance(destination, (tuple, list)):
+            raise ArgumentTypeError(
+                "movedim(): source and destination must both be ints or both be tuples of "
+                f"ints, got {_type_name(source)} {source!r} and {_type_name(destination)} "
+                f"{destination!r}"
+            )
         return self._with(self._layout.movedim(source, destination))
 
     moveaxis = movedim
@@ -414,7 +481,7 @@ class Tensor:
         """``squeeze()`` drops every size-1 dim; ``squeeze(d)`` / ``squeeze((d, ...))``
         only those listed that have size 1. An explicit ``None`` is torch's TypeError."""
         if len(dim) > 1:
-            raise ArgumentTypeError(f"squeeze() takes from 0 to 1 positional arguments but {len(dim)} were given")
+            dim = (dim,)  # squeeze(0, 1) means squeeze((0, 1)), as in torch
         if not dim:
             return self._with(self._layout.squeeze())
         chosen = dim[0]
@@ -434,6 +501,8 @@ class Tensor:
 
     def unflatten(self, dim: object, sizes: Sequence[object]) -> Tensor:
         dim = wrap_dim(dim, self.ndim)
+        if sizes is None:
+            sizes = ()  # torch reads None as an empty list of sizes
         if not isinstance(sizes, (tuple, list)):
             raise ArgumentTypeError(
                 "unflatten(): argument 'sizes' (position 2) must be tuple of ints, not "
@@ -460,11 +529,11 @@ class Tensor:
         return self.view(shape[:dim] + resolved + shape[dim + 1 :])
 
     def expand(self, *sizes: object) -> Tensor:
-        type_name = "torch." + _TORCH_TYPE_NAMES.get(self.dtype.name, "Tensor")
+        type_name = _torch_type_string(self.dtype)
         return self._with(self._layout.expand(_size_args(sizes, "expand"), type_name=type_name))
 
     def expand_as(self, other: Tensor) -> Tensor:
-        return self.expand(other.shape)
+        return self.expand(_require_tensor(other, "expand_as").shape)
 
     def as_strided(self, size: Sequence[object], stride: Sequence[object],
                    storage_offset: object = None) -> Tensor:
@@ -489,6 +558,11 @@ class Tensor:
             raise DimensionError(
                 f"index {key.__index__()} is out of bounds for dimension 0 with size 0"
             )
+        if isinstance(key, slice) and self.ndim == 0:
+            # torch's one-slice path: the slice is unpacked and its step checked (on any
+            # 1-d layout, for their errors) before the rank is.
+            Layout((0,), (1,)).slice_dim(0, key.start, key.stop, key.step, positive_step=True)
+            raise DimensionError("slice() cannot be applied to a 0-dim tensor.")
         items = key if isinstance(key, tuple) else (key,)
         basic = []
         for item in items:
@@ -567,7 +641,7 @@ class Tensor:
         return self._copy_to(Layout.contiguous(self.shape)).view(sizes)
 
     def reshape_as(self, other: Tensor) -> Tensor:
-        return self.reshape(other.shape)
+        return self.reshape(_require_tensor(other, "reshape_as").shape)
 
     def flatten(self, start_dim: object = 0, end_dim: object = -1) -> Tensor:
         start = wrap_dim(start_dim, self.ndim)
@@ -736,6 +810,19 @@ def _infer_dtype(data: object, array: np.ndarray) -> np.dtype:
     return array.dtype
 
 
+def _first_non_number(data: object) -> object:
+    """The first leaf of nested sequences ``data`` that is not a number (or ``data``)."""
+    if isinstance(data, (list, tuple)):
+        for item in data:
+            leaf = _first_non_number(item)
+            if leaf is not None:
+                return leaf
+        return None
+    if isinstance(data, (_builtin_bool, _builtin_int, _builtin_float, complex, np.number, np.bool_)):
+        return None
+    return data
+
+
 def tensor(data: object, dtype: object = None) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, scalars, arrays, tensors)."""
     if isinstance(data, Tensor):
@@ -745,9 +832,10 @@ def tensor(data: object, dtype: object = None) -> Tensor:
     except (ValueError, TypeError) as error:
         raise RearrangeError(f"tensor(): cannot build a tensor from {type(data).__name__}: {error}") from None
     if array.dtype == object or array.dtype.kind in "USV":
-        raise ArgumentTypeError(
-            f"tensor(): expected numbers or nested sequences of numbers, got {array.dtype} data"
-        )
+        leaf = _first_non_number(data)
+        if isinstance(leaf, (str, bytes)):
+            raise ArgumentTypeError(f"new(): invalid data type '{type(leaf).__name__}'")
+        raise LayoutError(f"Could not infer dtype of {type(leaf).__name__}")
     target = _infer_dtype(data, array) if dtype is None else _dtype(dtype)
     return _from_array(array.astype(target, copy=False))
 
@@ -765,7 +853,18 @@ def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor sharing ``array``'s memory (writes show in both); any strides, negative
     included, as long as they are whole multiples of the itemsize."""
     if not isinstance(array, np.ndarray):
-        raise ArgumentTypeError(f"expected np.ndarray (got {type(array).__name__})")
+        raise ArgumentTypeError(f"expected np.ndarray (got {_type_name(array)})")
+    if array.dtype.kind not in "biufc":
+        raise ArgumentTypeError(
+            f"can't convert np.ndarray of type numpy.{array.dtype.type.__name__}. The only "
+            "supported types are: float64, float32, float16, complex64, complex128, int64, "
+            "int32, int16, int8, uint64, uint32, uint16, uint8, and bool."
+        )
+    if not array.dtype.isnative:
+        raise RearrangeError(
+            "given numpy array has byte order different from the native byte order. "
+            "Conversion between byte orders is currently not supported."
+        )
     itemsize = array.itemsize
     if itemsize == 0 or any(s % itemsize for s in array.strides):
         raise RearrangeError(
@@ -795,18 +894,23 @@ def as_strided(input: Tensor, size: Sequence[object], stride: Sequence[object],
     size = _size_args((size,), "as_strided", "size")
     stride = _size_args((stride,), "as_strided", "stride")
     offset = input.storage_offset() if storage_offset is None else as_int(storage_offset, "storage_offset")
+    # torch's order of checks: lengths, strides, offset, sizes, bounds.
+    if len(size) != len(stride):
+        raise LayoutError("mismatch in length of strides and shape")
     if any(s < 0 for s in stride):
         raise LayoutError(
             f"as_strided: Negative strides are not supported at the moment, got strides: {list(stride)}"
         )
-    if len(size) != len(stride):
-        raise LayoutError(f"mismatch in length of strides and shape")
+    if offset < 0:
+        raise LayoutError(f"Tensor: invalid storage offset {offset}")
     if any(s < 0 for s in size):
-        raise LayoutError(f"as_strided: sizes must be non-negative, got {list(size)}")
+        raise LayoutError(
+            f"Storage size calculation overflowed with sizes={list(size)} and strides={list(stride)}"
+        )
     layout = Layout(size, stride, offset)
     needed = 0 if layout.numel == 0 else layout.extent()[1] + 1
     itemsize = input.element_size()
-    if needed > len(input.storage()) or offset < 0:
+    if needed > len(input.storage()):
         raise LayoutError(
             f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
             f"and itemsize {itemsize} requiring a storage size of {needed * itemsize} are out "
@@ -817,8 +921,13 @@ def as_strided(input: Tensor, size: Sequence[object], stride: Sequence[object],
 
 def _filled(name: str, sizes: tuple, dtype: object, fill) -> Tensor:
     shape = _size_args(sizes, name)
-    if any(s < 0 for s in shape):
-        raise LayoutError(f"{name}: Dimension size must be non-negative.")
+    negative = next((s for s in shape if s < 0), None)
+    if negative is not None and name == "zeros":
+        raise LayoutError("zeros: Dimension size must be non-negative.")
+    if negative is not None:
+        raise LayoutError(
+            f"Trying to create tensor with negative dimension {negative}: {list(shape)}"
+        )
     target = _DEFAULT_FLOAT if dtype is None else _dtype(dtype)
     flat = fill(math.prod(shape), target)
     return Tensor._wrap(Storage(flat), Layout.contiguous(shape))
@@ -860,12 +969,9 @@ def arange(start: object, end: object = None, step: object = 1, *, dtype: object
         if isinstance(value, _builtin_bool) or not isinstance(value, (_builtin_int, _builtin_float, np.number)):
             raise ArgumentTypeError(f"arange(): {name} must be a number, got {value!r}")
     if step == 0:
-        raise RearrangeError("arange(): step must be nonzero")
+        raise LayoutError("step must be nonzero")
     if (end - start) * step < 0:
-        raise RearrangeError(
-            f"arange(): upper bound and larger bound inconsistent with step sign "
-            f"(start={start}, end={end}, step={step})"
-        )
+        raise LayoutError("upper bound and lower bound inconsistent with step sign")
     integral = all(isinstance(v, (_builtin_int, np.integer)) for v in (start, end, step))
     target = (int64 if integral else _DEFAULT_FLOAT) if dtype is None else _dtype(dtype)
     values = np.arange(start, end, step, dtype=np.float64 if not integral else np.int64)
