@@ -386,6 +386,7 @@ EXPAND_ERRORS = [
     pytest.param((3,), (-1, 3), id="-1-leading"),
     pytest.param((1,), (-2,), id="negative"),
     pytest.param((), (2, -3), id="0d-negative"),
+    pytest.param((), (-1,), id="0d-minus-1"),
 ]
 
 
@@ -395,6 +396,33 @@ def test_expand_errors_are_torchs(shape, sizes):
         torch.ones(shape).expand(sizes)
     with pytest.raises(LayoutError) as caught:
         Layout.contiguous(shape).expand(sizes, type_name="torch.FloatTensor")
+    assert str(caught.value) == str(expected.value)
+
+
+# Wrong dims: the same builtin class as torch (via LayoutError / DimensionError) and the
+# same message, so code written against torch reads the same text.
+DIM_ERRORS = [
+    pytest.param((2, 3), "permute", ((0, 0),), id="permute-duplicate"),
+    pytest.param((2, 3), "permute", ((0,),), id="permute-too-short"),
+    pytest.param((2, 3), "permute", ((0, 2),), id="permute-out-of-range"),
+    pytest.param((2, 3), "transpose", (0, -3), id="transpose-out-of-range"),
+    pytest.param((2, 3), "movedim", ((0, 0), (0, 1)), id="movedim-repeated-source"),
+    pytest.param((2, 3), "movedim", ((0, 1), (1, 1)), id="movedim-repeated-destination"),
+    pytest.param((2, 3), "movedim", ((0, 1), (0,)), id="movedim-lengths"),
+    pytest.param((2, 3), "squeeze", ((0, 0),), id="squeeze-repeated"),
+    pytest.param((2, 3), "squeeze", (2,), id="squeeze-out-of-range"),
+    pytest.param((2, 3), "unsqueeze", (3,), id="unsqueeze-out-of-range"),
+    pytest.param((), "unsqueeze", (-2,), id="0d-unsqueeze-out-of-range"),
+]
+
+
+@pytest.mark.parametrize(("shape", "method", "args"), DIM_ERRORS)
+def test_dim_errors_are_torchs(shape, method, args):
+    with pytest.raises((RuntimeError, IndexError)) as expected:
+        getattr(torch.ones(shape), method)(*args)
+    with pytest.raises(expected.type) as caught:
+        getattr(Layout.contiguous(shape), method)(*args)
+    assert isinstance(caught.value, RearrangeError)
     assert str(caught.value) == str(expected.value)
 
 
