@@ -1,0 +1,108 @@
+"""PNG plots of the suites' records (matplotlib, imported only here)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from tables import MODE_TITLES, _size
+
+COLORS = {"rearrange": "#d62728", "numpy": "#1f77b4", "einops": "#2ca02c", "torch": "#ff7f0e"}
+BARS = tuple(COLORS)
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_cases(records: list[dict[str, Any]], mode: str, path: Path, subtitle: str) -> bool:
+    """Bars per case per contender (GB/s), the limit marked as a black line over each
+    group. View-only cases move no bytes and are left out. False when nothing to plot."""
+    records = [r for r in records if r["mode"] == mode and r["kind"] == "copy"]
+    threads = sorted({r["threads"] for r in records})
+    if not records:
+        return False
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(threads), 1, figsize=(13, 3.7 * len(threads)), squeeze=False)
+    width = 0.2
+    for ax, n in zip(axes[:, 0], threads):
+        group = [r for r in records if r["threads"] == n]
+        for i, r in enumerate(group):
+            for j, name in enumerate(BARS):
+                entry = r["contenders"].get(name)
+                x = i + (j - 1.5) * width
+                if entry is None:
+                    ax.text(x, 0, "n/a", rotation=90, ha="center", va="bottom", fontsize=6,
+                            color=COLORS[name])
+                    continue
+                ax.bar(x, entry["gbps"], width, color=COLORS[name],
+                       label=name if i == 0 else None)
+                lo = r["bytes_moved"] / entry["p75_s"] / 1e9
+                hi = r["bytes_moved"] / entry["p25_s"] / 1e9
+                ax.plot([x, x], [lo, hi], color="black", linewidth=0.6)
+            limit = r.get("limit")
+            if limit:
+                ax.hlines(limit["gbps"], i - 2.2 * width, i + 2.2 * width, colors="black",
+                          linewidth=2, label="limit (contiguous copy)" if i == 0 else None)
+        ax.set_xticks(range(len(group)))
+        ax.set_xticklabels([r["case"] for r in group], rotation=25, ha="right", fontsize=7)
+        ax.set_ylabel("GB/s (read + write)")
+        ax.set_title(f"{MODE_TITLES[mode]} · threads={n}", fontsize=9, loc="left")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7, ncol=5, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.suptitle(subtitle, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=72)
+    plt.close(fig)
+    return True
+
+
+def plot_scaling(records: list[dict[str, Any]], path: Path, subtitle: str,
+                 caches: dict[str, int]) -> bool:
+    """GB/s against input size for every contender, one panel per (mode, threads), cache
+    sizes marked: the cache and page-fault regimes show as steps."""
+    if not records:
+        return False
+    plt = _pyplot()
+    modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
+    threads = sorted({r["threads"] for r in records})
+    fig, axes = plt.subplots(len(modes), len(threads), figsize=(6.5 * len(threads), 3.8 * len(modes)),
+                             squeeze=False, sharey=True)
+    for row, mode in enumerate(modes):
+        for col, n in enumerate(threads):
+            ax = axes[row, col]
+            group = sorted((r for r in records if r["mode"] == mode and r["threads"] == n),
+                           key=lambda r: r["bytes"])
+            sizes = [r["bytes"] for r in group]
+            for name in BARS:
+                ys = [r["contenders"][name]["gbps"] if name in r["contenders"] else math.nan
+                      for r in group]
+                if not all(math.isnan(y) for y in ys):
+                    ax.plot(sizes, ys, marker="o", markersize=3, color=COLORS[name], label=name)
+            limits = [r["limit"]["gbps"] if r.get("limit") else math.nan for r in group]
+            ax.plot(sizes, limits, color="black", linestyle="--", label="limit (contiguous copy)")
+            for level, nbytes in caches.items():
+                if sizes and sizes[0] <= nbytes <= sizes[-1]:
+                    ax.axvline(nbytes, color="grey", linewidth=0.8, alpha=0.6)
+                    ax.text(nbytes, 0.98, f" {level}", transform=ax.get_xaxis_transform(),
+                            fontsize=7, color="grey", va="top")
+            ax.set_xscale("log", base=2)
+            ticks = sizes[::2] if len(sizes) > 8 else sizes
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([_size(s) for s in ticks], rotation=35, fontsize=7)
+            ax.set_xlabel("input size (transposed, float32)", fontsize=8)
+            if col == 0:
+                ax.set_ylabel("GB/s (read + write)")
+            ax.set_title(f"{mode} · threads={n}", fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle(subtitle, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=72)
+    plt.close(fig)
+    return True

@@ -1,0 +1,261 @@
+"""Benchmark harness: rearrange side by side with numpy, einops and PyTorch, against the
+memory-bandwidth limit.
+
+    python bench/run.py                      # every suite, threads 1 and 2 (many minutes)
+    python bench/run.py --quick              # CI smoke run: small shapes, under a minute
+    python bench/run.py --suite cases --threads 2 --case transpose
+    python bench/run.py --suite overhead     # = python bench/overhead.py
+
+Suites: ``cases`` (the registry in cases.py: GB/s per contender, ratio to the best peer,
+fraction of the limit), ``overhead`` (warm calls on tiny arrays), ``coldstart`` (fresh
+processes: import, first call, first copy) and ``scaling`` (one transpose from 4 KiB to
+512 MiB). Every contender runs in this one process on the same data, interleaved round by
+round; each is checked against einops before it is timed. Writes ``<name>.json`` (machine
+info and every sample), ``<name>.md`` (the tables) and PNG plots to ``--out``. Benchmarks
+are not tests: nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+if str(BENCH) not in sys.path:  # run as `python bench/run.py` or imported by a test
+    sys.path.insert(0, str(BENCH))
+
+import numpy as np  # noqa: E402
+
+import suites  # noqa: E402
+import tables  # noqa: E402
+from overhead import _import_rearrange, format_markdown as overhead_markdown, run_overhead  # noqa: E402
+
+SUITES = ("overhead", "coldstart", "cases", "scaling")
+KIB, MIB = 2**10, 2**20
+
+SIZES = {
+    # rounds, seconds per sample, scaling sizes, cold-start repeats, overhead number/repeat
+    "full": suites.Config("full", (1, 2), ("alloc", "prealloc"), 9, 0.02,
+                          tuple(4 * KIB * 2**k for k in range(18)), 7, 20000, 7),
+    "quick": suites.Config("quick", (1, 2), ("alloc", "prealloc"), 5, 0.003,
+                           tuple(4 * KIB * 4**k for k in range(6)), 3, 2000, 3),
+    "smoke": suites.Config("smoke", (1, 2), ("alloc", "prealloc"), 2, 0.0005,
+                           (4 * KIB, 64 * KIB), 1, 200, 2),
+}
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _caches() -> dict[str, int]:
+    """Per-core data/unified cache sizes in bytes from sysfs (L1d, L2, L3)."""
+    caches = {}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        kind = _read(str(index / "type")).strip()
+        if kind == "Instruction":
+            continue
+        size = _read(str(index / "size")).strip()
+        level = _read(str(index / "level")).strip()
+        if size.endswith("K"):
+            caches[f"L{level}" + ("d" if level == "1" else "")] = int(size[:-1]) * KIB
+        elif size.endswith("M"):
+            caches[f"L{level}"] = int(size[:-1]) * MIB
+    return caches
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(BENCH.parent), *args], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine_info(libs: dict[str, Any]) -> dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+                  if line.startswith("model name")), platform.processor() or platform.machine())
+    meminfo = next((line for line in _read("/proc/meminfo").splitlines()
+                    if line.startswith("MemTotal")), "")
+    memory = int(meminfo.split()[1]) * KIB if meminfo else 0
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown commit"
+    if commit != "unknown commit" and subprocess.run(
+            ["git", "-C", str(BENCH.parent), "diff", "--quiet", "HEAD", "--", "rearrange"],
+            capture_output=True).returncode:
+        commit += " + uncommitted changes in rearrange/"
+    versions = {"python": platform.python_version(), "numpy": np.__version__,
+                "rearrange": getattr(libs["rearrange"], "__version__", "?")}
+    for name in ("torch", "einops"):
+        if libs.get(name) is not None:
+            versions[name] = libs[name].__version__
+    for name in ("numba", "matplotlib"):
+        try:
+            versions[name] = __import__(name).__version__ if name != "numba" else \
+                __import__("importlib.metadata").metadata.version("numba")
+        except Exception:  # noqa: BLE001 - optional
+            pass
+    caches = _caches()
+    return {
+        "cpu_model": model,
+        "cpu_count": os.cpu_count(),
+        "cpus_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_gib": memory / 2**30,
+        "caches": ", ".join(f"{k} {tables._size(v)}" for k, v in caches.items()) or "unknown",
+        "cache_bytes": caches,
+        "platform": platform.platform(),
+        "versions": versions,
+        "rearrange_path": str(Path(libs["rearrange"].__file__).resolve().parent),
+        "rearrange_accepts_out": __import__("contenders").rearrange_accepts_out(libs["rearrange"]),
+        "git_commit": commit,
+        "loadavg_start": [round(v, 2) for v in os.getloadavg()],
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "argv": sys.argv[1:],
+    }
+
+
+def load_libs(log: Any) -> dict[str, Any]:
+    libs: dict[str, Any] = {"rearrange": _import_rearrange()}
+    for name in ("einops", "torch"):
+        try:
+            libs[name] = __import__(name)
+        except ImportError:
+            log(f"note: {name} is not installed; its column reads n/a "
+                "(pip install '.[bench]' installs every contender)")
+    return libs
+
+
+def _parse_list(text: str, kind: type = str) -> tuple:
+    return tuple(kind(part) for part in text.replace(" ", "").split(",") if part)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small shapes, few rounds: < 1 minute")
+    size.add_argument("--smoke", action="store_true", help="tiny shapes, for the test suite")
+    parser.add_argument("--suite", action="append", default=None,
+                        help=f"suites to run, comma-separated or repeated: {', '.join(SUITES)} "
+                             "(default: all)")
+    parser.add_argument("--threads", default=None, help="thread counts, e.g. 1,2 (default 1,2)")
+    parser.add_argument("--mode", default=None, help="alloc,prealloc (default both)")
+    parser.add_argument("--case", action="append", default=None,
+                        help="only cases whose name, dtype or pattern contains this text")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per timing")
+    parser.add_argument("--out", type=Path, default=BENCH / "results", help="output directory")
+    parser.add_argument("--name", default=None,
+                        help="output file stem (default: latest, quick or smoke)")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    size = "quick" if args.quick else "smoke" if args.smoke else "full"
+    config = SIZES[size]
+    if args.threads:
+        config = replace(config, threads=_parse_list(args.threads, int))
+    if args.mode:
+        config = replace(config, modes=_parse_list(args.mode))
+    if args.rounds:
+        config = replace(config, rounds=args.rounds)
+    if args.case:
+        config = replace(config, case_filters=tuple(args.case))
+    chosen = [s for arg in (args.suite or [",".join(SUITES)]) for s in _parse_list(arg)]
+    unknown = [s for s in chosen if s not in SUITES]
+    if unknown:
+        raise SystemExit(f"unknown suite(s) {unknown}; choose from {', '.join(SUITES)}")
+    name = args.name or {"full": "latest", "quick": "quick", "smoke": "smoke"}[size]
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    libs = load_libs(log)
+    machine = machine_info(libs)
+    result: dict[str, Any] = {"machine": machine, "config": asdict(config), "suites": chosen,
+                              "records": {}}
+    json_path, md_path = args.out / f"{name}.json", args.out / f"{name}.md"
+    sections = [f"# rearrange benchmarks ({size})", "", tables.machine_markdown(machine), ""]
+
+    def save() -> None:
+        machine["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+        result["elapsed_s"] = time.perf_counter() - started
+        json_path.write_text(json.dumps(result, indent=1, default=str))
+        md_path.write_text("\n".join(sections) + "\n")
+
+    print("\n".join(sections), flush=True)
+    for suite in SUITES:  # a fixed order: cheap suites first
+        if suite not in chosen:
+            continue
+        log(f"== {suite}")
+        suite_started = time.perf_counter()
+        if suite == "overhead":
+            records = run_overhead(config.overhead_number, config.overhead_repeat, libs, log)
+            text = ["## overhead: warm calls on tiny arrays", "", overhead_markdown(records)]
+        elif suite == "coldstart":
+            records = suites.run_coldstart(config, libs, log)
+            text = ["## cold start", "", tables.coldstart_markdown(records)]
+        elif suite == "cases":
+            records = suites.run_cases(config, libs, log)
+            text = ["## cases", "", tables.case_list_markdown(records),
+                    tables.cases_markdown(records)]
+        else:
+            records = suites.run_scaling(config, libs, log)
+            text = ["## scaling", "", tables.scaling_markdown(records)]
+        result["records"][suite] = records
+        log(f"== {suite}: {time.perf_counter() - suite_started:.1f} s")
+        sections.extend(text + [""])
+        print("\n".join(text), flush=True)
+        save()
+
+    machine["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+    sections[2] = tables.machine_markdown(machine)
+    if not args.no_plot:
+        result["plots"] = make_plots(result, args.out, name, log)
+    save()
+    log(f"wrote {json_path}, {md_path}" + "".join(f", {p}" for p in result.get("plots", [])))
+    log(f"elapsed {result['elapsed_s']:.1f} s")
+    return 0
+
+
+def make_plots(result: dict[str, Any], out: Path, name: str, log: Any) -> list[str]:
+    try:
+        import plots
+        plots._pyplot()
+    except ImportError:
+        log("note: matplotlib is not installed; no plots (pip install '.[bench]')")
+        return []
+    machine = result["machine"]
+    subtitle = (f"{machine['cpu_model']}, {machine['cpus_available']} CPUs · "
+                f"numpy {machine['versions']['numpy']}, torch {machine['versions'].get('torch', '—')}, "
+                f"einops {machine['versions'].get('einops', '—')} · {machine['date']}")
+    written = []
+    cases = result["records"].get("cases", [])
+    for mode in ("alloc", "prealloc"):
+        path = out / f"{name}-cases-{mode}.png"
+        if plots.plot_cases(cases, mode, path, subtitle):
+            written.append(str(path))
+    path = out / f"{name}-scaling.png"
+    if plots.plot_scaling(result["records"].get("scaling", []), path, subtitle,
+                          machine["cache_bytes"]):
+        written.append(str(path))
+    return written
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""The benchmark harness runs end to end (tiny shapes): a table, a JSON file, the plots.
+
+Benchmarks are not tests: this asserts that the harness works, never a timing.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
+
+
+def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("matplotlib", reason="the bench extra (matplotlib) is not installed")
+    if not (BENCH / "run.py").exists():
+        pytest.skip(f"no benchmark harness at {BENCH}")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--smoke", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    assert "| case | moved | rearrange | numpy | einops | torch | limit |" in done.stdout
+    assert "ra/numpy" in done.stdout and "first copy" in done.stdout  # overhead, cold start
+    result = json.loads((tmp_path / "smoke.json").read_text())
+    assert result["machine"]["cpu_model"] and result["machine"]["versions"]["numpy"]
+    assert set(result["records"]) == {"overhead", "coldstart", "cases", "scaling"}
+    cases = result["records"]["cases"]
+    assert {r["threads"] for r in cases} == {1, 2}
+    assert {r["kind"] for r in cases} == {"copy", "view"}
+    assert all("rearrange" in r["contenders"] for r in cases if r["mode"] == "alloc")
+    assert (tmp_path / "smoke.md").read_text().startswith("# rearrange benchmarks")
+    for png in ("smoke-cases-alloc.png", "smoke-cases-prealloc.png", "smoke-scaling.png"):
+        assert (tmp_path / png).stat().st_size > 0, png
