@@ -34,11 +34,12 @@ def format_int_list(values: Iterable[int]) -> str:
 
 def as_int(value: object, what: str) -> int:
     """``value`` as a Python int; bools and non-integers are rejected, naming ``what``."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise ArgumentTypeError(
-            f"{what} must be an integer, got {type(value).__name__} {value!r}"
-        )
-    return operator.index(value)
+    if not isinstance(value, bool) and hasattr(value, "__index__"):
+        try:
+            return operator.index(value)
+        except TypeError:  # e.g. a numpy array of several elements
+            pass
+    raise ArgumentTypeError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
 
 
 def as_int_tuple(values: Iterable[object], what: str) -> tuple[int, ...]:
@@ -255,6 +256,7 @@ class Layout:
 
     def position(self, index: Sequence[int]) -> int:
         """Storage position of one element (no bounds check beyond the rank)."""
+        index = as_int_tuple(index, "index")
         if len(index) != self.ndim:
             raise DimensionError(f"expected an index of {self.ndim} integers, got {len(index)}")
         return self.offset + sum(i * s for i, s in zip(index, self.strides))
@@ -571,6 +573,7 @@ class Layout:
             elif hasattr(item, "__index__") and not isinstance(item, bool):
                 layout = layout.select(dim, item, reported_dim=position)
             else:
+                # torch reads a str as a sequence of indices and fails on its type.
                 error = ArgumentTypeError if isinstance(item, (str, bytes)) else DimensionError
                 raise error(
                     "only integers, slices (`:`), ellipsis (`...`), None and long or byte "

@@ -19,6 +19,7 @@ follow torch: Python floats give float32, Python ints give int64.
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from typing import Any, Iterator, Sequence
 
@@ -84,7 +85,7 @@ def _dtype(value: object) -> np.dtype:
     complex); anything else — objects, strings, dates — is an ArgumentTypeError."""
     try:
         dtype = np.dtype(value)
-    except TypeError:
+    except (TypeError, ValueError):
         raise ArgumentTypeError(f"dtype must be a numpy-compatible dtype, got {value!r}") from None
     if dtype.kind not in "biufc":
         raise ArgumentTypeError(
@@ -224,12 +225,15 @@ def _size_args(args: tuple, op: str, argument: str = "size") -> tuple[_builtin_i
         args = tuple(args[0])
     sizes = []
     for k, value in enumerate(args):
-        if isinstance(value, _builtin_bool) or not hasattr(value, "__index__"):
+        try:
+            if isinstance(value, _builtin_bool):
+                raise TypeError
+            sizes.append(operator.index(value))
+        except TypeError:
             raise ArgumentTypeError(
                 f"{op}(): argument '{argument}' must be tuple of ints, but found element of "
                 f"type {type(value).__name__} at pos {k}: {value!r}"
-            )
-        sizes.append(value.__index__())
+            ) from None
     return tuple(sizes)
 
 
@@ -345,10 +349,8 @@ class Tensor:
 
     def __bool__(self) -> _builtin_bool:
         if self.numel() != 1:
-            raise LayoutError(
-                f"Boolean value of Tensor with {'no values' if self.numel() == 0 else 'more than one value'} "
-                "is ambiguous"
-            )
+            amount = "no values" if self.numel() == 0 else "more than one value"
+            raise LayoutError(f"Boolean value of Tensor with {amount} is ambiguous")
         return _builtin_bool(self.item())
 
     def _scalar(self) -> Any:
@@ -580,11 +582,12 @@ class Tensor:
     def __setitem__(self, key: object, value: object) -> None:
         """``self[key] = value`` writes through the view into the storage, torch's way.
 
-        ``value`` is a number or a Tensor (torch refuses lists and arrays too). A tensor
-        loses its leading size-1 dims and broadcasts by :meth:`expand` (torch's messages);
-        the target may not address one element twice, nor partly overlap the value in
-        memory (torch's "unsupported operation" errors); copying a view onto itself is a
-        no-op. Values are cast to this tensor's dtype.
+        ``value`` is a number or a Tensor (torch refuses lists and arrays too), cast to
+        this tensor's dtype. A number must fit the dtype (torch's overflow rule); a 0-d
+        tensor fills the target; any other tensor loses its leading size-1 dims and
+        broadcasts by :meth:`expand` (torch's messages), and copying a view onto itself is
+        a no-op. The target may not address one element twice, nor partly overlap the
+        value in memory (torch's "unsupported operation" errors).
         """
         target = self[key]
         if not self._storage.array.flags.writeable:
@@ -593,27 +596,19 @@ class Tensor:
                 "array (from_numpy() of an array with flags.writeable=False); write to a "
                 "clone() instead"
             )
-        if isinstance(value, Tensor):
-            source = value
-        elif isinstance(value, (_builtin_bool, _builtin_int, _builtin_float, complex,
-                                np.number, np.bool_)):
-            source = None
+        source: Tensor | None = None
+        if not isinstance(value, Tensor):
+            if not isinstance(value, _NUMBER_TYPES):
+                type_name = "torch." + _TORCH_TYPE_NAMES.get(self.dtype.name, "Tensor")
+                raise ArgumentTypeError(f"can't assign a {_type_name(value)} to a {type_name}")
+            fill = _checked_scalar(value, self.dtype)
+        elif value.ndim == 0 and target.ndim > 0:
+            fill = value.numpy().copy()  # torch's fill_ clones a value that aliases the target
         else:
-            kind = type(value).__name__ if type(value).__module__ == "builtins" \
-                else f"{type(value).__module__}.{type(value).__name__}"
-            type_name = "torch." + _TORCH_TYPE_NAMES.get(self.dtype.name, "Tensor")
-            raise ArgumentTypeError(f"can't assign a {kind} to a {type_name}")
-
-        if source is not None and source.shape != target.shape and source.ndim > 0:
-            sizes = source.shape
-            leading_ones = next((k for k, n in enumerate(sizes) if n != 1), len(sizes))
-            stripped = source._with(Layout(sizes[leading_ones:],
-                                           source.stride()[leading_ones:],
-                                           source.storage_offset()))
-            source = stripped.expand(target.shape)
-        if source is not None and source._storage is target._storage \
-                and source._layout == target._layout and source.dtype == target.dtype:
-            return  # torch's copy_ of a view onto the same data returns at once
+            source = value if value.shape == target.shape else _broadcast_to(value, target.shape)
+            if source._storage is target._storage and source._layout == target._layout:
+                return  # torch's copy_ of a view onto the same data returns at once
+            fill = source.numpy()
         if _has_internal_overlap(target._layout):
             raise LayoutError(
                 "unsupported operation: more than one element of the written-to tensor "
@@ -626,7 +621,6 @@ class Tensor:
                 "written-to tensor refer to a single memory location. Please clone() the "
                 "tensor before performing the operation."
             )
-        fill = _checked_scalar(value, self.dtype) if source is None else source.numpy()
         with np.errstate(over="ignore"):  # float16 takes a too-large value as inf, like torch
             np.copyto(target.numpy(), fill, casting="unsafe")
 
@@ -711,7 +705,17 @@ class Tensor:
         return result
 
 
+def _broadcast_to(value: Tensor, shape: Sequence[int]) -> Tensor:
+    """torch's setitem broadcast: drop ``value``'s leading size-1 dims, then expand."""
+    sizes = value.shape
+    leading_ones = next((k for k, size in enumerate(sizes) if size != 1), len(sizes))
+    stripped = Layout(sizes[leading_ones:], value.stride()[leading_ones:], value.storage_offset())
+    return value._with(stripped).expand(shape)
+
+
 # ---------------------------------------------------------------------- scalar writes
+
+_NUMBER_TYPES = (_builtin_bool, _builtin_int, _builtin_float, complex, np.number, np.bool_)
 
 # How torch's messages spell a dtype's C++ type; float16 values are checked as double.
 _CHECKED_TYPE_NAMES = {
@@ -818,7 +822,7 @@ def _first_non_number(data: object) -> object:
             if leaf is not None:
                 return leaf
         return None
-    if isinstance(data, (_builtin_bool, _builtin_int, _builtin_float, complex, np.number, np.bool_)):
+    if isinstance(data, _NUMBER_TYPES):
         return None
     return data
 
@@ -905,7 +909,8 @@ def as_strided(input: Tensor, size: Sequence[object], stride: Sequence[object],
         raise LayoutError(f"Tensor: invalid storage offset {offset}")
     if any(s < 0 for s in size):
         raise LayoutError(
-            f"Storage size calculation overflowed with sizes={list(size)} and strides={list(stride)}"
+            f"Storage size calculation overflowed with sizes={list(size)} and "
+            f"strides={list(stride)}"
         )
     layout = Layout(size, stride, offset)
     needed = 0 if layout.numel == 0 else layout.extent()[1] + 1

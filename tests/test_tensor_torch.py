@@ -534,7 +534,8 @@ KNOWN_PROGRAMS = {
     "index-0-d-with-int": Program(3, (Op("getitem", (0,)), Op("getitem", (0,)))),
     "index-0-d-with-1-tuple": Program(3, (Op("getitem", (0,)), Op("getitem", ((0,),)))),
     "slice-of-0-d": Program(3, (Op("getitem", (0,)), Op("getitem", (slice(None),)))),
-    "negative-step-of-0-d": Program(3, (Op("getitem", (0,)), Op("getitem", (slice(None, None, -1),)))),
+    "negative-step-of-0-d": Program(
+        3, (Op("getitem", (0,)), Op("getitem", (slice(None, None, -1),)))),
     "slice-start-past-stop": Program(6, (Op("getitem", (slice(4, 1),)),)),
     "slice-past-the-end": Program(6, (Op("getitem", (slice(9, 12, 2),)),)),
     "mT-of-0-d": Program(2, (Op("getitem", (1,)), Op("mT"))),
@@ -686,9 +687,11 @@ def test_write_through_view_shows_in_base() -> None:
         pytest.param(slice(1, None), slice(None, -1), id="shifted-overlap-raises"),
         pytest.param(slice(None), slice(None), id="same-memory-is-fine"),
         pytest.param(slice(0, 3), slice(3, 6), id="disjoint-halves-are-fine"),
+        pytest.param(slice(None), 2, id="one-element-of-itself-fills"),
+        pytest.param(slice(1, 3), slice(2, 3), id="size-1-overlap-broadcasts"),
     ],
 )
-def test_write_from_an_overlapping_view_matches_torch(target: slice, source: slice) -> None:
+def test_write_from_an_overlapping_view_matches_torch(target: slice, source: object) -> None:
     results = []
     for lib in (torch, rearrange):
         x = lib.arange(6)
