@@ -27,6 +27,9 @@ from .errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeErr
 __all__ = ["Layout", "row_major_strides", "wrap_dim", "infer_size", "format_int_list"]
 
 
+_PLAIN_INT = frozenset({int})
+
+
 def format_int_list(values: Iterable[int]) -> str:
     """``[2, 3]``: how torch prints an IntArrayRef in its messages."""
     return "[" + ", ".join(str(v) for v in values) + "]"
@@ -134,6 +137,12 @@ class Layout:
     offset: int = 0
 
     def __post_init__(self) -> None:
+        shape, strides, offset = self.shape, self.strides, self.offset
+        # Fast path: the ops below always pass canonical values (tuples of plain ints).
+        if (type(shape) is tuple and type(strides) is tuple and type(offset) is int
+                and len(shape) == len(strides) and _PLAIN_INT.issuperset(map(type, shape))
+                and _PLAIN_INT.issuperset(map(type, strides)) and min(shape, default=0) >= 0):
+            return
         shape = as_int_tuple(self.shape, "shape")
         strides = as_int_tuple(self.strides, "strides")
         offset = as_int(self.offset, "offset")
