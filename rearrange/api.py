@@ -2,8 +2,8 @@
 
 Data flow (see DESIGN.md): pattern text --parse--> TransformPattern (cached by text)
 --build_recipe--> Recipe (cached by pattern and rank) --plan_rearrange--> Plan, lowered
-to a runner for the input's array type (cached by pattern, shape, strides, dtype, axis
-lengths and ``copy``). A warm call is one dict lookup plus the array calls of the plan.
+to a runner for the input's array type (cached by pattern, shape, strides, axis lengths
+and ``copy``). A warm call is one dict lookup plus the array calls of the plan.
 """
 
 from __future__ import annotations
@@ -28,10 +28,19 @@ Runner = Callable[[Any], Any]
 # ---------------------------------------------------------------------- plan cache
 
 _PLAN_CACHE_SIZE = 4096
-# key -> runner (the plan lowered for one array type). Reads are single dict lookups
-# (atomic); inserts and evictions happen under the lock, oldest first once full. numpy
-# keys hold the itemsize, not the dtype: a runner's array calls do not depend on it.
-_plans: dict[tuple, Runner] = {}
+# key -> entry: the plan lowered for one array type. Reads are single dict lookups
+# (atomic); inserts and evictions happen under the lock, oldest first once full.
+# numpy entries are ``(code, argument)``: the hot path calls ``transpose``/``reshape``
+# itself for the two commonest view plans, and any other runner as ``argument(x)``.
+# numpy keys hold byte strides and no dtype: whether strides allow a view is
+# scale-invariant (``s_i == s_j * n_j`` in bytes iff in elements), and the array calls
+# of a runner do not depend on the dtype.
+_plans: dict[tuple, Any] = {}
+_CALL, _TRANSPOSE, _RESHAPE = 0, 1, 2
+# pattern -> (shape, strides, copy, code, argument) of the last numpy call without axis
+# lengths: a one-entry inline cache that spares the warm path hashing the whole key.
+_last_seen: dict[str, tuple] = {}
+_ndarray = np.ndarray
 _plans_lock = threading.Lock()
 _plan_misses = 0
 
@@ -46,7 +55,7 @@ class CacheLevel(NamedTuple):
 class CacheInfo(NamedTuple):
     patterns: CacheLevel   # pattern text -> parsed pattern
     recipes: CacheLevel    # (pattern, rank) -> recipe
-    plans: CacheLevel      # (pattern, layout, dtype, axis lengths, copy) -> plan + runner
+    plans: CacheLevel      # (pattern, shape, strides, axis lengths, copy) -> lowered plan
 
 
 def cache_info() -> CacheInfo:
@@ -66,12 +75,13 @@ def cache_clear() -> None:
     global _plan_misses
     with _plans_lock:
         _plans.clear()
+        _last_seen.clear()
         _plan_misses = 0
     _parse_transform_cached.cache_clear()
     build_recipe.cache_clear()
 
 
-def _remember(key: tuple, entry: Runner) -> None:
+def _remember(key: tuple, entry: Any) -> None:
     global _plan_misses
     with _plans_lock:
         _plan_misses += 1
@@ -169,31 +179,46 @@ def _numpy_strided_runner(plan: Plan, view: Layout) -> Runner:
     return lambda x: as_strided(x, shape, strides, subok=True)
 
 
-def _numpy_runner(plan: Plan, sample: np.ndarray) -> Runner:
+def _numpy_entry(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
     """Lower ``plan`` to numpy calls, checked once against ``sample`` (an input with the
-    plan's exact shape and strides, so numpy decides the same way on every later call)."""
+    plan's exact shape and strides, so numpy decides the same way on every later call).
+    Returns the cache entry ``(code, argument)``."""
     if plan.copy_requested is False and not plan.is_view:
         error = _refuse_copy(plan)
 
         def refuse(x: np.ndarray) -> np.ndarray:
             raise error
-        return refuse
+        return _CALL, refuse
 
     split, perm, merge, copy_before_merge, copy_at_end = _steps_args(plan)
     if copy_before_merge:
-        view_part = _numpy_view_runner(split, perm, None)
-        # numpy's reshape of a non-contiguous array copies in C order: the copy step.
-        return lambda x: view_part(x).reshape(merge)
+        # The same calls as a view plan: numpy's final reshape of the (non-contiguous)
+        # permuted view copies it in C order, which is the plan's copy step.
+        if perm is None:
+            return _RESHAPE, merge
+        return _CALL, _numpy_view_runner(split, perm, merge)
     runner = _numpy_view_runner(split, perm, merge)
     # The view the runner must produce: the output, or what copy=True then copies.
     view = plan.steps[-2].layout if copy_at_end and len(plan.steps) > 1 else (
         plan.input if copy_at_end else plan.output)
     if not _is_expected_view(runner(sample), sample, plan, view):
-        runner = _numpy_strided_runner(plan, view)
+        return _CALL, _numpy_strided_runner(plan, view)
     if copy_at_end:
-        view = runner
-        return lambda x: view(x).copy()
-    return runner
+        return _CALL, lambda x: runner(x).copy()
+    if perm is not None and split is None and merge is None:
+        return _TRANSPOSE, perm
+    if perm is None and (split or merge) is not None:
+        return _RESHAPE, merge if merge is not None else split
+    return _CALL, runner
+
+
+def _run_entry(entry: tuple[int, Any], array: np.ndarray) -> Any:
+    code, argument = entry
+    if code == _TRANSPOSE:
+        return array.transpose(argument)
+    if code == _RESHAPE:
+        return array.reshape(argument)
+    return argument(array)
 
 
 def _is_expected_view(result: np.ndarray, source: np.ndarray, plan: Plan, view: Layout) -> bool:
@@ -273,46 +298,60 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_len
     >>> np.shares_memory(ra.rearrange(x, 'b h t d -> b h (t d)'), x)
     True
     """
-    if type(tensor) is np.ndarray:
-        if axes_lengths:
-            key = (pattern, tensor.shape, tensor.strides, tensor.itemsize, copy,
-                   *axes_lengths.items())
-        else:
-            key = (pattern, tensor.shape, tensor.strides, tensor.itemsize, copy)
+    if type(tensor) is _ndarray and not axes_lengths:
         try:
-            runner = _plans.get(key)
-        except TypeError:  # unhashable axis lengths: the cold path says what is wrong
-            runner = None
-        if runner is not None:
-            return runner(tensor)
-        return _rearrange_cold(key, tensor, pattern, copy, axes_lengths)
-    array = _as_array(tensor)
-    if isinstance(array, np.ndarray):
-        key = ("ndarray", type(array), pattern, array.shape, array.strides, array.itemsize,
-               copy, *axes_lengths.items())
-        try:
-            runner = _plans.get(key)
-        except TypeError:
-            runner = None
-        if runner is not None:
-            return runner(array)
-        return _rearrange_cold(key, array, pattern, copy, axes_lengths)
-    return _rearrange_other(array, pattern, copy, axes_lengths)
+            seen = _last_seen.get(pattern)
+        except TypeError:  # an unhashable pattern: the general path says what is wrong
+            seen = None
+        if seen is not None:
+            shape, strides, seen_copy, code, argument = seen
+            if shape == tensor.shape and strides == tensor.strides and seen_copy is copy:
+                if code == _TRANSPOSE:
+                    return tensor.transpose(argument)
+                if code == _RESHAPE:
+                    return tensor.reshape(argument)
+                return argument(tensor)
+    return _rearrange_general(tensor, pattern, copy, axes_lengths)
 
 
-def _rearrange_cold(key: tuple, array: np.ndarray, pattern: str, copy: bool | None,
-                    axes_lengths: Mapping[str, Any]) -> Any:
+def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
+                       axes_lengths: Mapping[str, Any]) -> Any:
+    """The plan cache lookup (and, on a miss, planning) for every input type."""
+    array = tensor if type(tensor) is _ndarray else _as_array(tensor)
+    if not isinstance(array, np.ndarray):
+        return _rearrange_other(array, pattern, copy, axes_lengths)
+    key = (pattern, array.shape, array.strides, copy, *axes_lengths.items())
+    if type(array) is not _ndarray:
+        key = ("subclass", type(array), *key)
+    try:
+        entry = _plans.get(key)
+    except TypeError:  # unhashable pattern or axis lengths: the cold path says which
+        entry = None
+    if entry is None:
+        entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
+    if not axes_lengths and type(array) is _ndarray:
+        if len(_last_seen) >= _PLAN_CACHE_SIZE:
+            _last_seen.clear()
+        _last_seen[pattern] = (array.shape, array.strides, copy, *entry)
+    return _run_entry(entry, array)
+
+
+def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | None,
+                      axes_lengths: Mapping[str, Any]) -> tuple[int, Any]:
     try:
         hash(key)
     except TypeError:
+        if not isinstance(pattern, str):
+            raise ArgumentTypeError(
+                f"pattern must be a str, got {type(pattern).__name__} {pattern!r}") from None
         raise ArgumentTypeError(
             f"axis lengths must be integers, got {dict(axes_lengths)!r}"
         ) from None
     layout, unit = _numpy_layout(array)
     plan = _plan_for(pattern, layout, axes_lengths, copy, array.dtype.name, array.itemsize, unit)
-    runner = _numpy_runner(plan, array)
-    _remember(key, runner)
-    return runner(array)
+    entry = _numpy_entry(plan, array)
+    _remember(key, entry)
+    return entry
 
 
 def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,

@@ -173,3 +173,17 @@ def test_import_is_light() -> None:
             "print(sorted(m for m in ('numba', 'torch', 'dask', 'einops') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_plans_are_shared_across_dtypes_with_the_same_byte_layout() -> None:
+    """The plan cache keys on byte strides and no dtype (the view test is scale-invariant):
+    a float32 array and a uint8 array stepping 4 bytes must both come out right."""
+    floats = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    bytes_ = np.arange(96, dtype=np.uint8)[::4].reshape(2, 3, 4)
+    assert floats.strides == bytes_.strides
+    for x in (floats, bytes_, floats, bytes_):
+        for pattern in ("a b c -> c (a b)", "a b c -> (a b c)", "a b c -> (c b) a"):
+            got = ra.rearrange(x, pattern)
+            np.testing.assert_array_equal(got, einops.rearrange(x, pattern))
+            assert got.dtype == x.dtype
+            assert np.shares_memory(got, x) == ra.explain(x, pattern).is_view
