@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -192,6 +193,18 @@ def test_001_axis_moving_catalogue_is_metadata_only(shape: tuple, op: Callable) 
     assert ours.tolist() == theirs.tolist()
     assert shares_storage(theirs, base)
     assert ours.storage_offset() == theirs.storage_offset() == 0
+
+
+def test_001_T_reverses_dims_for_more_than_2d_and_is_deprecated(torch: Any) -> None:  # noqa: N802
+    X = torch.arange(24).reshape(2, 3, 4)  # noqa: N806
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reversed_ = X.T
+    assert tuple(reversed_.shape) == (4, 3, 2)
+    assert reversed_.stride() == X.permute(2, 1, 0).stride()
+    if torch is rearrange:  # torch warns once per process, so only ours is checked here
+        assert [w.category for w in caught] == [UserWarning]
+        assert "deprecated" in str(caught[0].message)
 
 
 def test_001_movedim_and_permute_semantics(torch: Any) -> None:
