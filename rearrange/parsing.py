@@ -22,7 +22,6 @@ rearrange``; parsed patterns are cached (bounded LRU), so a warm call is one loo
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import pathlib
 import re
 import threading
@@ -281,6 +280,8 @@ _LARK_ERRORS: tuple[type[Exception], ...] = ()  # lark's UnexpectedInput, once l
 def _grammar_text() -> str:
     """The grammar: the package copy (installed wheel) first, then the checkout's."""
     try:
+        import importlib.resources  # here, not at import: it pulls in tempfile, shutil, ...
+
         packaged = importlib.resources.files(__package__).joinpath("grammar", "pattern.lark")
         if packaged.is_file():
             return packaged.read_text(encoding="utf-8")
@@ -303,7 +304,10 @@ def _get_parser(start: str) -> Any:
         global _LARK_ERRORS
         import lark  # deferred: `import rearrange` must not pay for lark
 
-        parser = lark.Lark(_grammar_text(), parser="lalr", lexer="contextual", start=start)
+        # cache=True: lark stores the built LALR tables in the temp dir, keyed by the
+        # grammar's hash, so later processes load them instead of rebuilding (~25 ms).
+        parser = lark.Lark(_grammar_text(), parser="lalr", lexer="contextual", start=start,
+                           cache=True)
         _LARK_ERRORS = (lark.exceptions.UnexpectedInput,)
         _PARSERS[start] = parser
     return parser

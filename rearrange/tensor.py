@@ -71,7 +71,14 @@ def _torch_type_string(dtype: np.dtype) -> str:
     return f"CPU{name.removesuffix('Tensor')}Type"
 
 
-_generator = np.random.default_rng()
+_generator: np.random.Generator | None = None  # created on first use: numpy.random is slow to import
+
+
+def _rng() -> np.random.Generator:
+    global _generator
+    if _generator is None:
+        _generator = np.random.default_rng()
+    return _generator
 
 
 def manual_seed(seed: _builtin_int) -> None:
@@ -958,12 +965,12 @@ def full(size: Sequence[object], fill_value: object, dtype: object = None) -> Te
 
 def rand(*size: object, dtype: object = None) -> Tensor:
     """Uniform on [0, 1)."""
-    return _filled("rand", size, dtype, lambda n, t: _generator.random(n).astype(t))
+    return _filled("rand", size, dtype, lambda n, t: _rng().random(n).astype(t))
 
 
 def randn(*size: object, dtype: object = None) -> Tensor:
     """Standard normal."""
-    return _filled("randn", size, dtype, lambda n, t: _generator.standard_normal(n).astype(t))
+    return _filled("randn", size, dtype, lambda n, t: _rng().standard_normal(n).astype(t))
 
 
 def arange(start: object, end: object = None, step: object = 1, *, dtype: object = None) -> Tensor:
