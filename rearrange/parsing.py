@@ -345,7 +345,7 @@ class _Recognizer:
         )
         alternatives = [f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals]
         self.tokens = re.compile("|".join([*alternatives, "(?P<_NO_TERMINAL>.)"]), re.DOTALL).finditer
-        self.ignore = frozenset(parser.ignore_tokens)
+        self.ignore = frozenset(parser.lexer_conf.ignore)  # set whether or not loaded from cache
 
         table = parser.parser.parser._parse_table  # Lark -> ParsingFrontend -> LALR_Parser
         self._actions: dict[Any, dict[str, Any]] = {}  # state -> terminal -> shift target | (size, rule)

@@ -723,7 +723,9 @@ def test_grammar_found_in_checkout_and_package(monkeypatch, tmp_path):
     # An installed wheel holds rearrange/grammar/pattern.lark: that copy wins.
     (tmp_path / "grammar").mkdir()
     (tmp_path / "grammar" / "pattern.lark").write_text("// the packaged copy\n", encoding="utf-8")
-    monkeypatch.setattr(parsing.importlib.resources, "files", lambda package: tmp_path)
+    import importlib.resources
+
+    monkeypatch.setattr(importlib.resources, "files", lambda package: tmp_path)
     assert parsing._grammar_text() == "// the packaged copy\n"
 
 
