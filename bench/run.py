@@ -43,13 +43,14 @@ SUITES = ("overhead", "coldstart", "cases", "scaling")
 KIB, MIB = 2**10, 2**20
 
 SIZES = {
-    # rounds, seconds per sample, scaling sizes, cold-start repeats, overhead number/repeat
-    "full": suites.Config("full", (1, 2), ("alloc", "prealloc"), 9, 0.02,
-                          tuple(4 * KIB * 2**k for k in range(18)), 7, 20000, 7),
+    # threads, modes, samples, seconds per sample, scaling sizes, cold-start repeats,
+    # overhead calls per sample and samples, scaling samples
+    "full": suites.Config("full", (1, 2), ("alloc", "prealloc"), 12, 0.02,
+                          tuple(4 * KIB * 2**k for k in range(18)), 7, 20000, 7, 8),
     "quick": suites.Config("quick", (1, 2), ("alloc", "prealloc"), 5, 0.003,
-                           tuple(4 * KIB * 4**k for k in range(6)), 3, 2000, 3),
-    "smoke": suites.Config("smoke", (1, 2), ("alloc", "prealloc"), 2, 0.0005,
-                           (4 * KIB, 64 * KIB), 1, 200, 2),
+                           tuple(4 * KIB * 4**k for k in range(6)), 3, 2000, 3, 3),
+    "smoke": suites.Config("smoke", (1, 2), ("alloc", "prealloc"), 1, 0.0005,
+                           (4 * KIB, 64 * KIB), 1, 200, 2, 1),
 }
 
 
@@ -115,6 +116,8 @@ def machine_info(libs: dict[str, Any]) -> dict[str, Any]:
         "caches": ", ".join(f"{k} {tables._size(v)}" for k, v in caches.items()) or "unknown",
         "cache_bytes": caches,
         "platform": platform.platform(),
+        "libc": " ".join(platform.libc_ver()),
+        "transparent_hugepage": _read("/sys/kernel/mm/transparent_hugepage/enabled").strip(),
         "versions": versions,
         "rearrange_path": str(Path(libs["rearrange"].__file__).resolve().parent),
         "rearrange_accepts_out": __import__("contenders").rearrange_accepts_out(libs["rearrange"]),
@@ -154,7 +157,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mode", default=None, help="alloc,prealloc (default both)")
     parser.add_argument("--case", action="append", default=None,
                         help="only cases whose name, dtype or pattern contains this text")
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per timing")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="samples per contender, at least (12; --quick 5)")
     parser.add_argument("--out", type=Path, default=BENCH / "results", help="output directory")
     parser.add_argument("--name", default=None,
                         help="output file stem (default: latest, quick or smoke)")
@@ -171,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode:
         config = replace(config, modes=_parse_list(args.mode))
     if args.rounds:
-        config = replace(config, rounds=args.rounds)
+        config = replace(config, rounds=args.rounds, scaling_rounds=args.rounds)
     if args.case:
         config = replace(config, case_filters=tuple(args.case))
     chosen = [s for arg in (args.suite or [",".join(SUITES)]) for s in _parse_list(arg)]

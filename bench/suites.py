@@ -30,12 +30,13 @@ class Config:
     size: str                       # "full", "quick" or "smoke": shapes of the registry
     threads: tuple[int, ...]
     modes: tuple[str, ...]          # "alloc", "prealloc"
-    rounds: int                     # interleaved rounds per measurement
+    rounds: int                     # samples per contender and measurement (at least)
     min_sample: float               # seconds per sample (calls are batched up to this)
     scaling_sizes: tuple[int, ...]  # input bytes of the scaling sweep
     coldstart_repeats: int
     overhead_number: int
     overhead_repeat: int
+    scaling_rounds: int             # samples per contender and size in the scaling sweep
     case_filters: tuple[str, ...] = ()
 
 
@@ -165,7 +166,7 @@ def run_scaling(config: Config, libs: dict[str, Any], log: Log) -> list[dict[str
                 calls = contest.calls.get(mode)
                 if not calls:
                     continue
-                timings = interleaved(calls, config.rounds, config.min_sample)
+                timings = interleaved(calls, config.scaling_rounds, config.min_sample)
                 record = summarise(
                     {"suite": "scaling", "pattern": SCALING_PATTERN, "copy": True,
                      "dtype": "float32", "input_shape": list(shape), "bytes": nbytes,

@@ -64,13 +64,13 @@ def cases_markdown(records: list[dict[str, Any]]) -> str:
     for mode, threads, group in _groups(records):
         out.append(f"#### {MODE_TITLES[mode]} · {_threads_note(threads)}")
         out.append("")
-        out.append("GB/s counting read + write bytes (view-only cases: µs per call); "
-                   "median over interleaved rounds ± half the interquartile range.")
+        out.append("GB/s counting read + write bytes (view-only cases: µs per call): median "
+                   "of interleaved samples ± half their interquartile range.")
         out.append("")
         first_col = mode == "alloc"
         head = ["case", "moved", *CONTENDERS, "ra vs best peer", "ra / limit"]
         if first_col:
-            head.append("ra first call")
+            head.append("ra 1st call − warm")
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|")
         for r in group:
@@ -78,8 +78,9 @@ def cases_markdown(records: list[dict[str, Any]]) -> str:
             cells = [_cell(r, name) for name in CONTENDERS[:-1]] + [_limit(r)]
             row = [r["case"], moved, *cells, *_ratios(r)]
             if first_col:
-                first = r["contenders"].get("rearrange", {}).get("first_call_s", math.nan)
-                row.append(f"{first * 1e3:.2f} ms")
+                entry = r["contenders"].get("rearrange", {})
+                extra = entry.get("first_call_s", math.nan) - entry.get("median_s", math.nan)
+                row.append(f"{extra * 1e3:+.2f} ms")
             out.append("| " + " | ".join(row) + " |")
         out.append("")
     return "\n".join(out)

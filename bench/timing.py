@@ -1,11 +1,20 @@
-"""Interleaved timing: every contender is timed once per round, in a rotating order.
+"""Interleaved timing: contenders take turns, in an order in which each follows each other equally often.
 
 On a shared machine, absolute times drift by 15-25% between runs and within one. Timing
 contenders back to back within each round exposes them to the same drift, so their
 *ratios* are stable even when their times are not; the per-round (paired) ratio is the
-figure reports should quote. Warm-up is excluded: the first call (plan building, caches,
-JIT compilation) is timed and reported on its own, and a second call calibrates how many
-calls make one sample.
+figure reports should quote. A copy pays for the cache and allocator state its
+predecessor leaves behind: after the memcpy limit (non-temporal stores) the next two
+calls of any copy here ran 30% slower, and with a plain rotation one contender always
+paid it. So the order is an Eulerian circuit of the complete directed graph on the
+contenders: every contender follows every other one exactly once per cycle, also across
+cycles, and the predecessor cost is the same for all.
+
+Every contender's sample is the same number of back-to-back calls, enough for the slowest
+to last ``min_sample`` seconds: one call after another contender is not the same
+experiment as the tenth call in a row (the allocator hands back the block just freed).
+Warm-up is excluded: first calls (plan building, caches, JIT compilation) are the
+caller's to time and report on their own; calibration calls warm every contender up.
 """
 
 from __future__ import annotations
@@ -68,8 +77,8 @@ def _time_calls(call: Call, number: int) -> float:
 
 
 def calibrate(call: Call, min_sample: float) -> int:
-    """Calls per sample so that one sample lasts at least ``min_sample`` seconds (these
-    calls are also the warm-up)."""
+    """Calls per sample so that one sample lasts at least ``min_sample`` seconds."""
+    call()  # warm: the estimate must not include a first call
     number = 1
     while True:
         per_call = _time_calls(call, number)
@@ -79,32 +88,47 @@ def calibrate(call: Call, min_sample: float) -> int:
         number = min(max(2 * number, target), 100 * number)
 
 
+def balanced_cycle(n: int) -> list[int]:
+    """A cyclic order of n contenders (each appearing n - 1 times) in which every ordered
+    pair (a, b), a != b, is consecutive exactly once, the wrap-around included: an
+    Eulerian circuit of the complete directed graph (Hierholzer)."""
+    if n < 2:
+        return list(range(n))
+    successors = {a: [b for b in range(n) if b != a] for a in range(n)}
+    stack, circuit = [0], []
+    while stack:
+        node = stack[-1]
+        if successors[node]:
+            stack.append(successors[node].pop())
+        else:
+            circuit.append(stack.pop())
+    circuit.reverse()
+    return circuit[:-1]  # the circuit returns to its start: repeating it stays balanced
+
+
 def interleaved(calls: dict[str, Call], rounds: int, min_sample: float,
                 number: int | None = None) -> dict[str, Timing]:
-    """Time every call once per round, rotating the order each round.
+    """At least ``rounds`` samples of every call, taking turns in a balanced cycle.
 
-    Each call is first calibrated (``number`` calls per sample, or enough calls to last
-    ``min_sample`` seconds); calibrating is the warm-up. First-call times are the
-    caller's to measure (before anything else ran the call) and to set.
+    ``number`` calls make one sample, the same for every contender: given, or calibrated
+    so that the slowest contender's sample lasts ``min_sample`` seconds.
     """
-    timings: dict[str, Timing] = {}
-    for name, call in calls.items():
-        timing = Timing()
-        if number is None:
-            timing.number = calibrate(call, min_sample)
-        else:
+    if number is None:
+        number = min(calibrate(call, min_sample) for call in calls.values())
+    else:
+        for call in calls.values():
             call()
-            timing.number = number
-        timings[name] = timing
+    timings = {name: Timing(number=number) for name in calls}
     names = list(calls)
+    cycle = balanced_cycle(len(names))
+    per_cycle = max(1, len(names) - 1)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # no collection pauses inside a sample (a full collect costs ~0.1 s here)
     try:
-        for r in range(rounds):
-            shift = r % len(names)
-            for name in names[shift:] + names[:shift]:
-                timing = timings[name]
-                timing.samples.append(_time_calls(calls[name], timing.number))
+        for _ in range(math.ceil(rounds / per_cycle)):
+            for index in cycle:
+                name = names[index]
+                timings[name].samples.append(_time_calls(calls[name], number))
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -112,7 +136,8 @@ def interleaved(calls: dict[str, Call], rounds: int, min_sample: float,
 
 
 def paired_ratio(numerator: Timing, denominator: Timing) -> float:
-    """Median over rounds of numerator/denominator, each round's pair timed side by side."""
+    """Median over k of numerator's k-th sample / denominator's k-th sample (timed within
+    one cycle of each other, so drift shared by both cancels)."""
     pairs = [a / b for a, b in zip(numerator.samples, denominator.samples) if b > 0]
     return statistics.median(pairs) if pairs else math.nan
 
