@@ -283,13 +283,16 @@ def _as_array(tensor: Any) -> np.ndarray | Tensor:
     )
 
 
-def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_lengths: int) -> Any:
+def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any = None,
+              **axes_lengths: int) -> Any:
     """Reorder, split and merge the axes of ``tensor`` as ``pattern`` says.
 
     The result is a view of ``tensor`` whenever any strides can express it; otherwise a
     new C-contiguous array. ``copy=None`` (default): a view if possible, else a copy.
     ``copy=False``: a view, or :class:`NoViewError` naming the group that forced a
-    copy. ``copy=True``: always a fresh C-contiguous array. The input is never written.
+    copy. ``copy=True``: always a fresh C-contiguous array. ``out=``: write the result
+    into this C-contiguous array of the output's shape and dtype (which must not
+    overlap the input) and return it. The input is never written.
 
     >>> import numpy as np, rearrange as ra
     >>> x = np.zeros((2, 8, 16, 4), dtype=np.float32)
@@ -298,7 +301,7 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_len
     >>> np.shares_memory(ra.rearrange(x, 'b h t d -> b h (t d)'), x)
     True
     """
-    if type(tensor) is _ndarray and not axes_lengths:
+    if type(tensor) is _ndarray and not axes_lengths and out is None:
         try:
             seen = _last_seen.get(pattern)
         except TypeError:  # an unhashable pattern: the general path says what is wrong
@@ -311,6 +314,8 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_len
                 if code == _RESHAPE:
                     return tensor.reshape(argument)
                 return argument(tensor)
+    if out is not None:
+        return _rearrange_into(tensor, pattern, copy, axes_lengths, out)
     return _rearrange_general(tensor, pattern, copy, axes_lengths)
 
 
@@ -334,6 +339,60 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
             _last_seen.clear()
         _last_seen[pattern] = (array.shape, array.strides, copy, *entry)
     return _run_entry(entry, array)
+
+
+def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
+                    axes_lengths: Mapping[str, Any], out: Any) -> Any:
+    """``rearrange(..., out=out)``: the plan's views, then one copy into ``out``."""
+    if copy is False:
+        raise ArgumentTypeError("copy=False asks for a view, out= for a copy into out; pass one")
+    array = _as_array(tensor)
+    if isinstance(array, Tensor):
+        layout, dtype, itemsize, unit = array.layout, array.dtype, array.element_size(), "elements"
+        if not isinstance(out, Tensor):
+            raise ArgumentTypeError(
+                f"out must be a rearrange.Tensor for a rearrange.Tensor input, got {type(out).__name__}")
+        target = out.numpy() if out.is_contiguous() else None
+    else:
+        layout, unit = _numpy_layout(array)
+        dtype, itemsize = array.dtype, array.itemsize
+        if not isinstance(out, np.ndarray):
+            raise ArgumentTypeError(f"out must be a numpy array, got {type(out).__name__}")
+        target = out if out.flags.c_contiguous else None
+    key = ("out", pattern, layout, unit, itemsize, *axes_lengths.items())
+    try:
+        plan = _plans.get(key)
+    except TypeError:
+        plan = None
+    if plan is None:
+        plan = _plan_for(pattern, layout, axes_lengths, None, dtype.name, itemsize, unit)
+        _remember(key, plan)
+    if tuple(out.shape) != plan.output.shape or out.dtype != dtype:
+        raise RearrangeError(
+            f"out has shape {tuple(out.shape)} and dtype {out.dtype}; the result has shape "
+            f"{plan.output.shape} and dtype {dtype}")
+    if target is None:
+        raise RearrangeError("out must be C-contiguous: the result is written in row-major order")
+    if not target.flags.writeable:
+        raise RearrangeError("out is read-only")
+    # The permuted view: the input split and permuted, before any merge (all views).
+    before_merge = next((step.layout for step in reversed(plan.steps)
+                         if step.op in ("split", "permute")), plan.input)
+    if isinstance(array, Tensor):
+        source = array._with(before_merge).numpy()
+    else:
+        scale = itemsize if unit == "elements" else 1
+        source = np.lib.stride_tricks.as_strided(
+            array, before_merge.shape, tuple(s * scale for s in before_merge.strides), subok=True)
+    if np.may_share_memory(target, source) and np.shares_memory(target, source):
+        raise RearrangeError("out overlaps the input; rearrange never writes to its input")
+    _copy_into(target.reshape(before_merge.shape), source)
+    return out
+
+
+def _copy_into(destination: np.ndarray, source: np.ndarray) -> None:
+    """Copy ``source`` (any strides) into the C-contiguous ``destination``."""
+    np.copyto(destination, source, casting="no")
 
 
 def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | None,

@@ -187,3 +187,51 @@ def test_plans_are_shared_across_dtypes_with_the_same_byte_layout() -> None:
             np.testing.assert_array_equal(got, einops.rearrange(x, pattern))
             assert got.dtype == x.dtype
             assert np.shares_memory(got, x) == ra.explain(x, pattern).is_view
+
+
+OUT_CASES = [
+    ("a b c -> c (a b)", (2, 3, 4), {}),        # a copy plan
+    ("a b c -> a (b c)", (2, 3, 4), {}),        # a view plan, copied into out
+    ("b (h d) t -> b h t d", (2, 12, 5), {"h": 3}),
+    (" -> 1", (), {}),
+    ("a b -> (b a)", (0, 3), {}),
+]
+
+
+@pytest.mark.parametrize(("pattern", "shape", "lengths"), OUT_CASES, ids=[c[0] for c in OUT_CASES])
+def test_out_receives_the_result(pattern, shape, lengths) -> None:
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    x = x[..., ::-1] if x.ndim else x  # a negative stride where there is a dim
+    expected = einops.rearrange(x, pattern, **lengths)
+    out = np.full(expected.shape, -1, dtype=np.float32)
+    assert ra.rearrange(x, pattern, out=out, **lengths) is out
+    np.testing.assert_array_equal(out, expected)
+    t = ra.from_numpy(x)
+    out_t = ra.zeros(*expected.shape, dtype=ra.float32)
+    assert ra.rearrange(t, pattern, out=out_t, **lengths) is out_t
+    np.testing.assert_array_equal(out_t.numpy(), expected)
+
+
+@pytest.mark.parametrize(("out", "message"), [
+    (np.empty((4, 5)), "out has shape (4, 5) and dtype float64; the result has shape (4, 6)"),
+    (np.empty((4, 6), np.float32), "dtype float32"),
+    (np.empty((6, 4)).T, "out must be C-contiguous"),
+    ("not an array", "out must be a numpy array"),
+], ids=["shape", "dtype", "not-contiguous", "type"])
+def test_bad_out_is_refused(out, message) -> None:
+    x = np.arange(24.0).reshape(2, 3, 4)
+    with pytest.raises(ra.RearrangeError) as caught:
+        ra.rearrange(x, "a b c -> c (a b)", out=out)
+    assert message in str(caught.value)
+
+
+def test_out_may_not_overlap_the_input_or_be_read_only() -> None:
+    x = np.arange(24.0)
+    with pytest.raises(ra.RearrangeError, match="overlaps the input"):
+        ra.rearrange(x.reshape(4, 6), "a b -> a b", out=x.reshape(4, 6))
+    frozen = np.empty((6, 4))
+    frozen.flags.writeable = False
+    with pytest.raises(ra.RearrangeError, match="read-only"):
+        ra.rearrange(x.reshape(4, 6), "a b -> b a", out=frozen)
+    with pytest.raises(ra.RearrangeError, match="copy=False"):
+        ra.rearrange(x.reshape(4, 6), "a b -> b a", out=np.empty((6, 4)), copy=False)
