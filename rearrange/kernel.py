@@ -1,0 +1,856 @@
+"""The copy kernel: a strided view copied into a fresh C-contiguous array.
+
+When the planner has proved that no strides can express a rearrangement, the executor
+allocates a C-contiguous ``dst`` and calls :func:`copy_into` with the strided source view.
+Two stages, as everywhere in this package:
+
+* :func:`plan_copy` — pure Python, no numba, a few microseconds. It works in *units*
+  (the raw bits moved: 1, 2, 4 or 8 bytes; an item of 16 bytes is two 8-byte units, a
+  3-byte ``V3`` item three bytes), drops size-1 dims, fuses dims that are contiguous in
+  both operands, and picks a variant. The result, a :class:`CopyKernel`, is what
+  ``explain()`` prints.
+* :func:`copy_into` — runs the plan. Small copies and object arrays go to ``np.copyto``;
+  everything else to a numba kernel, compiled on the first call (never at import) for
+  the four unit sizes and cached on disk.
+
+Variants (see ``CopyKernel.reason`` for the one-line why of a given plan):
+
+``numpy``               object dtype (references need refcounts), tiny copies, 0-d.
+``empty``               zero-size: nothing to move.
+``contiguous-memcpy``   the source is contiguous after fusion: memcpy, split over threads.
+``inner-contiguous``    source-fastest dim == destination-fastest dim: row copies.
+``strided-rows``        the destination-fastest dim is also the source's smallest stride,
+                        but that stride is not 1 (step slices, reversed, broadcast 0).
+``tiled-transpose``     source-fastest dim (stride 1) != destination-fastest dim, both
+                        long: HPTT-style tiles moved through vector registers — a tile of
+                        source rows is loaded, transposed with shuffles and stored as whole
+                        64-byte destination lines, non-temporally when the destination is
+                        large and line-aligned.
+``small-inner-dim``     one of the two fastest dims is short (NHWC→NCHW with C=3): the
+                        short dim is the outer loop of a panel that stays in L1.
+``tiled``               any other pair of fastest dims: scalar tiles sized for L1.
+
+Threads: copies above a size threshold are split over threads with ``numba.prange``, each
+thread writing one contiguous run of the destination. The count is
+:func:`set_num_threads`; its default is the environment variable
+``REARRANGE_NUM_THREADS``, else the CPUs this process may run on
+(``os.sched_getaffinity``, else ``os.cpu_count()``), capped by numba's own pool size
+(``NUMBA_NUM_THREADS``). A copy that starts while another thread of the same process is
+inside a multithreaded copy runs single-threaded (numba's ``workqueue`` threading layer
+cannot run two parallel regions at once), and so does every copy in a process forked
+after a multithreaded copy (GNU OpenMP cannot be used across ``fork``).
+
+Disk cache: the kernels are compiled with ``cache=True``. numba writes the cache next to
+this file (``__pycache__``) when that directory is writable, else to the user cache dir
+(``~/.cache/numba`` on Linux); ``NUMBA_CACHE_DIR`` overrides both. A read-only install
+therefore still caches, per user.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "CopyKernel",
+    "plan_copy",
+    "copy_into",
+    "set_num_threads",
+    "get_num_threads",
+    "warmup",
+]
+
+# ---------------------------------------------------------------------------- tuning
+# Measured on a 2-core Xeon (AVX-512) shared with other work; see bench/kernel_bench.py.
+
+NUMPY_MAX_BYTES = 16 << 10       # below this, np.copyto beats the kernel call overhead
+THREAD_MIN_BYTES = 1 << 20       # each extra thread needs at least this much to move
+NONTEMPORAL_MIN_BYTES = 4 << 20  # destinations this large are written around the caches
+LINE = 64                        # bytes per cache line (and per non-temporal store)
+SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner-dim" panel
+TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
+ROW_CHUNK_BYTES = 64 << 10       # long rows are split into chunks of this many bytes
+
+# SIMD tile geometry per unit size: (Ka, Kb) elements — Ka along the source-fastest dim
+# (one vector load per source row), Kb along the destination-fastest dim (one or two
+# whole cache lines per destination row). Chosen by measurement (in-cache and DRAM).
+_SIMD_TILE = {1: (32, 64), 2: (32, 32), 4: (16, 32), 8: (8, 16)}
+# With groups of two units moving together (16-byte items as two 8-byte units).
+_SIMD_TILE_G2 = {1: (16, 32), 2: (16, 16), 4: (8, 16), 8: (4, 8)}
+
+_UNIT_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+# ---------------------------------------------------------------------------- threads
+
+def _default_threads() -> int:
+    env = os.environ.get("REARRANGE_NUM_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"REARRANGE_NUM_THREADS={env!r}: expected a positive integer") from None
+        if n < 1:
+            raise ValueError(f"REARRANGE_NUM_THREADS={env!r}: expected a positive integer")
+        return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_num_threads = _default_threads()
+
+
+def set_num_threads(n: int) -> None:
+    """Set the number of threads copies may use (at most; small copies use fewer)."""
+    global _num_threads
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
+    _num_threads = int(n)
+
+
+def get_num_threads() -> int:
+    """Threads copies may use: set_num_threads, else REARRANGE_NUM_THREADS, else the CPUs
+    this process may run on."""
+    return _num_threads
+
+
+# ---------------------------------------------------------------------------- the plan
+
+@dataclass(frozen=True, slots=True)
+class CopyKernel:
+    """How one strided → C-contiguous copy is done. Pure metadata, printable by explain()."""
+
+    variant: str                 # numpy | empty | contiguous-memcpy | inner-contiguous |
+    #                              strided-rows | tiled-transpose | small-inner-dim | tiled
+    unit_bytes: int              # the raw-bits unit moved: 1, 2, 4 or 8 bytes
+    fused_shape: tuple[int, ...]  # after dropping size-1 dims and fusing, in units
+    src_strides: tuple[int, ...]  # source strides of the fused dims, in units
+    tile: tuple[int, int] | None  # tile (source-fastest, destination-fastest) in units
+    threads: int                 # threads the copy will use
+    reason: str                  # one line: why this variant
+
+
+def _lowbit(x: int) -> int:
+    return x & -x if x else 1 << 62
+
+
+def plan_copy(
+    shape: tuple[int, ...],
+    src_strides_bytes: tuple[int, ...],
+    itemsize: int,
+    dtype_kind: str = "f",
+    threads: int | None = None,
+) -> CopyKernel:
+    """Plan the copy of a strided source (shape, byte strides) into a C-contiguous array.
+
+    Pure and cheap (no numba, no data). Assumes both buffers are aligned to the unit;
+    ``copy_into`` re-plans with a smaller unit for buffers that are not.
+
+    >>> k = plan_copy((4096, 4096), (4, 16384), 4)     # a float32 transpose
+    >>> k.variant, k.fused_shape, k.src_strides, k.tile
+    ('tiled-transpose', (4096, 4096), (1, 4096), (16, 32))
+    >>> plan_copy((64, 3, 224, 224), (150528, 1, 672, 3), 1).variant   # NHWC -> NCHW
+    'small-inner-dim'
+    """
+    return _plan(tuple(shape), tuple(src_strides_bytes), itemsize, dtype_kind,
+                 _num_threads if threads is None else threads, LINE)
+
+
+def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
+    if len(shape) != len(strides):
+        raise ValueError(f"plan_copy: shape {shape} and strides {strides} differ in length")
+    if threads < 1:
+        raise ValueError(f"plan_copy: threads must be positive, got {threads}")
+    if kind == "O":
+        return CopyKernel("numpy", itemsize, tuple(shape), (), None, 1,
+                          "object dtype: numpy copies references")
+    total = math.prod(shape)
+    if total == 0:
+        return CopyKernel("empty", itemsize, (0,), (0,), None, 1, "zero-size: nothing to copy")
+    nbytes = total * itemsize
+    # The unit: the largest power of two (<= 8) dividing the itemsize, every stride of a
+    # dim that moves, and the buffers' alignment.
+    bits = itemsize | align | 8
+    for n, s in zip(shape, strides):
+        if n > 1:
+            bits |= _lowbit(s)
+    u = min(_lowbit(bits), 8)
+    group = itemsize // u
+    dims = [(n, s // u) for n, s in zip(shape, strides) if n > 1]
+    if group > 1:
+        dims = [(n, s * 1) for n, s in dims] + [(group, 1)]
+    # Fuse dims contiguous in both operands (the destination is C-contiguous, so only the
+    # source decides): (n0, s0), (n1, s1) -> (n0 * n1, s1) when s0 == s1 * n1.
+    fused: list[list[int]] = []
+    for n, s in reversed(dims):
+        if fused and fused[-1][1] * fused[-1][0] == s:
+            fused[-1][0] *= n
+        else:
+            fused.append([n, s])
+    fused.reverse()
+    fshape = tuple(n for n, _ in fused)
+    fstr = tuple(s for _, s in fused)
+
+    def make(variant, tile, reason, min_threads_bytes=THREAD_MIN_BYTES):
+        t = max(1, min(threads, nbytes // min_threads_bytes))
+        return CopyKernel(variant, u, fshape, fstr, tile, t, reason)
+
+    if nbytes < NUMPY_MAX_BYTES or not fshape:
+        why = "a single item" if not fshape else f"{nbytes} B < {NUMPY_MAX_BYTES} B"
+        return CopyKernel("numpy", u, fshape, fstr, None, 1,
+                          f"{why}: np.copyto costs less than a kernel call")
+    d = len(fshape)
+    nb, sb = fshape[-1], fstr[-1]
+    if d == 1 and sb == 1:
+        return make("contiguous-memcpy", None, "source contiguous after fusion: memcpy")
+    # Group: a short contiguous last dim that rides along (16-byte items as 2 x 8 bytes).
+    g = 1
+    if sb == 1 and d >= 2 and nb == 2 and u in _SIMD_TILE_G2:
+        g = 2
+    if sb == 1 and g == 1:
+        return make("inner-contiguous", None,
+                    f"source- and destination-fastest dim {d - 1} (stride 1): "
+                    f"rows of {nb * u} B")
+    # The destination-fastest dim (b) and the source-fastest other dim (a).
+    bdim = d - 1 if g == 1 else d - 2
+    nb, sb = fshape[bdim], fstr[bdim]
+    adim = -1
+    for k in range(bdim):
+        s = fstr[k]
+        if s != 0 and (adim < 0 or abs(s) < abs(fstr[adim])):
+            adim = k
+    if adim < 0 or abs(fstr[adim]) >= abs(sb) or (g > 1 and fstr[adim] != g):
+        if g > 1:
+            return make("inner-contiguous", None,
+                        f"source- and destination-fastest dim {d - 1} (stride 1): "
+                        f"rows of {fshape[-1] * u} B")
+        what = "broadcast (stride 0)" if sb == 0 else f"stride {sb}"
+        return make("strided-rows", None,
+                    f"destination-fastest dim {d - 1} is also the source's fastest "
+                    f"({what}): strided rows")
+    na, sa = fshape[adim], fstr[adim]
+    simd = (_SIMD_TILE if g == 1 else _SIMD_TILE_G2).get(u)
+    if sa == g and simd is not None and na >= simd[0] and nb >= 2 * simd[1]:
+        ka, kb = simd
+        return make("tiled-transpose", (ka, kb),
+                    f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim "
+                    f"{bdim}: {ka}x{kb} tiles through vector registers, whole-line stores")
+    if g > 1:
+        return make("inner-contiguous", None,
+                    f"source- and destination-fastest dim {d - 1} (stride 1): "
+                    f"rows of {fshape[-1] * u} B")
+    if min(na, nb) <= SMALL_DIM:
+        if na <= nb:   # short source-fastest dim: deinterleave, long rows of the destination
+            ta, tb = na, min(nb, max(64, TILE_BYTES // (u * na)))
+        else:          # short destination-fastest dim: interleave into an L1-sized block
+            ta, tb = min(na, max(64, TILE_BYTES // (u * nb))), nb
+        return make("small-inner-dim", (ta, tb),
+                    f"source-fastest dim {adim} ({na}) != destination-fastest dim {bdim} "
+                    f"({nb}): short dim outermost, {ta}x{tb} panels in L1")
+    t = 16
+    while (2 * t) * (2 * t) * u <= TILE_BYTES:
+        t *= 2
+    return make("tiled", (min(t, na), min(t, nb)),
+                f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim {bdim}:"
+                f" {t}x{t} scalar tiles ({t * t * u // 1024} KiB) through L1")
+
+
+# ---------------------------------------------------------------------------- execution
+
+# Panel kinds understood by the jitted driver.
+_ROWS, _SIMD, _TILE = 0, 1, 2
+# Layout of the int64 parameter vector handed to the kernels.
+(_P_KIND, _P_NA, _P_SA, _P_DA, _P_NB, _P_SB, _P_TA, _P_TB, _P_ORDER, _P_NT, _P_JSTART,
+ _P_NKB, _P_G, _P_SOFF, _P_DOFF, _P_ITA, _P_ITB, _P_LEN) = range(18)
+
+_parallel_lock = threading.Lock()
+_parallel_pid: int | None = None   # the process that first ran a parallel region
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
+    """Write ``src`` (any strides: negative, zero, unaligned) into ``dst`` (C-contiguous,
+    writeable, same shape and dtype, not overlapping ``src``).
+
+    ``kernel`` is a plan from :func:`plan_copy` for this source layout (it saves the
+    planning, a few microseconds); without one the copy is planned here.
+
+    >>> import numpy as np
+    >>> x = np.arange(12.0).reshape(3, 4)
+    >>> out = np.empty((4, 3))
+    >>> copy_into(out, x.T)
+    >>> bool((out == x.T).all())
+    True
+    """
+    if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
+        raise TypeError("copy_into: dst and src must be numpy arrays")
+    if dst.shape != src.shape or dst.dtype != src.dtype:
+        raise ValueError(f"copy_into: dst {dst.shape} {dst.dtype} does not match "
+                         f"src {src.shape} {src.dtype}")
+    if not dst.flags.c_contiguous or not dst.flags.writeable:
+        raise ValueError("copy_into: dst must be C-contiguous and writeable")
+    dtype = src.dtype
+    if kernel is None or kernel.variant in ("numpy", "empty"):
+        if kernel is None:
+            kind = "O" if dtype.hasobject else dtype.kind
+            kernel = _plan(src.shape, src.strides, dtype.itemsize, kind, _num_threads, LINE)
+        if kernel.variant == "numpy":
+            np.copyto(dst, src, casting="no")
+            return
+        if kernel.variant == "empty":
+            return
+    if dtype.hasobject:
+        np.copyto(dst, src, casting="no")
+        return
+    saddr = src.__array_interface__["data"][0]
+    daddr = dst.__array_interface__["data"][0]
+    u = kernel.unit_bytes
+    if (saddr | daddr) % u:
+        kernel = _plan(src.shape, src.strides, dtype.itemsize, dtype.kind, kernel.threads,
+                       _lowbit(saddr | daddr))
+        u = kernel.unit_bytes
+        if kernel.variant in ("numpy", "empty"):
+            np.copyto(dst, src, casting="no")
+            return
+    _execute(kernel, daddr, saddr, dst.nbytes)
+
+
+def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
+    u = k.unit_bytes
+    shape, sstr = k.fused_shape, k.src_strides
+    d = len(shape)
+    dstr = [1] * d
+    for i in range(d - 2, -1, -1):
+        dstr[i] = dstr[i + 1] * shape[i + 1]
+    p = [0] * _P_LEN
+    p[_P_ITA] = p[_P_ITB] = -1
+    nt = nbytes >= NONTEMPORAL_MIN_BYTES
+    it: list[int] = []          # iteration dims: (count, src step, dst step) triples
+
+    def outer(skip):
+        for i in range(d):
+            if i not in skip:
+                it.extend((shape[i], sstr[i], dstr[i]))
+
+    v = k.variant
+    if v in ("contiguous-memcpy", "inner-contiguous", "strided-rows"):
+        nb, sb = shape[-1], sstr[-1]
+        rows = math.prod(shape[:-1])
+        chunk = nb
+        if rows < 8 * k.threads and nb * u > ROW_CHUNK_BYTES:
+            chunk = max(ROW_CHUNK_BYTES // u, -(-nb // -(-8 * k.threads // rows)))
+            chunk = -(-chunk // (LINE // u)) * (LINE // u)
+        outer({d - 1})
+        if chunk < nb:
+            p[_P_ITB] = len(it) // 3
+            it.extend((-(-nb // chunk), chunk * sb, chunk))
+        p[_P_KIND] = _ROWS
+        p[_P_NB], p[_P_SB], p[_P_TB] = nb, sb, chunk
+        p[_P_NT] = int(nt and sb == 1)
+    elif v == "tiled-transpose":
+        g = 2 if (sstr[-1] == 1 and shape[-1] == 2 and d >= 2 and
+                  any(s == 2 for s in sstr[:-2])) else 1
+        if g == 2 and k.tile != _SIMD_TILE_G2.get(u):
+            g = 1
+        bdim = d - 1 if g == 1 else d - 2
+        adim = min((i for i in range(bdim) if sstr[i] != 0), key=lambda i: abs(sstr[i]))
+        ka, kb = k.tile
+        na, nb, sb, da = shape[adim], shape[bdim], sstr[bdim], dstr[adim]
+        # Non-temporal stores need every tile row to start on a line: rows of the
+        # destination must be whole lines apart, and the first tile column is shifted to
+        # the first line boundary (the columns before it are a scalar strip).
+        outer({adim, bdim} | ({d - 1} if g == 2 else set()))
+        # Every destination row a tile writes must start at the same offset in its line.
+        lined = all(it[i] * u % LINE == 0 for i in range(2, len(it), 3))
+        jstart = 0
+        if nt and lined and (da * u) % LINE == 0 and ((-daddr) % LINE) % (u * g) == 0:
+            jstart = ((-daddr) % LINE) // (u * g)
+        else:
+            nt = False
+        nkb = (nb - jstart) // kb
+        p[_P_ITB] = len(it) // 3
+        it.extend((nkb, kb * sb, kb * g))
+        p[_P_KIND] = _SIMD
+        p[_P_NA], p[_P_SA], p[_P_DA] = na, g, da
+        p[_P_NB], p[_P_SB] = nb, sb
+        p[_P_TA], p[_P_TB] = ka, kb
+        p[_P_NT], p[_P_JSTART], p[_P_NKB], p[_P_G] = int(nt), jstart, nkb, g
+        p[_P_SOFF], p[_P_DOFF] = jstart * sb, jstart * g
+    else:  # small-inner-dim, tiled
+        bdim = d - 1
+        adim = min((i for i in range(bdim) if sstr[i] != 0), key=lambda i: abs(sstr[i]))
+        ta, tb = k.tile
+        na, nb = shape[adim], shape[bdim]
+        outer({adim, bdim})
+        nba, nbb = -(-na // ta), -(-nb // tb)
+        # Loop order: the short side of the tile outermost.
+        order = 0 if ta <= tb else 1
+        if nbb > 1:
+            p[_P_ITB] = len(it) // 3
+            it.extend((nbb, tb * sstr[bdim], tb))
+        if nba > 1:
+            p[_P_ITA] = len(it) // 3
+            it.extend((nba, ta * sstr[adim], ta * dstr[adim]))
+        p[_P_KIND] = _TILE
+        p[_P_NA], p[_P_SA], p[_P_DA] = na, sstr[adim], dstr[adim]
+        p[_P_NB], p[_P_SB] = nb, sstr[bdim]
+        p[_P_TA], p[_P_TB], p[_P_ORDER] = ta, tb, order
+    nwork = 1
+    for i in range(0, len(it), 3):
+        nwork *= it[i]
+    itv = np.array([len(it) // 3] + it, dtype=np.int64)
+    pv = np.array(p, dtype=np.int64)
+    tok = _UNIT_DTYPES[u](0)
+    threads = min(k.threads, nwork)
+    if threads > 1:
+        threads = min(threads, _jit_pool_size())
+    if threads > 1 and _parallel_ok() and _parallel_lock.acquire(blocking=False):
+        try:
+            old = _numba.get_num_threads()
+            _numba.set_num_threads(threads)
+            try:
+                _run_parallel(threads, nwork, daddr, saddr, tok, itv, pv)
+            finally:
+                _numba.set_num_threads(old)
+        finally:
+            _parallel_lock.release()
+    else:
+        _run(0, nwork, daddr, saddr, tok, itv, pv)
+
+
+def _parallel_ok() -> bool:
+    global _parallel_pid
+    pid = os.getpid()
+    if _parallel_pid is None:
+        _parallel_pid = pid
+    return pid == _parallel_pid
+
+
+def _jit_pool_size() -> int:
+    _materialise()
+    return int(_numba.config.NUMBA_NUM_THREADS)
+
+
+# ---------------------------------------------------------------------------- lazy JIT
+# The kernels below are plain Python functions. ``@_jit`` registers them; the first call
+# of any of them imports numba, defines the intrinsics, wraps every registered function
+# with numba.njit (cache=True) and rebinds the module globals to the dispatchers, so that
+# jitted callers see jitted callees. Nothing here runs at import.
+
+_build_lock = threading.Lock()
+_built = False
+_registry: dict[str, tuple] = {}
+
+
+class _LazyKernel:
+    __slots__ = ("func", "options", "__name__", "__doc__")
+
+    def __init__(self, func, options):
+        self.func = func
+        self.options = options
+        self.__name__ = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __call__(self, *args):
+        _materialise()
+        return globals()[self.__name__](*args)
+
+    def __repr__(self):
+        return f"<lazy numba kernel {self.__name__}>"
+
+
+def _jit(**options):
+    """Register a plain function as a numba kernel, compiled lazily with ``options``."""
+    def wrap(func):
+        lazy = _LazyKernel(func, options)
+        _registry[func.__name__] = (func, options)
+        return lazy
+    return wrap
+
+
+def _materialise() -> None:
+    global _built
+    if _built:
+        return
+    with _build_lock:
+        if _built:
+            return
+        import numba
+
+        g = globals()
+        g.update(_define_intrinsics())
+        g["prange"] = numba.prange
+        g["_numba"] = numba
+        for name, (func, options) in _registry.items():
+            g[name] = numba.njit(cache=True, nogil=True, error_model="numpy", **options)(func)
+        _built = True
+
+
+def warmup() -> list[str]:
+    """Compile (or load from the disk cache) every kernel for every unit size now.
+
+    Returns what it compiled, e.g. ``['_run[uint8]', '_run_parallel[uint8]', ...]``.
+    """
+    _materialise()
+    done = []
+    itv = np.zeros(1, np.int64)
+    pv = np.zeros(_P_LEN, np.int64)
+    for u, t in _UNIT_DTYPES.items():
+        tok = t(0)
+        _run(0, 0, 0, 0, tok, itv, pv)
+        _run_parallel(1, 0, 0, 0, tok, itv, pv)
+        done += [f"_run[{t.__name__}]", f"_run_parallel[{t.__name__}]"]
+    return done
+
+
+def _define_intrinsics() -> dict:
+    """The LLVM-level building blocks: raw loads/stores with alias scopes (source and
+    destination never alias, which lets LLVM vectorise), whole-line non-temporal stores,
+    and the register tile transpose."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    i32 = ir.IntType(32)
+
+    def scopes(module):
+        dom = module.add_metadata([ir.MetaDataString(module, "rearrange.copy")])
+        s = module.add_metadata([ir.MetaDataString(module, "rearrange.copy.src"), dom])
+        d = module.add_metadata([ir.MetaDataString(module, "rearrange.copy.dst"), dom])
+        return module.add_metadata([s]), module.add_metadata([d])
+
+    def mark(inst, module, is_store):
+        s, d = scopes(module)
+        inst.set_metadata("alias.scope", d if is_store else s)
+        inst.set_metadata("noalias", s if is_store else d)
+
+    def ptr(builder, addr, llty):
+        return builder.inttoptr(addr, llty.as_pointer())
+
+    @intrinsic
+    def _ld(typingctx, addr, idx, tok):
+        sig = tok(types.int64, types.int64, tok)
+
+        def codegen(context, builder, signature, args):
+            llty = context.get_value_type(signature.args[2])
+            p = builder.gep(ptr(builder, args[0], llty), [args[1]])
+            v = builder.load(p, align=signature.args[2].bitwidth // 8)
+            mark(v, builder.module, False)
+            return v
+        return sig, codegen
+
+    @intrinsic
+    def _st(typingctx, addr, idx, val):
+        sig = types.void(types.int64, types.int64, val)
+
+        def codegen(context, builder, signature, args):
+            llty = context.get_value_type(signature.args[2])
+            p = builder.gep(ptr(builder, args[0], llty), [args[1]])
+            st = builder.store(args[2], p, align=signature.args[2].bitwidth // 8)
+            mark(st, builder.module, True)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _unit(typingctx, tok):
+        sig = types.int64(tok)
+
+        def codegen(context, builder, signature, args):
+            return ir.Constant(ir.IntType(64), signature.args[0].bitwidth // 8)
+        return sig, codegen
+
+    @intrinsic
+    def _line_nt(typingctx, daddr, saddr):
+        """64 bytes from saddr (any alignment) to daddr (64-aligned), non-temporal."""
+        sig = types.void(types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            vt = ir.VectorType(ir.IntType(64), 8)
+            v = builder.load(ptr(builder, args[1], vt), align=1)
+            mark(v, builder.module, False)
+            st = builder.store(v, ptr(builder, args[0], vt), align=LINE)
+            mark(st, builder.module, True)
+            st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(i32, 1)]))
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _sfence(typingctx):
+        sig = types.void()
+
+        def codegen(context, builder, signature, args):
+            # Orders the non-temporal stores before the thread's work is seen as done.
+            builder.fence("seq_cst")
+            return context.get_dummy_value()
+        return sig, codegen
+
+    def eklundh(builder, rows, k, g):
+        """Transpose k x k elements (each g lanes) held as k vectors of k*g lanes."""
+        r = list(rows)
+        n = k * g
+        h = k // 2
+        while h >= 1:
+            lo, hi = [], []
+            for blk in range(0, k, 2 * h):
+                for e in range(blk, blk + h):
+                    lo += range(e * g, e * g + g)
+                for e in range(blk, blk + h):
+                    lo += range(n + e * g, n + e * g + g)
+                for e in range(blk + h, blk + 2 * h):
+                    hi += range(e * g, e * g + g)
+                for e in range(blk + h, blk + 2 * h):
+                    hi += range(n + e * g, n + e * g + g)
+            mlo = ir.Constant(ir.VectorType(i32, n), lo)
+            mhi = ir.Constant(ir.VectorType(i32, n), hi)
+            new = list(r)
+            for i in range(k):
+                if not i & h:
+                    new[i] = builder.shuffle_vector(r[i], r[i + h], mlo)
+                    new[i + h] = builder.shuffle_vector(r[i], r[i + h], mhi)
+            r = new
+            h //= 2
+        return r
+
+    def concat(builder, vecs):
+        while len(vecs) > 1:
+            n = vecs[0].type.count
+            m = ir.Constant(ir.VectorType(i32, 2 * n), list(range(2 * n)))
+            vecs = [builder.shuffle_vector(vecs[i], vecs[i + 1], m)
+                    for i in range(0, len(vecs), 2)]
+        return vecs[0]
+
+    @intrinsic(prefer_literal=True)
+    def _tile(typingctx, daddr, dstride, saddr, sstride, tok, group, nontemporal):
+        """dst[c*dstride + r*g + x] = src[r*sstride + c*g + x] for c < Ka, r < Kb, x < g:
+        Kb source rows of Ka elements (g units each) in, Ka destination rows out, each
+        row of Kb elements a whole number of cache lines (non-temporal if asked: then
+        every destination row must start on a line)."""
+        if not isinstance(group, types.IntegerLiteral) or not isinstance(
+                nontemporal, types.BooleanLiteral):
+            return None
+        sig = types.void(types.int64, types.int64, types.int64, types.int64, tok,
+                         group, nontemporal)
+        g = group.literal_value
+        nt = nontemporal.literal_value
+        u = tok.bitwidth // 8
+        ka, kb = (_SIMD_TILE if g == 1 else _SIMD_TILE_G2)[u]
+
+        def codegen(context, builder, signature, args):
+            t = context.get_value_type(signature.args[4])
+            da, ds, sa, ss = args[:4]
+            sp = ptr(builder, sa, t)
+            dp = ptr(builder, da, t)
+            vin = ir.VectorType(t, ka * g)
+            rows = []
+            for r in range(kb):
+                p = builder.gep(sp, [builder.mul(ir.Constant(ss.type, r), ss)])
+                v = builder.load(builder.bitcast(p, vin.as_pointer()), align=u)
+                mark(v, builder.module, False)
+                rows.append(v)
+            squares = [eklundh(builder, rows[q * ka:(q + 1) * ka], ka, g)
+                       for q in range(kb // ka)]
+            ntmd = builder.module.add_metadata([ir.Constant(i32, 1)])
+            vout = ir.VectorType(t, kb * g)
+            for c in range(ka):
+                v = concat(builder, [sq[c] for sq in squares])
+                p = builder.gep(dp, [builder.mul(ir.Constant(ds.type, c), ds)])
+                st = builder.store(v, builder.bitcast(p, vout.as_pointer()),
+                                   align=LINE if nt else u)
+                mark(st, builder.module, True)
+                if nt:
+                    st.set_metadata("nontemporal", ntmd)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    del cgutils
+    return {"_ld": _ld, "_st": _st, "_unit": _unit, "_line_nt": _line_nt,
+            "_sfence": _sfence, "_tile": _tile}
+
+
+# Placeholders: rebound by _materialise() before anything is compiled.
+def prange(*args):  # pragma: no cover - replaced by numba.prange
+    return range(*args)
+
+
+_ld = _st = _unit = _line_nt = _sfence = _tile = _numba = None
+
+
+# ---------------------------------------------------------------------------- kernels
+# Addresses are int64; offsets are in units and signed (negative source strides).
+# ``s`` is the address of the source's first element, ``d`` the destination's.
+
+@_jit()
+def _copy_row(d, s, tok, doff, soff, n, sb, nt):
+    """n units of a destination row from a source row with stride sb."""
+    if sb == 1:
+        u = _unit(tok)
+        j = 0
+        if nt and n * u >= 2 * LINE:
+            head = ((-(d + doff * u)) % LINE) // u
+            for j in range(head):
+                _st(d, doff + j, _ld(s, soff + j, tok))
+            j = head
+            step = LINE // u
+            while j + step <= n:
+                _line_nt(d + (doff + j) * u, s + (soff + j) * u)
+                j += step
+        for i in range(j, n):
+            _st(d, doff + i, _ld(s, soff + i, tok))
+    elif sb == 0:
+        v = _ld(s, soff, tok)
+        for i in range(n):
+            _st(d, doff + i, v)
+    else:
+        for i in range(n):
+            _st(d, doff + i, _ld(s, soff + i * sb, tok))
+
+
+@_jit()
+def _panel_tile(d, s, tok, doff, soff, ea, eb, sa, da, sb, order):
+    """An ea x eb tile: dst[i*da + j] = src[i*sa + j*sb]; ``order`` 0 runs j innermost
+    (contiguous stores), 1 runs i innermost."""
+    if order == 0:
+        for i in range(ea):
+            dp = doff + i * da
+            sp = soff + i * sa
+            for j in range(eb):
+                _st(d, dp + j, _ld(s, sp + j * sb, tok))
+    else:
+        for j in range(eb):
+            dp = doff + j
+            sp = soff + j * sb
+            for i in range(ea):
+                _st(d, dp + i * da, _ld(s, sp + i * sa, tok))
+
+
+@_jit()
+def _panel_simd(d, s, tok, doff, soff, jb, p):
+    """One column block of a tiled transpose: Kb destination columns over the whole
+    source-fastest dim, in register tiles; plus the scalar strips at the edges."""
+    u = _unit(tok)
+    na = p[_P_NA]
+    da = p[_P_DA]
+    sb = p[_P_SB]
+    g = p[_P_G]
+    ka = p[_P_TA]
+    kb = p[_P_TB]
+    nt = p[_P_NT]
+    nfull = na // ka
+    sstep = ka * g
+    if g == 1:
+        if nt:
+            for ia in range(nfull):
+                _tile(d + (doff + ia * ka * da) * u, da, s + (soff + ia * sstep) * u, sb,
+                      tok, 1, True)
+        else:
+            for ia in range(nfull):
+                _tile(d + (doff + ia * ka * da) * u, da, s + (soff + ia * sstep) * u, sb,
+                      tok, 1, False)
+    else:
+        if nt:
+            for ia in range(nfull):
+                _tile(d + (doff + ia * ka * da) * u, da, s + (soff + ia * sstep) * u, sb,
+                      tok, 2, True)
+        else:
+            for ia in range(nfull):
+                _tile(d + (doff + ia * ka * da) * u, da, s + (soff + ia * sstep) * u, sb,
+                      tok, 2, False)
+    # Rows of the destination beyond the last full tile.
+    rest = na - nfull * ka
+    if rest:
+        if g == 1:
+            _panel_tile(d, s, tok, doff + nfull * ka * da, soff + nfull * sstep,
+                        rest, kb, 1, da, sb, 0)
+        else:
+            _strip_g(d, s, tok, doff + nfull * ka * da, soff + nfull * sstep,
+                     rest, kb, da, sb, g)
+    # Column strips before the first block and after the last one.
+    if jb == 0 and p[_P_JSTART]:
+        js = p[_P_JSTART]
+        _strip_g(d, s, tok, doff - js * g, soff - js * sb, na, js, da, sb, g)
+    if jb == p[_P_NKB] - 1:
+        done = p[_P_JSTART] + p[_P_NKB] * kb
+        if done < p[_P_NB]:
+            _strip_g(d, s, tok, doff + kb * g, soff + kb * sb, na, p[_P_NB] - done, da, sb, g)
+
+
+@_jit()
+def _strip_g(d, s, tok, doff, soff, ea, eb, da, sb, g):
+    """dst[i*da + j*g + x] = src[i*g + j*sb + x]: ea x eb elements of g units."""
+    for j in range(eb):
+        for i in range(ea):
+            for x in range(g):
+                _st(d, doff + i * da + j * g + x, _ld(s, soff + i * g + j * sb + x, tok))
+
+
+@_jit()
+def _run(lo, hi, d, s, tok, it, p):
+    """Work units lo..hi-1 of the iteration space ``it`` ([m, (count, src step, dst step)
+    x m]), each one panel of kind p[_P_KIND]."""
+    m = it[0]
+    if hi <= lo:
+        return
+    idx = np.zeros(m + 1, np.int64)
+    soff = p[_P_SOFF]
+    doff = p[_P_DOFF]
+    rem = lo
+    for k in range(m - 1, -1, -1):
+        n = it[1 + 3 * k]
+        q = rem // n
+        r = rem - q * n
+        idx[k] = r
+        soff += r * it[2 + 3 * k]
+        doff += r * it[3 + 3 * k]
+        rem = q
+    kind = p[_P_KIND]
+    ita = p[_P_ITA]
+    itb = p[_P_ITB]
+    for w in range(lo, hi):
+        if kind == _ROWS:
+            nb = p[_P_NB]
+            tb = p[_P_TB]
+            e = nb
+            if itb >= 0:
+                e = min(tb, nb - idx[itb] * tb)
+            _copy_row(d, s, tok, doff, soff, e, p[_P_SB], p[_P_NT])
+        elif kind == _SIMD:
+            _panel_simd(d, s, tok, doff, soff, idx[itb], p)
+        else:
+            ta = p[_P_TA]
+            tb = p[_P_TB]
+            ea = p[_P_NA]
+            eb = p[_P_NB]
+            if ita >= 0:
+                ea = min(ta, ea - idx[ita] * ta)
+            if itb >= 0:
+                eb = min(tb, eb - idx[itb] * tb)
+            _panel_tile(d, s, tok, doff, soff, ea, eb, p[_P_SA], p[_P_DA], p[_P_SB],
+                        p[_P_ORDER])
+        # Odometer: next work unit.
+        k = m - 1
+        while k >= 0:
+            idx[k] += 1
+            soff += it[2 + 3 * k]
+            doff += it[3 + 3 * k]
+            if idx[k] < it[1 + 3 * k]:
+                break
+            soff -= it[1 + 3 * k] * it[2 + 3 * k]
+            doff -= it[1 + 3 * k] * it[3 + 3 * k]
+            idx[k] = 0
+            k -= 1
+    _sfence()
+
+
+@_jit(parallel=True)
+def _run_parallel(nthreads, nwork, d, s, tok, it, p):
+    """_run over nthreads contiguous ranges of work units, one per thread."""
+    per = (nwork + nthreads - 1) // nthreads
+    for t in prange(nthreads):
+        lo = t * per
+        hi = min(nwork, lo + per)
+        _run(lo, hi, d, s, tok, it, p)

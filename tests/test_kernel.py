@@ -1,0 +1,298 @@
+"""The copy kernel against numpy's own copy (``np.ascontiguousarray``), byte for byte.
+
+Every dtype class, named layouts (the benchmark's shapes, scaled down) and Hypothesis
+layouts (permutations, step slices incl. negative, broadcast stride 0, unaligned buffers,
+0-d and zero-size), at 1 and 2 threads. The size thresholds are lowered for most tests
+so that small arrays reach the jitted variants (and their threaded and non-temporal
+paths) instead of the numpy fallback.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from rearrange import kernel as K
+
+STRUCT = np.dtype([("a", "<i4"), ("b", "<f8")])            # 12 bytes, packed: 4-byte units
+DTYPES = [
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+    np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128,
+    np.dtype("datetime64[ns]"), np.dtype(">f4"), STRUCT, np.dtype("V3"), np.dtype(object),
+]
+DTYPE_IDS = [np.dtype(d).str if np.dtype(d).names is None else "struct12" for d in DTYPES]
+
+
+def random_array(shape, dtype, rng) -> np.ndarray:
+    """Random bytes for every dtype (objects: distinct Python ints)."""
+    dtype = np.dtype(dtype)
+    n = math.prod(shape)
+    if dtype.hasobject:
+        return np.array([int(v) for v in rng.integers(0, 1 << 40, n)], dtype=object).reshape(shape)
+    raw = rng.integers(0, 256, n * dtype.itemsize, dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+def assert_copies(src: np.ndarray) -> None:
+    """copy_into(dst, src) equals numpy's copy, byte for byte (objects: identity)."""
+    dst = np.empty(src.shape, src.dtype)
+    K.copy_into(dst, src)
+    expected = np.ascontiguousarray(src)
+    assert dst.flags.c_contiguous
+    if src.dtype.hasobject:
+        assert all(a is b for a, b in zip(dst.ravel().tolist(), expected.ravel().tolist()))
+    else:
+        assert dst.tobytes() == expected.tobytes()
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    before = K.get_num_threads()
+    K.set_num_threads(request.param)
+    yield request.param
+    K.set_num_threads(before)
+
+
+@pytest.fixture(params=[False, True], ids=["cached", "nontemporal"])
+def small_thresholds(request, monkeypatch):
+    """Let tiny arrays reach the kernels, threads and (param) non-temporal stores."""
+    monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
+    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
+    monkeypatch.setattr(K, "NONTEMPORAL_MIN_BYTES", 0 if request.param else 1 << 62)
+    return request.param
+
+
+# ---------------------------------------------------------------------- named layouts
+# (name, base shape, view) — the view is applied to a C-contiguous base array.
+
+LAYOUTS = [
+    ("transpose", (150, 260), lambda x: x.T),
+    ("transpose-odd", (67, 301), lambda x: x.T),
+    ("nhwc-nchw-c3", (2, 24, 40, 3), lambda x: x.transpose(0, 3, 1, 2)),
+    ("nchw-nhwc-c3", (2, 3, 24, 40), lambda x: x.transpose(0, 2, 3, 1)),
+    ("nhwc-nchw-c64", (2, 9, 10, 64), lambda x: x.transpose(0, 3, 1, 2)),
+    ("bhtd-bthd", (2, 4, 33, 16), lambda x: x.transpose(0, 2, 1, 3)),
+    ("vit-patchify", (2, 3, 32, 48),
+     lambda x: x.reshape(len(x), 3, 2, 16, 3, 16).transpose(0, 2, 4, 3, 5, 1)),
+    ("pixel-shuffle", (2, 16, 12, 20),
+     lambda x: x.reshape(len(x), 4, 2, 2, 12, 20).transpose(0, 1, 4, 2, 5, 3)),
+    ("reverse-axes", (9, 10, 11, 12), lambda x: x.transpose(3, 2, 1, 0)),
+    ("reverse-axes-64", (3, 5, 64, 130), lambda x: x.transpose(3, 2, 1, 0)),
+    ("negative-transpose", (130, 140), lambda x: x[::-1].T),
+    ("rot90", (130, 140), lambda x: np.rot90(x)),
+    ("step-slices", (60, 90), lambda x: x[::2, ::-3]),
+    ("broadcast", (1, 300), lambda x: np.broadcast_to(x, (70, 300)).T),
+    ("broadcast-inner", (300, 1), lambda x: np.broadcast_to(x, (300, 70))),
+    ("contiguous", (40, 50), lambda x: x),
+    ("inner-rows", (30, 40, 50), lambda x: x[:, ::2]),
+    ("zero-size", (0, 30), lambda x: x.T),
+    ("zero-d", (), lambda x: x),
+    ("one-item", (1, 1), lambda x: x.T),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize(("name", "shape", "view"), LAYOUTS, ids=[c[0] for c in LAYOUTS])
+def test_layouts_every_dtype(name, shape, view, dtype, threads, small_thresholds) -> None:
+    x = random_array(shape, dtype, np.random.default_rng(len(name)))
+    assert_copies(view(x))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64, np.complex128],
+                         ids=["u1", "f4", "f8", "c16"])
+@pytest.mark.parametrize(("name", "shape", "view"), LAYOUTS[:13], ids=[c[0] for c in LAYOUTS[:13]])
+def test_layouts_default_thresholds(name, shape, view, dtype, threads) -> None:
+    """The shipped thresholds: the same layouts with 8 times the first axis."""
+    x = random_array((8 * shape[0],) + shape[1:], dtype, np.random.default_rng(1))
+    assert_copies(view(x))
+
+
+@pytest.mark.parametrize("offset", [1, 2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128, STRUCT],
+                         ids=["f4", "f8", "c16", "struct12"])
+def test_unaligned_buffers(offset, dtype, small_thresholds) -> None:
+    """A uint8 buffer viewed at an odd offset: numpy marks it unaligned; the kernel moves
+    smaller units."""
+    dtype = np.dtype(dtype)
+    n = 70 * 90
+    raw = np.random.default_rng(offset).integers(0, 256, n * dtype.itemsize + 8, dtype=np.uint8)
+    x = raw[offset:offset + n * dtype.itemsize].view(dtype).reshape(70, 90)
+    assert_copies(x.T)
+    assert_copies(x[:, ::-2])
+    out = np.empty(x.T.shape, dtype)
+    k = K.plan_copy(x.T.shape, x.T.strides, dtype.itemsize, dtype.kind)
+    K.copy_into(out, x.T, k)                   # a plan made for aligned buffers still works
+    assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
+
+
+def test_unaligned_destination(small_thresholds) -> None:
+    raw = np.zeros(4 * 64 * 80 + 4, np.uint8)
+    dst = raw[2:2 + 4 * 64 * 80].view(np.float32).reshape(80, 64)
+    x = np.random.default_rng(0).random((64, 80), dtype=np.float32)
+    K.copy_into(dst, x.T)
+    assert dst.tobytes() == np.ascontiguousarray(x.T).tobytes()
+
+
+# ---------------------------------------------------------------------- hypothesis
+HYP_DTYPES = [np.uint8, np.int16, np.float32, np.float64, np.complex128, STRUCT, np.dtype("V3")]
+SIZES = [0, 1, 1, 2, 3, 5, 7, 16, 17, 33, 64, 67, 130]
+
+
+@st.composite
+def strided_views(draw):
+    """A view with random shape, permutation, step slices, broadcast dims, alignment."""
+    dtype = np.dtype(draw(st.sampled_from(HYP_DTYPES)))
+    ndim = draw(st.integers(0, 5))
+    shape = [draw(st.sampled_from(SIZES)) for _ in range(ndim)]
+    while math.prod(shape) > 60_000:
+        shape[shape.index(max(shape))] //= 2
+    steps = [draw(st.sampled_from([1, 1, 1, 2, 3, -1, -2])) for _ in range(ndim)]
+    bcast = [draw(st.booleans()) and draw(st.booleans()) for _ in range(ndim)]
+    base_shape = tuple(1 if b else n * abs(s) for n, s, b in zip(shape, steps, bcast))
+    offset = draw(st.sampled_from([0, 0, 1, 3]))
+    nbytes = math.prod(base_shape) * dtype.itemsize
+    raw = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).integers(
+        0, 256, nbytes + 8, dtype=np.uint8)
+    x = raw[offset:offset + nbytes].view(dtype).reshape(base_shape)
+    x = x[tuple(slice(None) if b else slice(None, None, s) for s, b in zip(steps, bcast))]
+    x = x[tuple(slice(0, n) for n in shape)] if ndim else x
+    x = np.broadcast_to(x, tuple(shape))
+    perm = draw(st.permutations(range(ndim)))
+    return x.transpose(perm)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # settings, not state
+@given(src=strided_views())
+def test_hypothesis_layouts(src, threads, small_thresholds) -> None:
+    assert_copies(src)
+
+
+# ---------------------------------------------------------------------- the plan
+
+def test_plan_transpose_tiles_fastest_dims() -> None:
+    k = K.plan_copy((4096, 4096), (4, 16384), 4, threads=2)
+    assert (k.variant, k.unit_bytes, k.fused_shape, k.src_strides) == (
+        "tiled-transpose", 4, (4096, 4096), (1, 4096))
+    assert k.tile == (16, 32) and k.threads == 2
+    assert "source-fastest dim 0" in k.reason
+
+
+def test_plan_fuses_and_drops_size_one_dims() -> None:
+    x = np.zeros((8, 1, 16, 32, 4), np.float32).transpose(2, 1, 0, 3, 4)
+    k = K.plan_copy(x.shape, x.strides, 4, threads=1)
+    assert k.fused_shape == (16, 8, 128) and k.src_strides == (128, 2048, 1)
+    assert k.variant == "inner-contiguous"
+
+
+def test_plan_contiguous_is_memcpy_and_splits_wide_items() -> None:
+    k = K.plan_copy((1000, 300), (300 * 16, 16), 16, "c", threads=1)
+    assert (k.variant, k.unit_bytes, k.fused_shape, k.src_strides) == (
+        "contiguous-memcpy", 8, (600000,), (1,))
+    t = K.plan_copy((1000, 300), (16, 1000 * 16), 16, "c", threads=1)   # complex128 .T
+    assert (t.variant, t.unit_bytes, t.fused_shape, t.src_strides) == (
+        "tiled-transpose", 8, (1000, 300, 2), (2, 2000, 1))
+
+
+def test_plan_odd_itemsize_uses_bytes_or_largest_power_of_two() -> None:
+    assert K.plan_copy((100, 200), (3, 300), 3, "V").unit_bytes == 1
+    k = K.plan_copy((100, 200), (12, 1200), 12, "V")
+    assert k.unit_bytes == 4 and k.fused_shape == (100, 200, 3)
+
+
+def test_plan_small_inner_dim_for_nhwc_to_nchw() -> None:
+    x = np.zeros((64, 224, 224, 3), np.uint8).transpose(0, 3, 1, 2)
+    k = K.plan_copy(x.shape, x.strides, 1, "u")
+    assert k.variant == "small-inner-dim" and k.fused_shape == (64, 3, 50176)
+    assert k.tile[0] == 3
+
+
+def test_plan_numpy_for_objects_and_tiny_copies() -> None:
+    k = K.plan_copy((100, 100), (8, 800), 8, "O")
+    assert (k.variant, k.reason) == ("numpy", "object dtype: numpy copies references")
+    assert K.plan_copy((10, 10), (4, 40), 4).variant == "numpy"
+    assert K.plan_copy((), (), 8).variant == "numpy"
+    assert K.plan_copy((0, 5), (4, 0), 4).variant == "empty"
+
+
+def test_plan_broadcast_and_strided_rows() -> None:
+    assert K.plan_copy((100, 1000), (0, 8), 8).variant == "inner-contiguous"
+    k = K.plan_copy((1000, 100), (8, 0), 8)
+    assert k.variant == "strided-rows" and "broadcast" in k.reason
+    assert K.plan_copy((1000, 100), (1600, -16), 8).variant == "strided-rows"
+
+
+def test_plan_threads_follow_size() -> None:
+    assert K.plan_copy((64, 64), (4, 256), 4, threads=8).threads == 1
+    assert K.plan_copy((4096, 4096), (4, 16384), 4, threads=8).threads == 8
+
+
+def test_copy_into_checks_arguments() -> None:
+    x = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="does not match"):
+        K.copy_into(np.empty((3, 4), np.float32), x)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        K.copy_into(np.empty((4, 3)).T, x)
+    with pytest.raises(TypeError):
+        K.copy_into([0], x)
+
+
+# ---------------------------------------------------------------------- threads, import
+
+def test_set_num_threads_validates() -> None:
+    before = K.get_num_threads()
+    try:
+        K.set_num_threads(3)
+        assert K.get_num_threads() == 3
+        for bad in (0, -1, 1.5, True, "2"):
+            with pytest.raises(ValueError):
+                K.set_num_threads(bad)
+    finally:
+        K.set_num_threads(before)
+
+
+def _python(code: str, **env) -> str:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full_env = {**os.environ, "PYTHONPATH": root, **env}
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True, env=full_env).stdout.strip()
+
+
+def test_import_and_planning_do_not_import_numba() -> None:
+    out = _python("import sys, rearrange.kernel as k; k.plan_copy((4096, 4096), (4, 16384), 4);"
+                  "print('numba' in sys.modules)")
+    assert out == "False"
+
+
+def test_thread_default_from_environment() -> None:
+    assert _python("import rearrange.kernel as k; print(k.get_num_threads())",
+                   REARRANGE_NUM_THREADS="3") == "3"
+
+
+def test_warmup_compiles_every_unit_size() -> None:
+    done = K.warmup()
+    assert {"_run[uint8]", "_run[uint16]", "_run[uint32]", "_run[uint64]"} <= set(done)
+
+
+# ---------------------------------------------------------------------- large
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("REARRANGE_RUN_SLOW") != "1",
+                    reason="needs ~9 GB and minutes: set REARRANGE_RUN_SLOW=1")
+def test_transpose_over_2_to_the_31_elements() -> None:
+    rows, cols = 2**16, 2**15 + 8                  # 2**31 + 2**19 elements, 64-bit indices
+    x = np.empty((rows, cols), np.uint8)
+    x[...] = (np.arange(cols, dtype=np.uint32) * 7 % 251).astype(np.uint8)
+    x += (np.arange(rows, dtype=np.uint32) % 253).astype(np.uint8)[:, None]
+    out = np.empty((cols, rows), np.uint8)
+    K.copy_into(out, x.T)
+    rng = np.random.default_rng(0)
+    for i in list(rng.integers(0, cols, 16)) + [0, cols - 1]:
+        assert np.array_equal(out[i], x[:, i])
+    for j in list(rng.integers(0, rows, 4)) + [rows - 1]:
+        assert np.array_equal(out[:, j], x[j])
