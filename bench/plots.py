@@ -92,6 +92,7 @@ def plot_scaling(records: list[dict[str, Any]], path: Path, subtitle: str,
                     ax.text(nbytes, 0.98, f" {level}", transform=ax.get_xaxis_transform(),
                             fontsize=7, color="grey", va="top")
             ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
             ticks = sizes[::2] if len(sizes) > 8 else sizes
             ax.set_xticks(ticks)
             ax.set_xticklabels([_size(s) for s in ticks], rotation=35, fontsize=7)
@@ -99,8 +100,8 @@ def plot_scaling(records: list[dict[str, Any]], path: Path, subtitle: str,
             if col == 0:
                 ax.set_ylabel("GB/s (read + write)")
             ax.set_title(f"{mode} · threads={n}", fontsize=9)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=7, loc="lower left")
     fig.suptitle(subtitle, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=72)

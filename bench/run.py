@@ -92,7 +92,11 @@ def machine_info(libs: dict[str, Any]) -> dict[str, Any]:
                     if line.startswith("MemTotal")), "")
     memory = int(meminfo.split()[1]) * KIB if meminfo else 0
     commit = _git("rev-parse", "--short", "HEAD") or "unknown commit"
-    if commit != "unknown commit" and subprocess.run(
+    package = Path(libs["rearrange"].__file__).resolve().parent
+    if package != BENCH.parent / "rearrange":
+        # An installed rearrange, or a snapshot on PYTHONPATH: say which.
+        commit = f"rearrange from {package}; bench/ at {commit}"
+    elif commit != "unknown commit" and subprocess.run(
             ["git", "-C", str(BENCH.parent), "diff", "--quiet", "HEAD", "--", "rearrange"],
             capture_output=True).returncode:
         commit += " + uncommitted changes in rearrange/"
@@ -119,7 +123,8 @@ def machine_info(libs: dict[str, Any]) -> dict[str, Any]:
         "libc": " ".join(platform.libc_ver()),
         "transparent_hugepage": _read("/sys/kernel/mm/transparent_hugepage/enabled").strip(),
         "versions": versions,
-        "rearrange_path": str(Path(libs["rearrange"].__file__).resolve().parent),
+        "rearrange_path": str(package),
+        "rearrange_snapshot": os.environ.get("REARRANGE_BENCH_SNAPSHOT", ""),
         "rearrange_accepts_out": __import__("contenders").rearrange_accepts_out(libs["rearrange"]),
         "git_commit": commit,
         "loadavg_start": [round(v, 2) for v in os.getloadavg()],

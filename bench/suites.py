@@ -43,6 +43,10 @@ class Config:
 def set_threads(n: int, libs: dict[str, Any]) -> dict[str, int]:
     """One thread count for every library that has one; returns what each was set to."""
     applied = {}
+    ra = libs["rearrange"]
+    if hasattr(ra, "set_num_threads"):  # the copy kernel's thread count
+        ra.set_num_threads(n)
+        applied["rearrange"] = ra.get_num_threads()
     torch = libs.get("torch")
     if torch is not None:
         torch.set_num_threads(n)
@@ -110,6 +114,7 @@ def run_cases(config: Config, libs: dict[str, Any], log: Log) -> list[dict[str, 
             "input_contiguous": bool(x.flags.c_contiguous),
             "prepare": case.prepare_note, "kind": contest.kind,
             "bytes_moved": contest.bytes_moved, "sources": contest.sources,
+            "copy_kernel": contest.copy_kernel, "plan": contest.plan_text,
             "result_is_view": contest.result_is_view,
         }
         for threads in config.threads:
@@ -204,8 +209,10 @@ print(json.dumps({{"import_numpy": t1 - t0, "import": t2 - t1, "first_call": t4 
 """
 
 COLD_CONTENDERS = {
-    "rearrange": ("import rearrange", "rearrange.rearrange"),
-    "einops": ("import einops", "einops.rearrange"),
+    # name: (import line, call, the child's numba disk cache is fresh and empty)
+    "rearrange": ("import rearrange", "rearrange.rearrange", False),
+    "rearrange, empty JIT cache": ("import rearrange", "rearrange.rearrange", True),
+    "einops": ("import einops", "einops.rearrange", False),
 }
 
 
@@ -215,16 +222,18 @@ def run_coldstart(config: Config, libs: dict[str, Any], log: Log) -> list[dict[s
     # The child imports the very rearrange this process benchmarks, from a neutral cwd.
     package_root = str(Path(libs["rearrange"].__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    names = [n for n in COLD_CONTENDERS if n == "rearrange" or libs.get(n) is not None]
+    names = [n for n in COLD_CONTENDERS if n.startswith("rearrange") or libs.get(n) is not None]
     runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
     for _ in range(config.coldstart_repeats):
         for name in names:
-            import_line, call = COLD_CONTENDERS[name]
+            import_line, call, empty_cache = COLD_CONTENDERS[name]
             script = _COLD_SCRIPT.format(import_line=import_line, call=call)
-            start = time.perf_counter()
-            done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                                  text=True, cwd=tempfile.gettempdir())
-            wall = time.perf_counter() - start
+            with tempfile.TemporaryDirectory(prefix="bench-numba-cache-") as cache:
+                child_env = {**env, "NUMBA_CACHE_DIR": cache} if empty_cache else env
+                start = time.perf_counter()
+                done = subprocess.run([sys.executable, "-c", script], env=child_env,
+                                      capture_output=True, text=True, cwd=tempfile.gettempdir())
+                wall = time.perf_counter() - start
             if done.returncode != 0:
                 raise RuntimeError(f"cold start of {name} failed:\n{done.stderr}")
             result = json.loads(done.stdout.strip().splitlines()[-1])

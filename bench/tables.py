@@ -55,8 +55,8 @@ def _groups(records: list[dict[str, Any]]) -> list[tuple[str, int, list[dict[str
 
 
 def _threads_note(threads: int) -> str:
-    return (f"threads={threads} (torch.set_num_threads({threads}); numba too once loaded; "
-            "numpy copies are single-threaded at any setting)")
+    return (f"threads={threads} (rearrange.set_num_threads({threads}), "
+            f"torch.set_num_threads({threads}); numpy's copies are single-threaded at any setting)")
 
 
 def cases_markdown(records: list[dict[str, Any]]) -> str:
@@ -88,7 +88,7 @@ def cases_markdown(records: list[dict[str, Any]]) -> str:
 
 def case_list_markdown(records: list[dict[str, Any]]) -> str:
     """What each case is: pattern, input, how it was prepared, and numpy's lowering."""
-    out = ["| case | pattern | input shape | input | plan | numpy lowering |",
+    out = ["| case | pattern | input shape | input | plan (copy kernel) | numpy lowering |",
            "|---|---|---|---|---|---|"]
     seen = set()
     for r in records:
@@ -98,8 +98,9 @@ def case_list_markdown(records: list[dict[str, Any]]) -> str:
         lengths = "".join(f", {k}={v}" for k, v in r["lengths"].items())
         copy = ", copy=True" if r["copy"] else ""
         inp = r["prepare"] and f"`{r['prepare']}`" or ("contiguous" if r["input_contiguous"] else "strided")
+        kind = r["kind"] + (f" ({r['copy_kernel']})" if r.get("copy_kernel") else "")
         out.append(f"| {r['case']} | `{r['pattern']}`{lengths}{copy} | {tuple(r['input_shape'])} | "
-                   f"{inp} | {r['kind']} | `{r['sources']['numpy']}` |")
+                   f"{inp} | {kind} | `{r['sources']['numpy']}` |")
     return "\n".join(out) + "\n"
 
 
@@ -134,7 +135,9 @@ def coldstart_markdown(records: list[dict[str, Any]]) -> str:
         out.append(f"Medians of {repeats} fresh interpreters each, interleaved. `import numpy` "
                    f"(before either, not counted above): {min(numpy_import) * 1e3:.0f} ms. "
                    "First call: `'b h t d -> b h (t d)'` on (2, 8, 128, 64) float32 (a view); "
-                   "first copy: then `'b h t d -> b t (h d)'` (a copy; any JIT compiles here).")
+                   "first copy: then `'b h t d -> b t (h d)'` (a copy: the kernel's JIT compilation, "
+                   "or its load from numba's disk cache, happens here; \"empty JIT cache\" gives "
+                   "each process a fresh `NUMBA_CACHE_DIR`).")
     return "\n".join(out) + "\n"
 
 
