@@ -15,6 +15,7 @@ from .errors import (
     PatternError,
     RearrangeError,
 )
+from .kernel import get_num_threads, set_num_threads
 from .plan import Plan, Step
 from .layout import Layout
 from .tensor import (
@@ -59,7 +60,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "rearrange", "explain", "compile", "cache_info", "cache_clear", "CompiledRearrange",
-    "Plan", "Step",
+    "Plan", "Step", "set_num_threads", "get_num_threads",
     "RearrangeError", "LayoutError", "DimensionError", "ArgumentTypeError", "PatternError",
     "NoViewError",
     "Layout", "Tensor", "Size", "Storage", "UntypedStorage",

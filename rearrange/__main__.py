@@ -2,6 +2,7 @@
 
     rearrange explain 'b h t d -> b t (h d)' --shape 2,8,128,64 [--strides ...]
               [--dtype float32] [--json | --emit numpy|torch] [h=8 ...]
+    rearrange warmup
     rearrange demo
 
 ``python -m rearrange`` is the same program.
@@ -50,6 +51,21 @@ def _explain(args: argparse.Namespace) -> int:
         print(plan.to_source(args.emit))
     else:
         print(plan)
+    return 0
+
+
+def _warmup(_: argparse.Namespace) -> int:
+    """Compile every copy-kernel variant now (and cache it on disk)."""
+    import time
+
+    from . import kernel
+
+    start = time.perf_counter()
+    compiled = kernel.warmup()
+    print(f"compiled {len(compiled)} kernel variants in {time.perf_counter() - start:.1f} s "
+          f"(cached on disk; threads: {kernel.get_num_threads()})")
+    for name in compiled:
+        print(f"  {name}")
     return 0
 
 
@@ -103,6 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     output.add_argument("--emit", choices=("numpy", "torch"),
                         help="print the equivalent numpy or torch code")
     explain.set_defaults(run=_explain)
+
+    warmup = commands.add_parser(
+        "warmup", help="compile every copy-kernel variant now (cached on disk)")
+    warmup.set_defaults(run=_warmup)
 
     demo = commands.add_parser("demo", help="show views and copies on a small rearrange.Tensor")
     demo.set_defaults(run=_demo)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from . import kernel
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import _parse_transform_cached, parse_transform
@@ -116,11 +117,20 @@ def _plan_for(
         raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
     if copy not in (None, True, False):
         raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
+    describe_copy = None
+    if dtype is not None and itemsize:
+        scale = itemsize if stride_unit == "elements" else 1
+        kind = np.dtype(dtype).kind if dtype in np.sctypeDict else "V"
+
+        def describe_copy(source: Layout) -> kernel.CopyKernel:
+            return kernel.plan_copy(source.shape, tuple(s * scale for s in source.strides),
+                                    itemsize, kind)
     try:
         parsed = parse_transform(pattern, "rearrange")
         recipe = build_recipe(parsed, layout.ndim)
         return plan_rearrange(recipe, layout, axes_lengths, copy=copy, dtype=dtype,
-                              itemsize=itemsize, stride_unit=stride_unit)
+                              itemsize=itemsize, stride_unit=stride_unit,
+                              describe_copy=describe_copy)
     except PatternError as error:
         raise PatternError(f"{error}\n{_context(pattern, layout.shape, axes_lengths)}") from None
 
@@ -191,9 +201,12 @@ def _numpy_entry(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
         return _CALL, refuse
 
     split, perm, merge, copy_before_merge, copy_at_end = _steps_args(plan)
+    copy_step = next((step for step in plan.steps if step.is_copy), None)
     if copy_before_merge:
-        # The same calls as a view plan: numpy's final reshape of the (non-contiguous)
-        # permuted view copies it in C order, which is the plan's copy step.
+        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
+            return _CALL, _kernel_runner(_numpy_view_runner(split, perm, None), copy_step.kernel, merge)
+        # numpy's final reshape of the (non-contiguous) permuted view copies it in C
+        # order: for tiny and object arrays that is the cheapest copy step.
         if perm is None:
             return _RESHAPE, merge
         return _CALL, _numpy_view_runner(split, perm, merge)
@@ -202,14 +215,32 @@ def _numpy_entry(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
     view = plan.steps[-2].layout if copy_at_end and len(plan.steps) > 1 else (
         plan.input if copy_at_end else plan.output)
     if not _is_expected_view(runner(sample), sample, plan, view):
-        return _CALL, _numpy_strided_runner(plan, view)
+        runner = _numpy_strided_runner(plan, view)
     if copy_at_end:
+        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
+            return _CALL, _kernel_runner(runner, copy_step.kernel, None)
         return _CALL, lambda x: runner(x).copy()
     if perm is not None and split is None and merge is None:
         return _TRANSPOSE, perm
     if perm is None and (split or merge) is not None:
         return _RESHAPE, merge if merge is not None else split
     return _CALL, runner
+
+
+def _kernel_runner(view_part: Runner, planned: kernel.CopyKernel, merge: tuple | None) -> Runner:
+    """view_part(x) copied by the kernel into a fresh C-contiguous array (then merged).
+
+    ``planned`` was made for the thread count in force at planning time; a later
+    ``set_num_threads`` makes the kernel plan again."""
+    threads = kernel.get_num_threads()
+
+    def run(x: np.ndarray) -> np.ndarray:
+        source = view_part(x)
+        result = np.empty(source.shape, source.dtype)
+        kernel.copy_into(result, source,
+                         planned if kernel.get_num_threads() == threads else None)
+        return result if merge is None else result.reshape(merge)
+    return run
 
 
 def _run_entry(entry: tuple[int, Any], array: np.ndarray) -> Any:
@@ -251,8 +282,10 @@ def _tensor_runner(plan: Plan) -> Runner:
     before_copy = plan.steps[copy_index - 1].layout if copy_index else plan.input
 
     def run(t: Tensor) -> Tensor:
-        copied = t._with(before_copy)._copy_to(Layout.contiguous(before_copy.shape))
-        return copied._with(output)
+        source = t._with(before_copy).numpy()
+        flat = np.empty(source.size, source.dtype)
+        kernel.copy_into(flat.reshape(source.shape), source)
+        return Tensor._wrap(Storage(flat), output)
     return run
 
 
@@ -392,7 +425,7 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
 
 def _copy_into(destination: np.ndarray, source: np.ndarray) -> None:
     """Copy ``source`` (any strides) into the C-contiguous ``destination``."""
-    np.copyto(destination, source, casting="no")
+    kernel.copy_into(destination, source)
 
 
 def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | None,

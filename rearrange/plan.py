@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import IO, Any, Mapping
+from typing import IO, Any, Callable, Mapping
 
 from .errors import RearrangeError
 from .layout import Layout
@@ -37,9 +37,10 @@ class Step:
     is_copy: bool
     reason: str                  # why this step is (or can stay) a view, or needs a copy
     args: tuple[int, ...] = ()   # split/merge: the new shape; permute: the dim order
+    kernel: Any = None           # copy: how the executor copies (rearrange.kernel.CopyKernel)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "op": self.op,
             "kind": "copy" if self.is_copy else "view",
             "args": list(self.args),
@@ -48,6 +49,17 @@ class Step:
             "offset": self.layout.offset,
             "reason": self.reason,
         }
+        if self.kernel is not None:
+            data["kernel"] = {
+                "variant": self.kernel.variant,
+                "unit_bytes": self.kernel.unit_bytes,
+                "fused_shape": list(self.kernel.fused_shape),
+                "src_strides": list(self.kernel.src_strides),
+                "tile": None if self.kernel.tile is None else list(self.kernel.tile),
+                "threads": self.kernel.threads,
+                "reason": self.kernel.reason,
+            }
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +189,13 @@ def plan_rearrange(
     dtype: str | None = None,
     itemsize: int | None = None,
     stride_unit: str = "elements",
+    describe_copy: Callable[[Layout], Any] | None = None,
 ) -> Plan:
-    """Bind ``recipe`` to ``layout``: the fewest view steps, and a copy only if proved."""
+    """Bind ``recipe`` to ``layout``: the fewest view steps, and a copy only if proved.
+
+    ``describe_copy(source_layout)``, supplied by the executor, says how a copy step's
+    strided source will be copied (the planner itself knows no kernels).
+    """
     lengths = solve_lengths(recipe, layout.shape, axes_lengths)
     names = recipe.names
     steps: list[Step] = []
@@ -227,8 +244,9 @@ def plan_rearrange(
         position += len(group)
 
     if obstacles:
+        kernel = describe_copy(current) if describe_copy else None
         current = Layout.contiguous(current.shape)
-        steps.append(Step("copy", current, True, "; ".join(obstacles)))
+        steps.append(Step("copy", current, True, "; ".join(obstacles), kernel=kernel))
     if output_shape != current.shape:
         merged = current.try_view(output_shape)
         if merged is None:  # pragma: no cover - the merge test above is exact
@@ -247,8 +265,10 @@ def plan_rearrange(
         current = merged
 
     if copy and not obstacles:
+        kernel = describe_copy(current) if describe_copy else None
         current = Layout.contiguous(current.shape)
-        steps.append(Step("copy", current, True, "copy=True: a fresh C-contiguous array"))
+        steps.append(Step("copy", current, True, "copy=True: a fresh C-contiguous array",
+                          kernel=kernel))
 
     return Plan(
         op="rearrange",
@@ -312,7 +332,21 @@ def format_plan(plan: Plan) -> str:
         ))
     widths = [max(len(row[k]) for row in rows) for k in range(5)]
     lines.append("")
-    for row in rows:
+    for row, step in zip(rows, (None, *plan.steps)):
         cells = [row[k].ljust(widths[k]) for k in range(5)] + [row[5]]
         lines.append(("  " + "  ".join(cells)).rstrip())
+        if step is not None and step.kernel is not None:
+            indent = " " * (2 + sum(widths[:5]) + 2 * 5)
+            lines.append(indent + "kernel " + _describe_kernel(step.kernel))
     return "\n".join(lines)
+
+
+def _describe_kernel(kernel: Any) -> str:
+    """One line: variant, unit, tile, threads and the kernel's own reason."""
+    parts = [kernel.variant]
+    if kernel.variant not in ("numpy", "empty"):
+        parts.append(f"{kernel.unit_bytes}-byte units")
+        if kernel.tile is not None:
+            parts.append(f"tile {kernel.tile[0]}x{kernel.tile[1]}")
+        parts.append(f"{kernel.threads} thread{'s' if kernel.threads != 1 else ''}")
+    return ", ".join(parts) + f": {kernel.reason}"

@@ -39,6 +39,15 @@ PLANS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _two_threads():
+    """The kernel line names the thread count: pin it, whatever the machine has."""
+    before = ra.get_num_threads()
+    ra.set_num_threads(2)
+    yield
+    ra.set_num_threads(before)
+
+
 @pytest.mark.parametrize(("name", "shape", "pattern", "options"), PLANS, ids=[p[0] for p in PLANS])
 def test_printed_plan_matches_golden(name: str, shape: tuple, pattern: str, options: dict) -> None:
     text = str(ra.explain(shape, pattern, **options)) + "\n"
