@@ -73,7 +73,12 @@ NONTEMPORAL_MIN_BYTES = 4 << 20  # destinations this large are written around th
 LINE = 64                        # bytes per cache line (and per non-temporal store)
 SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner-dim" panel
 TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
-ROW_CHUNK_BYTES = 64 << 10       # long rows are split into chunks of this many bytes
+ROW_CHUNK_BYTES = 64 << 10       # a work unit of rows moves about this many bytes
+ROW_BLOCK_BYTES = 4096           # short rows: blocks of two outer dims, runs of this size
+STAGE_BYTES = 8192               # per-thread staging buffer of the write-combining stream
+PREFETCH_ROWS = 8                # rows of up to PREFETCH_ROW_BYTES: prefetch this far ahead
+PREFETCH_ROW_BYTES = 4096
+CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads) each
 
 # SIMD tile geometry per unit size: (Ka, Kb) elements — Ka along the source-fastest dim
 # (one vector load per source row), Kb along the destination-fastest dim (one or two
@@ -265,9 +270,14 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
 
 # Panel kinds understood by the jitted driver.
 _ROWS, _SIMD, _TILE = 0, 1, 2
+# Store modes: regular, non-temporal straight from the source (whole aligned lines), or
+# staged: panels contiguous in the destination are gathered in an L1 buffer and leave it
+# as whole non-temporal lines.
+_REGULAR, _DIRECT_NT, _STAGED_NT = 0, 1, 2
 # Layout of the int64 parameter vector handed to the kernels.
-(_P_KIND, _P_NA, _P_SA, _P_DA, _P_NB, _P_SB, _P_TA, _P_TB, _P_ORDER, _P_NT, _P_JSTART,
- _P_NKB, _P_G, _P_SOFF, _P_DOFF, _P_ITA, _P_ITB, _P_LEN) = range(18)
+(_P_KIND, _P_NA, _P_SA, _P_DA, _P_NB, _P_SB, _P_TA, _P_TB, _P_NR, _P_SR, _P_DR, _P_TR,
+ _P_ORDER, _P_NT, _P_JSTART, _P_NKB, _P_G, _P_SOFF, _P_DOFF, _P_ITA, _P_ITB, _P_ITR,
+ _P_PF, _P_LEN) = range(24)
 
 _parallel_lock = threading.Lock()
 _parallel_pid: int | None = None   # the process that first ran a parallel region
@@ -295,25 +305,19 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if not dst.flags.c_contiguous or not dst.flags.writeable:
         raise ValueError("copy_into: dst must be C-contiguous and writeable")
     dtype = src.dtype
-    if kernel is None or kernel.variant in ("numpy", "empty"):
-        if kernel is None:
-            kind = "O" if dtype.hasobject else dtype.kind
-            kernel = _plan(src.shape, src.strides, dtype.itemsize, kind, _num_threads, LINE)
-        if kernel.variant == "numpy":
-            np.copyto(dst, src, casting="no")
-            return
-        if kernel.variant == "empty":
-            return
-    if dtype.hasobject:
+    if kernel is None:
+        kind = "O" if dtype.hasobject else dtype.kind
+        kernel = _plan(src.shape, src.strides, dtype.itemsize, kind, _num_threads, LINE)
+    if kernel.variant == "numpy" or dtype.hasobject:
         np.copyto(dst, src, casting="no")
+        return
+    if kernel.variant == "empty":
         return
     saddr = src.__array_interface__["data"][0]
     daddr = dst.__array_interface__["data"][0]
-    u = kernel.unit_bytes
-    if (saddr | daddr) % u:
+    if (saddr | daddr) % kernel.unit_bytes:
         kernel = _plan(src.shape, src.strides, dtype.itemsize, dtype.kind, kernel.threads,
                        _lowbit(saddr | daddr))
-        u = kernel.unit_bytes
         if kernel.variant in ("numpy", "empty"):
             np.copyto(dst, src, casting="no")
             return
@@ -321,6 +325,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
 
 
 def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
+    """Lower a plan to the kernels' iteration space and parameters, and run it."""
     u = k.unit_bytes
     shape, sstr = k.fused_shape, k.src_strides
     d = len(shape)
@@ -328,8 +333,9 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
     for i in range(d - 2, -1, -1):
         dstr[i] = dstr[i + 1] * shape[i + 1]
     p = [0] * _P_LEN
-    p[_P_ITA] = p[_P_ITB] = -1
+    p[_P_ITA] = p[_P_ITB] = p[_P_ITR] = -1
     nt = nbytes >= NONTEMPORAL_MIN_BYTES
+    stage = STAGE_BYTES // u
     it: list[int] = []          # iteration dims: (count, src step, dst step) triples
 
     def outer(skip):
@@ -340,36 +346,52 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
     v = k.variant
     if v in ("contiguous-memcpy", "inner-contiguous", "strided-rows"):
         nb, sb = shape[-1], sstr[-1]
-        rows = math.prod(shape[:-1])
-        chunk = nb
-        if rows < 8 * k.threads and nb * u > ROW_CHUNK_BYTES:
-            chunk = max(ROW_CHUNK_BYTES // u, -(-nb // -(-8 * k.threads // rows)))
-            chunk = -(-chunk // (LINE // u)) * (LINE // u)
         outer({d - 1})
-        if chunk < nb:
+        _block_rows(it, nb * u)
+        # The panel: rows along the innermost remaining dim (nr of them, tr per work
+        # unit), or chunks of one long row.
+        nr, sr, dr = 1, 0, 0
+        if it:
+            nr, sr, dr = it[-3:]
+            del it[-3:]
+        rows_total = nr * math.prod(it[0::3])
+        tb = nb
+        if rows_total < 8 * k.threads and nb * u > ROW_CHUNK_BYTES:
+            tb = max(ROW_CHUNK_BYTES // u, -(-nb // -(-8 * k.threads // rows_total)))
+            tb = -(-tb // (LINE // u)) * (LINE // u)
+        tr = max(1, min(nr, (ROW_CHUNK_BYTES // u) // max(1, min(nb, tb))))
+        if tr < nr:
+            p[_P_ITR] = len(it) // 3
+            it.extend((-(-nr // tr), tr * sr, tr * dr))
+        if tb < nb:
             p[_P_ITB] = len(it) // 3
-            it.extend((-(-nb // chunk), chunk * sb, chunk))
+            it.extend((-(-nb // tb), tb * sb, tb))
         p[_P_KIND] = _ROWS
-        p[_P_NB], p[_P_SB], p[_P_TB] = nb, sb, chunk
-        p[_P_NT] = int(nt and sb == 1)
+        p[_P_NB], p[_P_SB], p[_P_TB] = nb, sb, tb
+        p[_P_NR], p[_P_SR], p[_P_DR], p[_P_TR] = nr, sr, dr, tr
+        if nt:
+            if dr == nb and nb * 2 <= stage:
+                p[_P_NT] = _STAGED_NT
+            elif sb == 1 and nb * u >= 2 * LINE:
+                p[_P_NT] = _DIRECT_NT
+        if sb == 1 and nb * u <= PREFETCH_ROW_BYTES and nr > 1:
+            p[_P_PF] = PREFETCH_ROWS
     elif v == "tiled-transpose":
-        g = 2 if (sstr[-1] == 1 and shape[-1] == 2 and d >= 2 and
-                  any(s == 2 for s in sstr[:-2])) else 1
-        if g == 2 and k.tile != _SIMD_TILE_G2.get(u):
-            g = 1
+        g = 2 if (k.tile == _SIMD_TILE_G2.get(u) and sstr[-1] == 1 and shape[-1] == 2) else 1
         bdim = d - 1 if g == 1 else d - 2
         adim = min((i for i in range(bdim) if sstr[i] != 0), key=lambda i: abs(sstr[i]))
         ka, kb = k.tile
         na, nb, sb, da = shape[adim], shape[bdim], sstr[bdim], dstr[adim]
-        # Non-temporal stores need every tile row to start on a line: rows of the
-        # destination must be whole lines apart, and the first tile column is shifted to
-        # the first line boundary (the columns before it are a scalar strip).
         outer({adim, bdim} | ({d - 1} if g == 2 else set()))
-        # Every destination row a tile writes must start at the same offset in its line.
+        # Non-temporal stores need every tile row to start on a line: the rows of all
+        # panels must be whole lines apart, and the first tile column is shifted to the
+        # first line boundary (the columns before it are a scalar strip).
         lined = all(it[i] * u % LINE == 0 for i in range(2, len(it), 3))
+        head = (-daddr) % LINE
         jstart = 0
-        if nt and lined and (da * u) % LINE == 0 and ((-daddr) % LINE) % (u * g) == 0:
-            jstart = ((-daddr) % LINE) // (u * g)
+        if nt and lined and (da * u) % LINE == 0 and head % (u * g) == 0 and \
+                nb - head // (u * g) >= 2 * kb:
+            jstart = head // (u * g)
         else:
             nt = False
         nkb = (nb - jstart) // kb
@@ -388,8 +410,6 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
         na, nb = shape[adim], shape[bdim]
         outer({adim, bdim})
         nba, nbb = -(-na // ta), -(-nb // tb)
-        # Loop order: the short side of the tile outermost.
-        order = 0 if ta <= tb else 1
         if nbb > 1:
             p[_P_ITB] = len(it) // 3
             it.extend((nbb, tb * sstr[bdim], tb))
@@ -399,10 +419,11 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
         p[_P_KIND] = _TILE
         p[_P_NA], p[_P_SA], p[_P_DA] = na, sstr[adim], dstr[adim]
         p[_P_NB], p[_P_SB] = nb, sstr[bdim]
-        p[_P_TA], p[_P_TB], p[_P_ORDER] = ta, tb, order
-    nwork = 1
-    for i in range(0, len(it), 3):
-        nwork *= it[i]
+        p[_P_TA], p[_P_TB] = ta, tb
+        p[_P_ORDER] = 0 if ta <= tb else 1      # the short side of the tile outermost
+        if nt and (dstr[adim] == tb == nb) and ta * tb * 2 <= stage:
+            p[_P_NT] = _STAGED_NT               # tiles are contiguous in the destination
+    nwork = math.prod(it[0::3])
     itv = np.array([len(it) // 3] + it, dtype=np.int64)
     pv = np.array(p, dtype=np.int64)
     tok = _UNIT_DTYPES[u](0)
@@ -414,7 +435,11 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
             old = _numba.get_num_threads()
             _numba.set_num_threads(threads)
             try:
-                _run_parallel(threads, nwork, daddr, saddr, tok, itv, pv)
+                chunks = min(nwork, threads * CHUNKS_PER_THREAD)
+                counter = np.zeros(1, np.int64)
+                _run_parallel(threads, nwork, -(-nwork // chunks),
+                              counter.__array_interface__["data"][0],
+                              daddr, saddr, tok, itv, pv)
             finally:
                 _numba.set_num_threads(old)
         finally:
@@ -423,7 +448,46 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
         _run(0, nwork, daddr, saddr, tok, itv, pv)
 
 
+def _divisor_near(n: int, target: int) -> int:
+    """The divisor of n closest to target (ties: the larger)."""
+    best = 1
+    for t in range(1, min(n, 2 * target) + 1):
+        if n % t == 0 and abs(t - target) <= abs(best - target):
+            best = t
+    return best
+
+
+def _block_rows(it: list[int], row_bytes: int) -> None:
+    """Reorder short-row iteration HPTT-style: the outer dim the source steps through
+    fastest (a) and the destination's fastest (b, the last one) are split into blocks
+    and the block loops moved out, so that both sides see runs of ~ROW_BLOCK_BYTES."""
+    m = len(it) // 3
+    if m < 2 or row_bytes * 2 > ROW_BLOCK_BYTES:
+        return
+    b = m - 1
+    cand = [k for k in range(m - 1) if it[3 * k + 1] != 0]
+    if not cand:
+        return
+    a = min(cand, key=lambda k: abs(it[3 * k + 1]))
+    if abs(it[3 * a + 1]) >= abs(it[3 * b + 1]):
+        return
+    want = max(2, ROW_BLOCK_BYTES // row_bytes)
+    ta = _divisor_near(it[3 * a], want)
+    tb = _divisor_near(it[3 * b], want)
+    if ta == 1 or tb == 1:
+        return
+    na, sa, da = it[3 * a:3 * a + 3]
+    nb, sb, db = it[3 * b:3 * b + 3]
+    new = []
+    for k in range(m):
+        if k not in (a, b):
+            new += it[3 * k:3 * k + 3]
+    new += [na // ta, sa * ta, da * ta, nb // tb, sb * tb, db * tb, ta, sa, da, tb, sb, db]
+    it[:] = new
+
+
 def _parallel_ok() -> bool:
+    """False in a process forked after a parallel region ran (OpenMP is not fork-safe)."""
     global _parallel_pid
     pid = os.getpid()
     if _parallel_pid is None:
@@ -480,6 +544,12 @@ def _materialise() -> None:
     with _build_lock:
         if _built:
             return
+        # GNU OpenMP workers spin for ~300k iterations after each parallel region; copies
+        # are short bursts between Python work, and on a busy machine the spinning
+        # thread steals the core the next call needs (2 threads ran 5x slower than 1 on
+        # a shared 2-core box). Sleep instead, unless the user chose.
+        if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
         import numba
 
         g = globals()
@@ -503,7 +573,8 @@ def warmup() -> list[str]:
     for u, t in _UNIT_DTYPES.items():
         tok = t(0)
         _run(0, 0, 0, 0, tok, itv, pv)
-        _run_parallel(1, 0, 0, 0, tok, itv, pv)
+        counter = np.zeros(1, np.int64)
+        _run_parallel(1, 0, 1, counter.__array_interface__["data"][0], 0, 0, tok, itv, pv)
         done += [f"_run[{t.__name__}]", f"_run_parallel[{t.__name__}]"]
     return done
 
@@ -517,44 +588,66 @@ def _define_intrinsics() -> dict:
     from numba.extending import intrinsic
 
     i32 = ir.IntType(32)
+    spaces = ("src", "dst", "stage")
 
-    def scopes(module):
+    def mark(inst, module, space):
+        # Three alias scopes: source, destination and staging buffer never alias each
+        # other; accesses within one scope keep their order.
         dom = module.add_metadata([ir.MetaDataString(module, "rearrange.copy")])
-        s = module.add_metadata([ir.MetaDataString(module, "rearrange.copy.src"), dom])
-        d = module.add_metadata([ir.MetaDataString(module, "rearrange.copy.dst"), dom])
-        return module.add_metadata([s]), module.add_metadata([d])
-
-    def mark(inst, module, is_store):
-        s, d = scopes(module)
-        inst.set_metadata("alias.scope", d if is_store else s)
-        inst.set_metadata("noalias", s if is_store else d)
+        scope = {sp: module.add_metadata([ir.MetaDataString(module, f"rearrange.copy.{sp}"),
+                                          dom]) for sp in spaces}
+        inst.set_metadata("alias.scope", module.add_metadata([scope[space]]))
+        inst.set_metadata("noalias", module.add_metadata(
+            [scope[sp] for sp in spaces if sp != space]))
 
     def ptr(builder, addr, llty):
         return builder.inttoptr(addr, llty.as_pointer())
 
-    @intrinsic
-    def _ld(typingctx, addr, idx, tok):
-        sig = tok(types.int64, types.int64, tok)
+    def make_load(space):
+        @intrinsic
+        def load(typingctx, addr, idx, tok):
+            sig = tok(types.int64, types.int64, tok)
 
-        def codegen(context, builder, signature, args):
-            llty = context.get_value_type(signature.args[2])
-            p = builder.gep(ptr(builder, args[0], llty), [args[1]])
-            v = builder.load(p, align=signature.args[2].bitwidth // 8)
-            mark(v, builder.module, False)
-            return v
-        return sig, codegen
+            def codegen(context, builder, signature, args):
+                llty = context.get_value_type(signature.args[2])
+                p = builder.gep(ptr(builder, args[0], llty), [args[1]])
+                v = builder.load(p, align=signature.args[2].bitwidth // 8)
+                mark(v, builder.module, space)
+                return v
+            return sig, codegen
+        return load
 
-    @intrinsic
-    def _st(typingctx, addr, idx, val):
-        sig = types.void(types.int64, types.int64, val)
+    def make_store(space):
+        @intrinsic
+        def store(typingctx, addr, idx, val):
+            sig = types.void(types.int64, types.int64, val)
 
-        def codegen(context, builder, signature, args):
-            llty = context.get_value_type(signature.args[2])
-            p = builder.gep(ptr(builder, args[0], llty), [args[1]])
-            st = builder.store(args[2], p, align=signature.args[2].bitwidth // 8)
-            mark(st, builder.module, True)
-            return context.get_dummy_value()
-        return sig, codegen
+            def codegen(context, builder, signature, args):
+                llty = context.get_value_type(signature.args[2])
+                p = builder.gep(ptr(builder, args[0], llty), [args[1]])
+                st = builder.store(args[2], p, align=signature.args[2].bitwidth // 8)
+                mark(st, builder.module, space)
+                return context.get_dummy_value()
+            return sig, codegen
+        return store
+
+    def make_line_nt(space):
+        @intrinsic
+        def line_nt(typingctx, daddr, saddr):
+            """64 bytes from saddr (any alignment) to daddr (64-aligned), non-temporal."""
+            sig = types.void(types.int64, types.int64)
+
+            def codegen(context, builder, signature, args):
+                vt = ir.VectorType(ir.IntType(64), 8)
+                v = builder.load(ptr(builder, args[1], vt), align=1)
+                mark(v, builder.module, space)
+                st = builder.store(v, ptr(builder, args[0], vt), align=LINE)
+                mark(st, builder.module, "dst")
+                st.set_metadata("nontemporal",
+                                builder.module.add_metadata([ir.Constant(i32, 1)]))
+                return context.get_dummy_value()
+            return sig, codegen
+        return line_nt
 
     @intrinsic
     def _unit(typingctx, tok):
@@ -565,18 +658,28 @@ def _define_intrinsics() -> dict:
         return sig, codegen
 
     @intrinsic
-    def _line_nt(typingctx, daddr, saddr):
-        """64 bytes from saddr (any alignment) to daddr (64-aligned), non-temporal."""
-        sig = types.void(types.int64, types.int64)
+    def _prefetch(typingctx, addr):
+        """Hint: the line at addr will be read soon."""
+        sig = types.void(types.int64)
 
         def codegen(context, builder, signature, args):
-            vt = ir.VectorType(ir.IntType(64), 8)
-            v = builder.load(ptr(builder, args[1], vt), align=1)
-            mark(v, builder.module, False)
-            st = builder.store(v, ptr(builder, args[0], vt), align=LINE)
-            mark(st, builder.module, True)
-            st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(i32, 1)]))
+            i8p = ir.IntType(8).as_pointer()
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                "llvm.prefetch.p0i8")
+            builder.call(fn, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 0),
+                              ir.Constant(i32, 3), ir.Constant(i32, 1)])
             return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _fetch_add(typingctx, addr, val):
+        """Atomically add val to the int64 at addr; returns the previous value."""
+        sig = types.int64(types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            p = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+            return builder.atomic_rmw("add", p, args[1], "monotonic")
         return sig, codegen
 
     @intrinsic
@@ -650,7 +753,7 @@ def _define_intrinsics() -> dict:
             for r in range(kb):
                 p = builder.gep(sp, [builder.mul(ir.Constant(ss.type, r), ss)])
                 v = builder.load(builder.bitcast(p, vin.as_pointer()), align=u)
-                mark(v, builder.module, False)
+                mark(v, builder.module, "src")
                 rows.append(v)
             squares = [eklundh(builder, rows[q * ka:(q + 1) * ka], ka, g)
                        for q in range(kb // ka)]
@@ -661,15 +764,16 @@ def _define_intrinsics() -> dict:
                 p = builder.gep(dp, [builder.mul(ir.Constant(ds.type, c), ds)])
                 st = builder.store(v, builder.bitcast(p, vout.as_pointer()),
                                    align=LINE if nt else u)
-                mark(st, builder.module, True)
+                mark(st, builder.module, "dst")
                 if nt:
                     st.set_metadata("nontemporal", ntmd)
             return context.get_dummy_value()
         return sig, codegen
 
-    del cgutils
-    return {"_ld": _ld, "_st": _st, "_unit": _unit, "_line_nt": _line_nt,
-            "_sfence": _sfence, "_tile": _tile}
+    return {"_ld": make_load("src"), "_st": make_store("dst"), "_ldb": make_load("stage"),
+            "_stb": make_store("stage"), "_line_nt": make_line_nt("src"),
+            "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
+            "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add}
 
 
 # Placeholders: rebound by _materialise() before anything is compiled.
@@ -677,44 +781,136 @@ def prange(*args):  # pragma: no cover - replaced by numba.prange
     return range(*args)
 
 
-_ld = _st = _unit = _line_nt = _sfence = _tile = _numba = None
+_ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
+_fetch_add = None
+_numba = None
 
 
 # ---------------------------------------------------------------------------- kernels
 # Addresses are int64; offsets are in units and signed (negative source strides).
-# ``s`` is the address of the source's first element, ``d`` the destination's.
+# ``s`` is the address of the source's first element, ``d`` the destination's. Loads from
+# the source go through _ld, stores to the destination through _st, the staging buffer
+# through _ldb/_stb: three alias scopes, so LLVM vectorises without overlap checks.
+#
+# The stream (``ws`` = [destination offset of the staged run, units staged], ``buf`` its
+# 64-byte aligned L1 buffer of ``cap`` units) gathers panels that continue the
+# destination contiguously and writes them out as whole non-temporal lines.
 
 @_jit()
-def _copy_row(d, s, tok, doff, soff, n, sb, nt):
-    """n units of a destination row from a source row with stride sb."""
-    if sb == 1:
-        u = _unit(tok)
-        j = 0
-        if nt and n * u >= 2 * LINE:
-            head = ((-(d + doff * u)) % LINE) // u
-            for j in range(head):
-                _st(d, doff + j, _ld(s, soff + j, tok))
-            j = head
-            step = LINE // u
-            while j + step <= n:
-                _line_nt(d + (doff + j) * u, s + (soff + j) * u)
-                j += step
-        for i in range(j, n):
-            _st(d, doff + i, _ld(s, soff + i, tok))
-    elif sb == 0:
-        v = _ld(s, soff, tok)
-        for i in range(n):
-            _st(d, doff + i, v)
-    else:
-        for i in range(n):
-            _st(d, doff + i, _ld(s, soff + i * sb, tok))
+def _stream_flush(d, tok, buf, wst, wln, final):
+    """Write the staged run (wln units for destination offset wst) out: its whole lines
+    non-temporally, the partial first line with regular stores; the partial last line
+    too if ``final``, else it is kept (moved to the buffer's front) for the run's
+    continuation. Returns the new (wst, wln)."""
+    u = _unit(tok)
+    if wln == 0:
+        return wst, wln
+    head = min(wln, ((-(d + wst * u)) % LINE) // u)
+    for j in range(head):
+        _st(d, wst + j, _ldb(buf, j, tok))
+    step = LINE // u
+    j = head
+    while j + step <= wln:
+        _line_nt_b(d + (wst + j) * u, buf + j * u)
+        j += step
+    if final:
+        for i in range(j, wln):
+            _st(d, wst + i, _ldb(buf, i, tok))
+        return wst, 0
+    for i in range(j, wln):
+        _stb(buf, i - j, _ldb(buf, i, tok))
+    return wst + j, wln - j
 
 
 @_jit()
-def _panel_tile(d, s, tok, doff, soff, ea, eb, sa, da, sb, order):
-    """An ea x eb tile: dst[i*da + j] = src[i*sa + j*sb]; ``order`` 0 runs j innermost
-    (contiguous stores), 1 runs i innermost."""
-    if order == 0:
+def _stream_at(d, tok, buf, cap, wst, wln, dpos, n):
+    """Make room for n units destined for dpos (n <= cap - LINE / unit). Returns the new
+    (wst, wln): the n units go to buf[wln:]."""
+    if wln and dpos != wst + wln:
+        wst, wln = _stream_flush(d, tok, buf, wst, wln, True)
+    if wln + n > cap:
+        wst, wln = _stream_flush(d, tok, buf, wst, wln, False)
+    if wln == 0:
+        wst = dpos
+    return wst, wln
+
+
+@_jit()
+def _panel_rows(d, s, tok, doff, soff, er, sr, dr, eb, sb, nt, pf, buf, cap, wst, wln):
+    """er destination rows (steps dr / sr) of eb units from source rows of stride sb.
+    Returns the stream state (wst, wln)."""
+    u = _unit(tok)
+    for r in range(er):
+        dp = doff + r * dr
+        sp = soff + r * sr
+        if pf and sb == 1 and r + pf < er:
+            a = s + (sp + pf * sr) * u
+            for q in range(0, eb * u, LINE):
+                _prefetch(a + q)
+        if nt == _STAGED_NT:
+            wst, wln = _stream_at(d, tok, buf, cap, wst, wln, dp, eb)
+            if sb == 1:
+                for j in range(eb):
+                    _stb(buf, wln + j, _ld(s, sp + j, tok))
+            elif sb == 0:
+                v = _ld(s, sp, tok)
+                for j in range(eb):
+                    _stb(buf, wln + j, v)
+            else:
+                for j in range(eb):
+                    _stb(buf, wln + j, _ld(s, sp + j * sb, tok))
+            wln += eb
+        elif sb == 1:
+            j = 0
+            if nt == _DIRECT_NT:
+                j = min(eb, ((-(d + dp * u)) % LINE) // u)
+                for i in range(j):
+                    _st(d, dp + i, _ld(s, sp + i, tok))
+                step = LINE // u
+                while j + step <= eb:
+                    _line_nt(d + (dp + j) * u, s + (sp + j) * u)
+                    j += step
+            for i in range(j, eb):
+                _st(d, dp + i, _ld(s, sp + i, tok))
+        elif sb == 0:
+            v = _ld(s, sp, tok)
+            for i in range(eb):
+                _st(d, dp + i, v)
+        else:
+            for i in range(eb):
+                _st(d, dp + i, _ld(s, sp + i * sb, tok))
+    return wst, wln
+
+
+@_jit()
+def _panel_tile(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, nt, buf, cap, wst, wln):
+    """An ea x eb tile: dst[i*da + j] = src[i*sa + j*sb]. ``order`` 0 runs j innermost
+    (contiguous stores), 1 runs i innermost (source-fastest). Staged (the tile is
+    contiguous in the destination, da == eb): built in the stream's buffer. Returns the
+    stream state (wst, wln)."""
+    if nt == _STAGED_NT:
+        wst, wln = _stream_at(d, tok, buf, cap, wst, wln, doff, ea * eb)
+        pos = wln
+        if order == 1 and sa == 1 and 2 <= eb <= 4:
+            _interleave(buf, True, s, tok, pos, soff, ea, sb, eb)
+        elif order == 0:
+            for i in range(ea):
+                sp = soff + i * sa
+                bp = pos + i * eb
+                for j in range(eb):
+                    _stb(buf, bp + j, _ld(s, sp + j * sb, tok))
+        else:
+            for j in range(eb):
+                sp = soff + j * sb
+                bp = pos + j
+                for i in range(ea):
+                    _stb(buf, bp + i * eb, _ld(s, sp + i * sa, tok))
+        return wst, pos + ea * eb
+    if order == 0 and sa == 1 and sb == ea and 2 <= ea <= 4:
+        _deinterleave(d, s, tok, doff, soff, eb, da, ea)
+    elif order == 1 and sa == 1 and da == eb and 2 <= eb <= 4:
+        _interleave(d, False, s, tok, doff, soff, ea, sb, eb)
+    elif order == 0:
         for i in range(ea):
             dp = doff + i * da
             sp = soff + i * sa
@@ -726,6 +922,102 @@ def _panel_tile(d, s, tok, doff, soff, ea, eb, sa, da, sb, order):
             sp = soff + j * sb
             for i in range(ea):
                 _st(d, dp + i * da, _ld(s, sp + i * sa, tok))
+    return wst, wln
+
+
+@_jit()
+def _deinterleave(d, s, tok, doff, soff, n, da, m):
+    """dst[c*da + j] = src[j*m + c] for c < m in (2, 3, 4), j < n: constant strides, so
+    LLVM vectorises the loads as one interleaved group."""
+    if m == 2:
+        for j in range(n):
+            x0 = _ld(s, soff + 2 * j, tok)
+            x1 = _ld(s, soff + 2 * j + 1, tok)
+            _st(d, doff + j, x0)
+            _st(d, doff + da + j, x1)
+    elif m == 3:
+        for j in range(n):
+            x0 = _ld(s, soff + 3 * j, tok)
+            x1 = _ld(s, soff + 3 * j + 1, tok)
+            x2 = _ld(s, soff + 3 * j + 2, tok)
+            _st(d, doff + j, x0)
+            _st(d, doff + da + j, x1)
+            _st(d, doff + 2 * da + j, x2)
+    else:
+        for j in range(n):
+            x0 = _ld(s, soff + 4 * j, tok)
+            x1 = _ld(s, soff + 4 * j + 1, tok)
+            x2 = _ld(s, soff + 4 * j + 2, tok)
+            x3 = _ld(s, soff + 4 * j + 3, tok)
+            _st(d, doff + j, x0)
+            _st(d, doff + da + j, x1)
+            _st(d, doff + 2 * da + j, x2)
+            _st(d, doff + 3 * da + j, x3)
+
+
+@_jit()
+def _interleave(t, staged, s, tok, toff, soff, n, sb, m):
+    """t[i*m + c] = src[c*sb + i] for c < m in (2, 3, 4), i < n, into the destination
+    (t == d) or the staging buffer (``staged``): one interleaved group of stores."""
+    if staged:
+        if m == 2:
+            for i in range(n):
+                x0 = _ld(s, soff + i, tok)
+                x1 = _ld(s, soff + sb + i, tok)
+                _stb(t, toff + 2 * i, x0)
+                _stb(t, toff + 2 * i + 1, x1)
+        elif m == 3:
+            for i in range(n):
+                x0 = _ld(s, soff + i, tok)
+                x1 = _ld(s, soff + sb + i, tok)
+                x2 = _ld(s, soff + 2 * sb + i, tok)
+                _stb(t, toff + 3 * i, x0)
+                _stb(t, toff + 3 * i + 1, x1)
+                _stb(t, toff + 3 * i + 2, x2)
+        else:
+            for i in range(n):
+                x0 = _ld(s, soff + i, tok)
+                x1 = _ld(s, soff + sb + i, tok)
+                x2 = _ld(s, soff + 2 * sb + i, tok)
+                x3 = _ld(s, soff + 3 * sb + i, tok)
+                _stb(t, toff + 4 * i, x0)
+                _stb(t, toff + 4 * i + 1, x1)
+                _stb(t, toff + 4 * i + 2, x2)
+                _stb(t, toff + 4 * i + 3, x3)
+    else:
+        if m == 2:
+            for i in range(n):
+                x0 = _ld(s, soff + i, tok)
+                x1 = _ld(s, soff + sb + i, tok)
+                _st(t, toff + 2 * i, x0)
+                _st(t, toff + 2 * i + 1, x1)
+        elif m == 3:
+            for i in range(n):
+                x0 = _ld(s, soff + i, tok)
+                x1 = _ld(s, soff + sb + i, tok)
+                x2 = _ld(s, soff + 2 * sb + i, tok)
+                _st(t, toff + 3 * i, x0)
+                _st(t, toff + 3 * i + 1, x1)
+                _st(t, toff + 3 * i + 2, x2)
+        else:
+            for i in range(n):
+                x0 = _ld(s, soff + i, tok)
+                x1 = _ld(s, soff + sb + i, tok)
+                x2 = _ld(s, soff + 2 * sb + i, tok)
+                x3 = _ld(s, soff + 3 * sb + i, tok)
+                _st(t, toff + 4 * i, x0)
+                _st(t, toff + 4 * i + 1, x1)
+                _st(t, toff + 4 * i + 2, x2)
+                _st(t, toff + 4 * i + 3, x3)
+
+
+@_jit()
+def _strip_g(d, s, tok, doff, soff, ea, eb, da, sb, g):
+    """dst[i*da + j*g + x] = src[i*g + j*sb + x]: ea x eb elements of g units."""
+    for j in range(eb):
+        for i in range(ea):
+            for x in range(g):
+                _st(d, doff + i * da + j * g + x, _ld(s, soff + i * g + j * sb + x, tok))
 
 
 @_jit()
@@ -739,62 +1031,46 @@ def _panel_simd(d, s, tok, doff, soff, jb, p):
     g = p[_P_G]
     ka = p[_P_TA]
     kb = p[_P_TB]
-    nt = p[_P_NT]
     nfull = na // ka
-    sstep = ka * g
+    dstep = ka * da * u
+    sstep = ka * g * u
+    da0 = d + doff * u
+    sa0 = s + soff * u
     if g == 1:
-        if nt:
+        if p[_P_NT]:
             for ia in range(nfull):
-                _tile(d + (doff + ia * ka * da) * u, da, s + (soff + ia * sstep) * u, sb,
-                      tok, 1, True)
+                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, tok, 1, True)
         else:
             for ia in range(nfull):
-                _tile(d + (doff + ia * ka * da) * u, da, s + (soff + ia * sstep) * u, sb,
-                      tok, 1, False)
+                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, tok, 1, False)
     else:
-        if nt:
+        if p[_P_NT]:
             for ia in range(nfull):
-                _tile(d + (doff + ia * ka * da) * u, da, s + (soff + ia * sstep) * u, sb,
-                      tok, 2, True)
+                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, tok, 2, True)
         else:
             for ia in range(nfull):
-                _tile(d + (doff + ia * ka * da) * u, da, s + (soff + ia * sstep) * u, sb,
-                      tok, 2, False)
-    # Rows of the destination beyond the last full tile.
+                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, tok, 2, False)
+    # Destination rows below the last full tile.
     rest = na - nfull * ka
     if rest:
-        if g == 1:
-            _panel_tile(d, s, tok, doff + nfull * ka * da, soff + nfull * sstep,
-                        rest, kb, 1, da, sb, 0)
-        else:
-            _strip_g(d, s, tok, doff + nfull * ka * da, soff + nfull * sstep,
-                     rest, kb, da, sb, g)
+        _strip_g(d, s, tok, doff + nfull * ka * da, soff + nfull * ka * g, rest, kb, da, sb, g)
     # Column strips before the first block and after the last one.
-    if jb == 0 and p[_P_JSTART]:
-        js = p[_P_JSTART]
+    js = p[_P_JSTART]
+    if jb == 0 and js:
         _strip_g(d, s, tok, doff - js * g, soff - js * sb, na, js, da, sb, g)
     if jb == p[_P_NKB] - 1:
-        done = p[_P_JSTART] + p[_P_NKB] * kb
+        done = js + p[_P_NKB] * kb
         if done < p[_P_NB]:
             _strip_g(d, s, tok, doff + kb * g, soff + kb * sb, na, p[_P_NB] - done, da, sb, g)
 
 
 @_jit()
-def _strip_g(d, s, tok, doff, soff, ea, eb, da, sb, g):
-    """dst[i*da + j*g + x] = src[i*g + j*sb + x]: ea x eb elements of g units."""
-    for j in range(eb):
-        for i in range(ea):
-            for x in range(g):
-                _st(d, doff + i * da + j * g + x, _ld(s, soff + i * g + j * sb + x, tok))
-
-
-@_jit()
 def _run(lo, hi, d, s, tok, it, p):
     """Work units lo..hi-1 of the iteration space ``it`` ([m, (count, src step, dst step)
-    x m]), each one panel of kind p[_P_KIND]."""
-    m = it[0]
+    x m], the last dim fastest), each one panel of kind p[_P_KIND]."""
     if hi <= lo:
         return
+    m = it[0]
     idx = np.zeros(m + 1, np.int64)
     soff = p[_P_SOFF]
     doff = p[_P_DOFF]
@@ -807,31 +1083,40 @@ def _run(lo, hi, d, s, tok, it, p):
         soff += r * it[2 + 3 * k]
         doff += r * it[3 + 3 * k]
         rem = q
+    u = _unit(tok)
+    stage = np.empty(STAGE_BYTES + LINE, np.uint8)
+    buf = stage.ctypes.data
+    buf += (-buf) % LINE
+    cap = STAGE_BYTES // u
+    wst = 0
+    wln = 0
     kind = p[_P_KIND]
+    nt = p[_P_NT]
     ita = p[_P_ITA]
     itb = p[_P_ITB]
+    itr = p[_P_ITR]
     for w in range(lo, hi):
         if kind == _ROWS:
-            nb = p[_P_NB]
-            tb = p[_P_TB]
-            e = nb
+            eb = p[_P_NB]
             if itb >= 0:
-                e = min(tb, nb - idx[itb] * tb)
-            _copy_row(d, s, tok, doff, soff, e, p[_P_SB], p[_P_NT])
+                eb = min(p[_P_TB], eb - idx[itb] * p[_P_TB])
+            er = p[_P_NR]
+            if itr >= 0:
+                er = min(p[_P_TR], er - idx[itr] * p[_P_TR])
+            wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[_P_SR], p[_P_DR], eb,
+                                   p[_P_SB], nt, p[_P_PF], buf, cap, wst, wln)
         elif kind == _SIMD:
             _panel_simd(d, s, tok, doff, soff, idx[itb], p)
         else:
-            ta = p[_P_TA]
-            tb = p[_P_TB]
             ea = p[_P_NA]
             eb = p[_P_NB]
             if ita >= 0:
-                ea = min(ta, ea - idx[ita] * ta)
+                ea = min(p[_P_TA], ea - idx[ita] * p[_P_TA])
             if itb >= 0:
-                eb = min(tb, eb - idx[itb] * tb)
-            _panel_tile(d, s, tok, doff, soff, ea, eb, p[_P_SA], p[_P_DA], p[_P_SB],
-                        p[_P_ORDER])
-        # Odometer: next work unit.
+                eb = min(p[_P_TB], eb - idx[itb] * p[_P_TB])
+            wst, wln = _panel_tile(d, s, tok, doff, soff, ea, eb, p[_P_SA], p[_P_DA],
+                                   p[_P_SB], p[_P_ORDER], nt, buf, cap, wst, wln)
+        # Odometer: the next work unit.
         k = m - 1
         while k >= 0:
             idx[k] += 1
@@ -843,14 +1128,18 @@ def _run(lo, hi, d, s, tok, it, p):
             doff -= it[1 + 3 * k] * it[3 + 3 * k]
             idx[k] = 0
             k -= 1
+    _stream_flush(d, tok, buf, wst, wln, True)
     _sfence()
 
 
 @_jit(parallel=True)
-def _run_parallel(nthreads, nwork, d, s, tok, it, p):
-    """_run over nthreads contiguous ranges of work units, one per thread."""
-    per = (nwork + nthreads - 1) // nthreads
+def _run_parallel(nthreads, nwork, chunk, counter, d, s, tok, it, p):
+    """_run over chunks of ``chunk`` work units, which nthreads threads take in turn from
+    the shared counter at address ``counter`` (so a thread the OS descheduled holds up
+    one chunk, not its share of the copy)."""
     for t in prange(nthreads):
-        lo = t * per
-        hi = min(nwork, lo + per)
-        _run(lo, hi, d, s, tok, it, p)
+        while True:
+            lo = _fetch_add(counter, 1) * chunk
+            if lo >= nwork:
+                break
+            _run(lo, min(nwork, lo + chunk), d, s, tok, it, p)

@@ -77,6 +77,10 @@ LAYOUTS = [
     ("nhwc-nchw-c3", (2, 24, 40, 3), lambda x: x.transpose(0, 3, 1, 2)),
     ("nchw-nhwc-c3", (2, 3, 24, 40), lambda x: x.transpose(0, 2, 3, 1)),
     ("nhwc-nchw-c64", (2, 9, 10, 64), lambda x: x.transpose(0, 3, 1, 2)),
+    ("nhwc-nchw-c4", (2, 24, 40, 4), lambda x: x.transpose(0, 3, 1, 2)),
+    ("nchw-nhwc-c4", (2, 4, 24, 40), lambda x: x.transpose(0, 2, 3, 1)),
+    ("pairs-split", (3, 700, 2), lambda x: x.transpose(0, 2, 1)),
+    ("pairs-join", (3, 2, 700), lambda x: x.transpose(0, 2, 1)),
     ("bhtd-bthd", (2, 4, 33, 16), lambda x: x.transpose(0, 2, 1, 3)),
     ("vit-patchify", (2, 3, 32, 48),
      lambda x: x.reshape(len(x), 3, 2, 16, 3, 16).transpose(0, 2, 4, 3, 5, 1)),
@@ -106,7 +110,7 @@ def test_layouts_every_dtype(name, shape, view, dtype, threads, small_thresholds
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64, np.complex128],
                          ids=["u1", "f4", "f8", "c16"])
-@pytest.mark.parametrize(("name", "shape", "view"), LAYOUTS[:13], ids=[c[0] for c in LAYOUTS[:13]])
+@pytest.mark.parametrize(("name", "shape", "view"), LAYOUTS[:17], ids=[c[0] for c in LAYOUTS[:17]])
 def test_layouts_default_thresholds(name, shape, view, dtype, threads) -> None:
     """The shipped thresholds: the same layouts with 8 times the first axis."""
     x = random_array((8 * shape[0],) + shape[1:], dtype, np.random.default_rng(1))
@@ -141,7 +145,7 @@ def test_unaligned_destination(small_thresholds) -> None:
 
 # ---------------------------------------------------------------------- hypothesis
 HYP_DTYPES = [np.uint8, np.int16, np.float32, np.float64, np.complex128, STRUCT, np.dtype("V3")]
-SIZES = [0, 1, 1, 2, 3, 5, 7, 16, 17, 33, 64, 67, 130]
+SIZES = [0, 1, 1, 2, 3, 4, 5, 7, 16, 17, 33, 64, 67, 130]
 
 
 @st.composite
