@@ -37,9 +37,10 @@ _PLAN_CACHE_SIZE = 4096
 # scale-invariant (``s_i == s_j * n_j`` in bytes iff in elements), and the array calls
 # of a runner do not depend on the dtype.
 _plans: dict[tuple, Any] = {}
-_CALL, _TRANSPOSE, _RESHAPE = 0, 1, 2
-# pattern -> (shape, strides, copy, code, argument) of the last numpy call without axis
-# lengths: a one-entry inline cache that spares the warm path hashing the whole key.
+_CALL, _TRANSPOSE, _RESHAPE, _TRANSPOSE_RESHAPE, _RESHAPE_TRANSPOSE = 0, 1, 2, 3, 4
+_PLAIN_INT = frozenset({int})
+# pattern -> (shape, strides, copy, axis lengths, code, argument) of the last numpy call
+# with that pattern: a one-entry inline cache that spares the warm path hashing the key.
 _last_seen: dict[str, tuple] = {}
 _ndarray = np.ndarray
 _plans_lock = threading.Lock()
@@ -209,6 +210,8 @@ def _numpy_entry(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
         # order: for tiny and object arrays that is the cheapest copy step.
         if perm is None:
             return _RESHAPE, merge
+        if split is None:
+            return _TRANSPOSE_RESHAPE, (perm, merge)
         return _CALL, _numpy_view_runner(split, perm, merge)
     runner = _numpy_view_runner(split, perm, merge)
     # The view the runner must produce: the output, or what copy=True then copies.
@@ -222,6 +225,10 @@ def _numpy_entry(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
         return _CALL, lambda x: runner(x).copy()
     if perm is not None and split is None and merge is None:
         return _TRANSPOSE, perm
+    if perm is not None and split is not None and merge is None:
+        return _RESHAPE_TRANSPOSE, (split, perm)
+    if perm is not None and split is None and merge is not None:
+        return _TRANSPOSE_RESHAPE, (perm, merge)
     if perm is None and (split or merge) is not None:
         return _RESHAPE, merge if merge is not None else split
     return _CALL, runner
@@ -249,6 +256,10 @@ def _run_entry(entry: tuple[int, Any], array: np.ndarray) -> Any:
         return array.transpose(argument)
     if code == _RESHAPE:
         return array.reshape(argument)
+    if code == _TRANSPOSE_RESHAPE:
+        return array.transpose(argument[0]).reshape(argument[1])
+    if code == _RESHAPE_TRANSPOSE:
+        return array.reshape(argument[0]).transpose(argument[1])
     return argument(array)
 
 
@@ -334,18 +345,24 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
     >>> np.shares_memory(ra.rearrange(x, 'b h t d -> b h (t d)'), x)
     True
     """
-    if type(tensor) is _ndarray and not axes_lengths and out is None:
+    if type(tensor) is _ndarray and out is None:
         try:
             seen = _last_seen.get(pattern)
         except TypeError:  # an unhashable pattern: the general path says what is wrong
             seen = None
         if seen is not None:
-            shape, strides, seen_copy, code, argument = seen
-            if shape == tensor.shape and strides == tensor.strides and seen_copy is copy:
+            shape, strides, seen_copy, seen_lengths, code, argument = seen
+            if (shape == tensor.shape and strides == tensor.strides and seen_copy is copy
+                    and seen_lengths == axes_lengths
+                    and (not axes_lengths or _PLAIN_INT.issuperset(map(type, axes_lengths.values())))):
                 if code == _TRANSPOSE:
                     return tensor.transpose(argument)
                 if code == _RESHAPE:
                     return tensor.reshape(argument)
+                if code == _RESHAPE_TRANSPOSE:
+                    return tensor.reshape(argument[0]).transpose(argument[1])
+                if code == _TRANSPOSE_RESHAPE:
+                    return tensor.transpose(argument[0]).reshape(argument[1])
                 return argument(tensor)
     if out is not None:
         return _rearrange_into(tensor, pattern, copy, axes_lengths, out)
@@ -358,6 +375,7 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
     array = tensor if type(tensor) is _ndarray else _as_array(tensor)
     if not isinstance(array, np.ndarray):
         return _rearrange_other(array, pattern, copy, axes_lengths)
+    axes_lengths = _canonical_lengths(axes_lengths)
     key = (pattern, array.shape, array.strides, copy, *axes_lengths.items())
     if type(array) is not _ndarray:
         key = ("subclass", type(array), *key)
@@ -367,11 +385,40 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
         entry = None
     if entry is None:
         entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
-    if not axes_lengths and type(array) is _ndarray:
+    if type(array) is _ndarray and type(pattern) is str:
         if len(_last_seen) >= _PLAN_CACHE_SIZE:
             _last_seen.clear()
-        _last_seen[pattern] = (array.shape, array.strides, copy, *entry)
+        _last_seen[pattern] = (array.shape, array.strides, copy, dict(axes_lengths), *entry)
     return _run_entry(entry, array)
+
+
+def _canonical_lengths(axes_lengths: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Axis lengths as plain ints where they are integers (numpy ints included), so that
+    ``3``, ``np.int64(3)`` share cache entries while ``3.0`` or ``True`` never hit one
+    (``3.0 == 3`` and ``True == 1`` in Python) and reach the planner's error instead."""
+    if _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
+        return axes_lengths
+    canonical: dict[str, Any] = {}
+    for name, value in axes_lengths.items():
+        if isinstance(value, np.integer):
+            value = int(value)
+        elif type(value) is not int:
+            value = _InvalidLength(value)
+        canonical[name] = value
+    return canonical
+
+
+class _InvalidLength:
+    """Wraps a non-integer axis length: equal to nothing else, so never a cache hit; the
+    planner rejects it with the original value in the message."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,

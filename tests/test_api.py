@@ -235,3 +235,14 @@ def test_out_may_not_overlap_the_input_or_be_read_only() -> None:
         ra.rearrange(x.reshape(4, 6), "a b -> b a", out=frozen)
     with pytest.raises(ra.RearrangeError, match="copy=False"):
         ra.rearrange(x.reshape(4, 6), "a b -> b a", out=np.empty((6, 4)), copy=False)
+
+
+@pytest.mark.parametrize("bad", [3.0, True, "3", None], ids=repr)
+def test_bad_lengths_are_refused_even_after_a_cached_good_call(bad) -> None:
+    """3.0 == 3 and True == 1 in Python: the caches must not let them through."""
+    x = np.zeros((2, 6))
+    for _ in range(2):  # the second call finds the plan in both caches
+        assert ra.rearrange(x, "a (b c) -> a b c", b=3).shape == (2, 3, 2)
+        assert ra.rearrange(x, "a (b c) -> a b c", b=np.int64(3)).shape == (2, 3, 2)
+        with pytest.raises(ra.PatternError, match=f"axis length b={bad!r} must be a positive integer"):
+            ra.rearrange(x, "a (b c) -> a b c", b=bad)

@@ -96,7 +96,7 @@ def test_copy_false_names_the_group_that_forced_a_copy() -> None:
     (lambda: ra.rearrange(np.zeros(3), 3), "pattern must be a str, got int 3"),
     (lambda: ra.rearrange("abc", "a -> a"), "got builtins.str"),
     (lambda: ra.rearrange(np.zeros(3), "a -> a", copy="yes"), "copy must be None, True or False"),
-    (lambda: ra.rearrange(np.zeros((2, 3)), "a b -> a b", b=[1]), "axis lengths must be integers"),
+    (lambda: ra.rearrange(np.zeros((2, 3)), "a b -> a b", b=[1]), "axis length b=[1] must be a positive integer"),
     (lambda: ra.rearrange([np.zeros(2), np.zeros(3)], "n a -> a n"), "needs equal shapes"),
     (lambda: ra.rearrange([], "n a -> a n"), "empty list"),
     (lambda: ra.explain("abc", "a -> a"), "explain() takes an array"),
