@@ -75,6 +75,7 @@ SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner
 TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
 ROW_CHUNK_BYTES = 64 << 10       # a work unit of rows moves about this many bytes
 ROW_BLOCK_BYTES = 4096           # short rows: blocks of two outer dims, runs of this size
+TILE_BLOCK_BYTES = 1024          # the same for the panels of tiled transposes
 STAGE_BYTES = 8192               # per-thread staging buffer of the write-combining stream
 PREFETCH_ROWS = 8                # rows of up to PREFETCH_ROW_BYTES: prefetch this far ahead
 PREFETCH_ROW_BYTES = 4096
@@ -241,7 +242,10 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
                     f"({what}): strided rows")
     na, sa = fshape[adim], fstr[adim]
     simd = (_SIMD_TILE if g == 1 else _SIMD_TILE_G2).get(u)
-    if sa == g and simd is not None and na >= simd[0] and nb >= 2 * simd[1]:
+    ncols = nb
+    if simd is not None and bdim >= 1 and bdim - 1 != adim and nb >= simd[1]:
+        ncols *= fshape[bdim - 1]     # tile columns continue into the dim before b
+    if sa == g and simd is not None and na >= simd[0] and ncols >= 2 * simd[1]:
         ka, kb = simd
         return make("tiled-transpose", (ka, kb),
                     f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim "
@@ -277,7 +281,7 @@ _REGULAR, _DIRECT_NT, _STAGED_NT = 0, 1, 2
 # Layout of the int64 parameter vector handed to the kernels.
 (_P_KIND, _P_NA, _P_SA, _P_DA, _P_NB, _P_SB, _P_TA, _P_TB, _P_NR, _P_SR, _P_DR, _P_TR,
  _P_ORDER, _P_NT, _P_JSTART, _P_NKB, _P_G, _P_SOFF, _P_DOFF, _P_ITA, _P_ITB, _P_ITR,
- _P_PF, _P_LEN) = range(24)
+ _P_PF, _P_SB2, _P_LEN) = range(25)
 
 _parallel_lock = threading.Lock()
 _parallel_pid: int | None = None   # the process that first ran a parallel region
@@ -347,7 +351,7 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
     if v in ("contiguous-memcpy", "inner-contiguous", "strided-rows"):
         nb, sb = shape[-1], sstr[-1]
         outer({d - 1})
-        _block_rows(it, nb * u)
+        _block_rows(it, nb * u, ROW_BLOCK_BYTES)
         # The panel: rows along the innermost remaining dim (nr of them, tr per work
         # unit), or chunks of one long row.
         nr, sr, dr = 1, 0, 0
@@ -382,7 +386,18 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
         adim = min((i for i in range(bdim) if sstr[i] != 0), key=lambda i: abs(sstr[i]))
         ka, kb = k.tile
         na, nb, sb, da = shape[adim], shape[bdim], sstr[bdim], dstr[adim]
-        outer({adim, bdim} | ({d - 1} if g == 2 else set()))
+        # The tile columns run over b and, when b is short, over the dim before it too
+        # (b2: contiguous with b in the destination, any stride in the source): the
+        # destination rows get long enough to be written in whole lines.
+        b2 = bdim - 1
+        nb2, sb2 = 1, 0
+        if b2 >= 0 and b2 != adim and nb >= kb and nb * u * g < ROW_CHUNK_BYTES:
+            nb2, sb2 = shape[b2], sstr[b2]
+        else:
+            b2 = -1
+        ncols = nb * nb2
+        outer({adim, bdim, b2} | ({d - 1} if g == 2 else set()))
+        _block_rows(it, na * u * g, TILE_BLOCK_BYTES)
         # Non-temporal stores need every tile row to start on a line: the rows of all
         # panels must be whole lines apart, and the first tile column is shifted to the
         # first line boundary (the columns before it are a scalar strip).
@@ -390,19 +405,20 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
         head = (-daddr) % LINE
         jstart = 0
         if nt and lined and (da * u) % LINE == 0 and head % (u * g) == 0 and \
-                nb - head // (u * g) >= 2 * kb:
+                ncols - head // (u * g) >= kb:
             jstart = head // (u * g)
         else:
             nt = False
-        nkb = (nb - jstart) // kb
+        nkb = (ncols - jstart) // kb
         p[_P_ITB] = len(it) // 3
-        it.extend((nkb, kb * sb, kb * g))
+        it.extend((nkb, 0, kb * g))       # source offsets of a column block: computed
         p[_P_KIND] = _SIMD
         p[_P_NA], p[_P_SA], p[_P_DA] = na, g, da
-        p[_P_NB], p[_P_SB] = nb, sb
+        p[_P_NB], p[_P_SB], p[_P_SB2] = nb, sb, sb2
+        p[_P_NR] = nb2
         p[_P_TA], p[_P_TB] = ka, kb
         p[_P_NT], p[_P_JSTART], p[_P_NKB], p[_P_G] = int(nt), jstart, nkb, g
-        p[_P_SOFF], p[_P_DOFF] = jstart * sb, jstart * g
+        p[_P_DOFF] = jstart * g
     else:  # small-inner-dim, tiled
         bdim = d - 1
         adim = min((i for i in range(bdim) if sstr[i] != 0), key=lambda i: abs(sstr[i]))
@@ -457,12 +473,12 @@ def _divisor_near(n: int, target: int) -> int:
     return best
 
 
-def _block_rows(it: list[int], row_bytes: int) -> None:
+def _block_rows(it: list[int], row_bytes: int, block_bytes: int) -> None:
     """Reorder short-row iteration HPTT-style: the outer dim the source steps through
     fastest (a) and the destination's fastest (b, the last one) are split into blocks
     and the block loops moved out, so that both sides see runs of ~ROW_BLOCK_BYTES."""
     m = len(it) // 3
-    if m < 2 or row_bytes * 2 > ROW_BLOCK_BYTES:
+    if m < 2 or row_bytes * 2 > block_bytes:
         return
     b = m - 1
     cand = [k for k in range(m - 1) if it[3 * k + 1] != 0]
@@ -471,7 +487,7 @@ def _block_rows(it: list[int], row_bytes: int) -> None:
     a = min(cand, key=lambda k: abs(it[3 * k + 1]))
     if abs(it[3 * a + 1]) >= abs(it[3 * b + 1]):
         return
-    want = max(2, ROW_BLOCK_BYTES // row_bytes)
+    want = max(2, block_bytes // row_bytes)
     ta = _divisor_near(it[3 * a], want)
     tb = _divisor_near(it[3 * b], want)
     if ta == 1 or tb == 1:
@@ -728,30 +744,36 @@ def _define_intrinsics() -> dict:
         return vecs[0]
 
     @intrinsic(prefer_literal=True)
-    def _tile(typingctx, daddr, dstride, saddr, sstride, tok, group, nontemporal):
-        """dst[c*dstride + r*g + x] = src[r*sstride + c*g + x] for c < Ka, r < Kb, x < g:
-        Kb source rows of Ka elements (g units each) in, Ka destination rows out, each
-        row of Kb elements a whole number of cache lines (non-temporal if asked: then
-        every destination row must start on a line)."""
+    def _tile(typingctx, daddr, dstride, saddr, sstride, split, jump, tok, group,
+              nontemporal):
+        """dst[c*dstride + r*g + x] = src[row(r) + c*g + x] for c < Ka, r < Kb, x < g,
+        row(r) = r*sstride (+ jump from row ``split`` on): Kb source rows of Ka elements
+        (g units each) in, Ka destination rows out, each row of Kb elements a whole
+        number of cache lines (non-temporal if asked: then every destination row must
+        start on a line)."""
         if not isinstance(group, types.IntegerLiteral) or not isinstance(
                 nontemporal, types.BooleanLiteral):
             return None
-        sig = types.void(types.int64, types.int64, types.int64, types.int64, tok,
-                         group, nontemporal)
+        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                         types.int64, tok, group, nontemporal)
         g = group.literal_value
         nt = nontemporal.literal_value
         u = tok.bitwidth // 8
         ka, kb = (_SIMD_TILE if g == 1 else _SIMD_TILE_G2)[u]
 
         def codegen(context, builder, signature, args):
-            t = context.get_value_type(signature.args[4])
-            da, ds, sa, ss = args[:4]
+            t = context.get_value_type(signature.args[6])
+            da, ds, sa, ss, split, jump = args[:6]
             sp = ptr(builder, sa, t)
             dp = ptr(builder, da, t)
             vin = ir.VectorType(t, ka * g)
+            zero = ir.Constant(jump.type, 0)
             rows = []
             for r in range(kb):
-                p = builder.gep(sp, [builder.mul(ir.Constant(ss.type, r), ss)])
+                rc = ir.Constant(ss.type, r)
+                off = builder.add(builder.mul(rc, ss), builder.select(
+                    builder.icmp_signed(">=", rc, split), jump, zero))
+                p = builder.gep(sp, [off])
                 v = builder.load(builder.bitcast(p, vin.as_pointer()), align=u)
                 mark(v, builder.module, "src")
                 rows.append(v)
@@ -1012,56 +1034,72 @@ def _interleave(t, staged, s, tok, toff, soff, n, sb, m):
 
 
 @_jit()
-def _strip_g(d, s, tok, doff, soff, ea, eb, da, sb, g):
-    """dst[i*da + j*g + x] = src[i*g + j*sb + x]: ea x eb elements of g units."""
-    for j in range(eb):
+def _strip_g(d, s, tok, doff, soff, ea, j0, j1, da, nb, sb, sb2, g):
+    """Columns j0..j1-1 of a tiled-transpose panel, scalar: dst[i*da + j*g + x] =
+    src[i*g + (j // nb)*sb2 + (j % nb)*sb + x] for i < ea; doff / soff are the panel's
+    column-0 offsets."""
+    for j in range(j0, j1):
+        q = j // nb
+        sp = soff + q * sb2 + (j - q * nb) * sb
+        dp = doff + j * g
         for i in range(ea):
             for x in range(g):
-                _st(d, doff + i * da + j * g + x, _ld(s, soff + i * g + j * sb + x, tok))
+                _st(d, dp + i * da + x, _ld(s, sp + i * g + x, tok))
 
 
 @_jit()
 def _panel_simd(d, s, tok, doff, soff, jb, p):
     """One column block of a tiled transpose: Kb destination columns over the whole
-    source-fastest dim, in register tiles; plus the scalar strips at the edges."""
+    source-fastest dim, in register tiles; plus the scalar strips at the edges. Columns
+    run over (b2, b): column j reads source row (j // nb)*sb2 + (j % nb)*sb."""
     u = _unit(tok)
     na = p[_P_NA]
     da = p[_P_DA]
+    nb = p[_P_NB]
     sb = p[_P_SB]
+    sb2 = p[_P_SB2]
     g = p[_P_G]
     ka = p[_P_TA]
     kb = p[_P_TB]
+    js = p[_P_JSTART]
+    ncols = nb * p[_P_NR]
+    # This block's first column and where (if at all) it crosses into the next b2.
+    j0 = js + jb * kb
+    q = j0 // nb
+    jr = j0 - q * nb
+    cs = soff + q * sb2 + jr * sb       # source offset of column j0
+    split = nb - jr                     # columns before the crossing (>= kb: none)
+    jump = sb2 - nb * sb
+    c0 = doff - j0 * g                  # the panel's column 0 in the destination
     nfull = na // ka
     dstep = ka * da * u
     sstep = ka * g * u
     da0 = d + doff * u
-    sa0 = s + soff * u
+    sa0 = s + cs * u
     if g == 1:
         if p[_P_NT]:
             for ia in range(nfull):
-                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, tok, 1, True)
+                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 1, True)
         else:
             for ia in range(nfull):
-                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, tok, 1, False)
+                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 1, False)
     else:
         if p[_P_NT]:
             for ia in range(nfull):
-                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, tok, 2, True)
+                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 2, True)
         else:
             for ia in range(nfull):
-                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, tok, 2, False)
-    # Destination rows below the last full tile.
+                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 2, False)
+    # Destination rows below the last full tile, for this block's columns.
     rest = na - nfull * ka
+    r0 = nfull * ka
     if rest:
-        _strip_g(d, s, tok, doff + nfull * ka * da, soff + nfull * ka * g, rest, kb, da, sb, g)
+        _strip_g(d, s, tok, c0 + r0 * da, soff + r0 * g, rest, j0, j0 + kb, da, nb, sb, sb2, g)
     # Column strips before the first block and after the last one.
-    js = p[_P_JSTART]
     if jb == 0 and js:
-        _strip_g(d, s, tok, doff - js * g, soff - js * sb, na, js, da, sb, g)
-    if jb == p[_P_NKB] - 1:
-        done = js + p[_P_NKB] * kb
-        if done < p[_P_NB]:
-            _strip_g(d, s, tok, doff + kb * g, soff + kb * sb, na, p[_P_NB] - done, da, sb, g)
+        _strip_g(d, s, tok, c0, soff, na, 0, js, da, nb, sb, sb2, g)
+    if jb == p[_P_NKB] - 1 and j0 + kb < ncols:
+        _strip_g(d, s, tok, c0, soff, na, j0 + kb, ncols, da, nb, sb, sb2, g)
 
 
 @_jit()
@@ -1088,8 +1126,8 @@ def _run(lo, hi, d, s, tok, it, p):
     buf = stage.ctypes.data
     buf += (-buf) % LINE
     cap = STAGE_BYTES // u
-    wst = 0
-    wln = 0
+    wst = lo - lo      # runtime zeros: literal ones would type the helpers' calls twice
+    wln = lo - lo
     kind = p[_P_KIND]
     nt = p[_P_NT]
     ita = p[_P_ITA]

@@ -88,6 +88,8 @@ LAYOUTS = [
      lambda x: x.reshape(len(x), 4, 2, 2, 12, 20).transpose(0, 1, 4, 2, 5, 3)),
     ("reverse-axes", (9, 10, 11, 12), lambda x: x.transpose(3, 2, 1, 0)),
     ("reverse-axes-64", (3, 5, 64, 130), lambda x: x.transpose(3, 2, 1, 0)),
+    ("reverse-axes-b2", (64, 2, 3, 70), lambda x: x.transpose(3, 2, 1, 0)),
+    ("tile-cols-cross-b2", (130, 3, 5, 67), lambda x: x.transpose(3, 2, 1, 0)[:, 1:]),
     ("negative-transpose", (130, 140), lambda x: x[::-1].T),
     ("rot90", (130, 140), lambda x: np.rot90(x)),
     ("step-slices", (60, 90), lambda x: x[::2, ::-3]),
