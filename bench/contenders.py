@@ -6,9 +6,10 @@
                returns a view)
 ``torch``      ``plan.to_source("torch")`` on ``torch.from_numpy(x)`` (the conversion is
                done once, outside the timing: a torch user already holds a tensor)
-``limit``      a contiguous copy of the same number of bytes; numpy's (memcpy, one
-               thread) and torch's (``clone``/``copy_``, at the thread count) are both
-               timed and the faster is the limit
+``limit``      a contiguous copy of the same number of bytes: numpy's (memcpy, one
+               thread), torch's (``clone``/``copy_`` at the thread count) and rearrange's
+               own (``'n -> n'``, its contiguous-memcpy kernel) are all timed, and the
+               fastest is the limit
 
 Two modes: ``alloc`` returns a new array per call (allocation and page faults included:
 what a user sees); ``prealloc`` writes into an output allocated once
@@ -27,7 +28,7 @@ import numpy as np
 
 PEERS = ("numpy", "einops", "torch")
 CONTENDERS = ("rearrange", *PEERS, "limit")
-LIMITS = ("limit:numpy", "limit:torch")
+LIMITS = ("limit:numpy", "limit:torch", "limit:rearrange")
 
 
 class MismatchError(AssertionError):
@@ -145,6 +146,7 @@ def build(x: np.ndarray, pattern: str, lengths: dict[str, int], copy: bool | Non
     if kind == "copy":
         src = x.reshape(-1) if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
         alloc["limit:numpy"] = lambda: src.copy()
+        alloc["limit:rearrange"] = lambda: ra.rearrange(src, "n -> n", copy=True)
         if torch is not None:
             tsrc = torch.from_numpy(src)
             alloc["limit:torch"] = lambda: tsrc.clone()
@@ -185,6 +187,8 @@ def build(x: np.ndarray, pattern: str, lengths: dict[str, int], copy: bool | Non
             _check(name + " (into out)", out, ref, label)
         out_flat = out.reshape(-1)
         pre["limit:numpy"] = lambda: np.copyto(out_flat, src)
+        if rearrange_accepts_out(ra):
+            pre["limit:rearrange"] = lambda: ra.rearrange(src, "n -> n", out=out_flat)
         if torch is not None:
             tout_flat, tsrc_flat = torch.from_numpy(out_flat), torch.from_numpy(src)
             pre["limit:torch"] = lambda: tout_flat.copy_(tsrc_flat)

@@ -34,7 +34,8 @@ def _cell(record: dict[str, Any], name: str) -> str:
 
 def _limit(record: dict[str, Any]) -> str:
     limit = record.get("limit")
-    return f"{limit['gbps']:.2f} ({limit['source']})" if limit else "—"
+    source = {"rearrange": "ra"}.get(limit["source"], limit["source"]) if limit else ""
+    return f"{limit['gbps']:.2f} ({source})" if limit else "—"
 
 
 def _ratios(record: dict[str, Any]) -> tuple[str, str]:
