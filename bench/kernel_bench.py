@@ -32,6 +32,12 @@ import sys
 import time
 from typing import Callable
 
+# Idle OpenMP workers (torch's, numba's) spin for a while after every parallel call; on
+# a shared machine that steals the cores from whichever contender runs next. Every
+# contender sleeps instead, unless the caller chose (--spin keeps the libraries' default).
+if "--spin" not in sys.argv:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -172,6 +178,8 @@ def main(argv=None) -> None:
     ap.add_argument("--min-sample", type=float, default=0.05,
                     help="seconds per sample (back-to-back calls)")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--spin", action="store_true",
+                    help="leave OMP_WAIT_POLICY unset (idle OpenMP threads spin)")
     ap.add_argument("--out", help="also write the markdown table here")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
@@ -190,7 +198,8 @@ def main(argv=None) -> None:
               f"{os.cpu_count()} CPUs, numpy {np.__version__}"
               + (f", torch {torch.__version__}" if torch else "")
               + f"; warmup() {jit:.2f} s ({len(compiled)} kernels)"
-              + f"; rounds {args.rounds}, ≥{args.min_sample}s per sample\n")
+              + f"; rounds {args.rounds}, ≥{args.min_sample}s per sample"
+              + f"; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}\n")
     print(header, flush=True)
     rows = []
     rng = np.random.default_rng(0)

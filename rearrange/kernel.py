@@ -67,9 +67,11 @@ __all__ = [
 # ---------------------------------------------------------------------------- tuning
 # Measured on a 2-core Xeon (AVX-512) shared with other work; see bench/kernel_bench.py.
 
-NUMPY_MAX_BYTES = 16 << 10       # below this, np.copyto beats the kernel call overhead
+NUMPY_MAX_BYTES = 32 << 10       # below this, np.copyto beats the kernel call overhead
+ROWS_NUMPY_MAX_BYTES = 24 << 20  # row copies: numpy's loop is as fast single-threaded
 THREAD_MIN_BYTES = 1 << 20       # each extra thread needs at least this much to move
-NONTEMPORAL_MIN_BYTES = 4 << 20  # destinations this large are written around the caches
+NONTEMPORAL_MIN_BYTES = 24 << 20  # row/panel streams this large bypass the caches
+NONTEMPORAL_TILE_MIN_BYTES = 2 << 20  # register-tile transposes: from this size
 LINE = 64                        # bytes per cache line (and per non-temporal store)
 SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner-dim" panel
 TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
@@ -219,10 +221,18 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     g = 1
     if sb == 1 and d >= 2 and nb == 2 and u in _SIMD_TILE_G2:
         g = 2
+    single = threads == 1 or nbytes < 2 * THREAD_MIN_BYTES
+
+    def rows(variant, reason):
+        if single and nbytes < ROWS_NUMPY_MAX_BYTES:
+            return CopyKernel("numpy", u, fshape, fstr, None, 1,
+                              f"{reason}: numpy's row loop is as fast below "
+                              f"{ROWS_NUMPY_MAX_BYTES >> 20} MiB on one thread")
+        return make(variant, None, reason)
+
     if sb == 1 and g == 1:
-        return make("inner-contiguous", None,
-                    f"source- and destination-fastest dim {d - 1} (stride 1): "
-                    f"rows of {nb * u} B")
+        return rows("inner-contiguous", f"source- and destination-fastest dim {d - 1} "
+                                        f"(stride 1): rows of {nb * u} B")
     # The destination-fastest dim (b) and the source-fastest other dim (a).
     bdim = d - 1 if g == 1 else d - 2
     nb, sb = fshape[bdim], fstr[bdim]
@@ -233,13 +243,11 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
             adim = k
     if adim < 0 or abs(fstr[adim]) >= abs(sb) or (g > 1 and fstr[adim] != g):
         if g > 1:
-            return make("inner-contiguous", None,
-                        f"source- and destination-fastest dim {d - 1} (stride 1): "
-                        f"rows of {fshape[-1] * u} B")
+            return rows("inner-contiguous", f"source- and destination-fastest dim {d - 1} "
+                                            f"(stride 1): rows of {fshape[-1] * u} B")
         what = "broadcast (stride 0)" if sb == 0 else f"stride {sb}"
-        return make("strided-rows", None,
-                    f"destination-fastest dim {d - 1} is also the source's fastest "
-                    f"({what}): strided rows")
+        return rows("strided-rows", f"destination-fastest dim {d - 1} is also the "
+                                    f"source's fastest ({what}): strided rows")
     na, sa = fshape[adim], fstr[adim]
     simd = (_SIMD_TILE if g == 1 else _SIMD_TILE_G2).get(u)
     ncols = nb
@@ -251,9 +259,8 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
                     f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim "
                     f"{bdim}: {ka}x{kb} tiles through vector registers, whole-line stores")
     if g > 1:
-        return make("inner-contiguous", None,
-                    f"source- and destination-fastest dim {d - 1} (stride 1): "
-                    f"rows of {fshape[-1] * u} B")
+        return rows("inner-contiguous", f"source- and destination-fastest dim {d - 1} "
+                                        f"(stride 1): rows of {fshape[-1] * u} B")
     if min(na, nb) <= SMALL_DIM:
         if na <= nb:   # short source-fastest dim: deinterleave, long rows of the destination
             ta, tb = na, min(nb, max(64, TILE_BYTES // (u * na)))
@@ -309,9 +316,16 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if not dst.flags.c_contiguous or not dst.flags.writeable:
         raise ValueError("copy_into: dst must be C-contiguous and writeable")
     dtype = src.dtype
+    given = True
     if kernel is None:
         kind = "O" if dtype.hasobject else dtype.kind
-        kernel = _plan(src.shape, src.strides, dtype.itemsize, kind, _num_threads, LINE)
+        key = (src.shape, src.strides, dtype.itemsize, kind, _num_threads)
+        kernel = _plans.get(key)
+        if kernel is None:
+            if len(_plans) >= 256:
+                _plans.clear()
+            kernel = _plans[key] = _plan(src.shape, src.strides, dtype.itemsize, kind,
+                                         _num_threads, LINE)
     if kernel.variant == "numpy" or dtype.hasobject:
         np.copyto(dst, src, casting="no")
         return
@@ -322,14 +336,52 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if (saddr | daddr) % kernel.unit_bytes:
         kernel = _plan(src.shape, src.strides, dtype.itemsize, dtype.kind, kernel.threads,
                        _lowbit(saddr | daddr))
+        given = False
         if kernel.variant in ("numpy", "empty"):
             np.copyto(dst, src, casting="no")
             return
-    _execute(kernel, daddr, saddr, dst.nbytes)
+    if kernel.variant == "contiguous-memcpy" and kernel.threads == 1:
+        np.copyto(dst, src, casting="no")           # numpy's memcpy: the same thing
+        return
+    if given:       # a plan that is likely to come back: its lowering is kept
+        key = (id(kernel), daddr % LINE)
+        low = _lowered.get(key)
+        if low is None or low[0] is not kernel:
+            if len(_lowered) >= 256:
+                _lowered.clear()
+            low = _lowered[key] = (kernel,) + _lower(kernel, daddr % LINE)
+        _, nwork, threads, itv, pv, tok, fn, ita, pa = low
+    else:
+        nwork, threads, itv, pv, tok, fn, ita, pa = _lower(kernel, daddr % LINE)
+    if threads > 1 and _parallel_ok() and _parallel_lock.acquire(blocking=False):
+        try:
+            old = _numba.get_num_threads()
+            _numba.set_num_threads(threads)
+            try:
+                chunks = min(nwork, threads * CHUNKS_PER_THREAD)
+                counter = np.zeros(1, np.int64)
+                _run_parallel(fn, threads, nwork, -(-nwork // chunks),
+                              counter.__array_interface__["data"][0],
+                              daddr, saddr, ita, pa, tok)
+            finally:
+                _numba.set_num_threads(old)
+        finally:
+            _parallel_lock.release()
+    else:
+        _run_serial(fn, nwork, daddr, saddr, ita, pa, tok)
 
 
-def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
-    """Lower a plan to the kernels' iteration space and parameters, and run it."""
+# Plans made by copy_into itself: (shape, strides, itemsize, kind, threads) -> plan.
+_plans: dict[tuple, CopyKernel] = {}
+# Lowered plans: (id(plan), destination address mod LINE) -> (plan, lowering). The plan
+# is kept to make the id unambiguous.
+_lowered: dict[tuple[int, int], tuple] = {}
+
+
+def _lower(k: CopyKernel, dmod: int):
+    """A plan as the kernels' iteration space and parameters, for a destination at an
+    address = dmod (mod LINE): (work units, threads, iteration dims, parameters, unit
+    token, _run's address, the two arrays' addresses)."""
     u = k.unit_bytes
     shape, sstr = k.fused_shape, k.src_strides
     d = len(shape)
@@ -338,6 +390,7 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
         dstr[i] = dstr[i + 1] * shape[i + 1]
     p = [0] * _P_LEN
     p[_P_ITA] = p[_P_ITB] = p[_P_ITR] = -1
+    nbytes = math.prod(shape) * u
     nt = nbytes >= NONTEMPORAL_MIN_BYTES
     stage = STAGE_BYTES // u
     it: list[int] = []          # iteration dims: (count, src step, dst step) triples
@@ -402,8 +455,9 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
         # panels must be whole lines apart, and the first tile column is shifted to the
         # first line boundary (the columns before it are a scalar strip).
         lined = all(it[i] * u % LINE == 0 for i in range(2, len(it), 3))
-        head = (-daddr) % LINE
+        head = (-dmod) % LINE
         jstart = 0
+        nt = nbytes >= NONTEMPORAL_TILE_MIN_BYTES
         if nt and lined and (da * u) % LINE == 0 and head % (u * g) == 0 and \
                 ncols - head // (u * g) >= kb:
             jstart = head // (u * g)
@@ -439,29 +493,17 @@ def _execute(k: CopyKernel, daddr: int, saddr: int, nbytes: int) -> None:
         p[_P_ORDER] = 0 if ta <= tb else 1      # the short side of the tile outermost
         if nt and (dstr[adim] == tb == nb) and ta * tb * 2 <= stage:
             p[_P_NT] = _STAGED_NT               # tiles are contiguous in the destination
+        elif nt and ta <= tb and ta * tb <= stage and tb * u >= 4 * LINE:
+            p[_P_NT] = _DIRECT_NT               # tiles of long rows: staged row by row
     nwork = math.prod(it[0::3])
     itv = np.array([len(it) // 3] + it, dtype=np.int64)
     pv = np.array(p, dtype=np.int64)
-    tok = _UNIT_DTYPES[u](0)
     threads = min(k.threads, nwork)
     if threads > 1:
         threads = min(threads, _jit_pool_size())
-    if threads > 1 and _parallel_ok() and _parallel_lock.acquire(blocking=False):
-        try:
-            old = _numba.get_num_threads()
-            _numba.set_num_threads(threads)
-            try:
-                chunks = min(nwork, threads * CHUNKS_PER_THREAD)
-                counter = np.zeros(1, np.int64)
-                _run_parallel(threads, nwork, -(-nwork // chunks),
-                              counter.__array_interface__["data"][0],
-                              daddr, saddr, tok, itv, pv)
-            finally:
-                _numba.set_num_threads(old)
-        finally:
-            _parallel_lock.release()
-    else:
-        _run(0, nwork, daddr, saddr, tok, itv, pv)
+    tok = _UNIT_DTYPES[u](0)
+    return (nwork, threads, itv, pv, tok, _run_address(tok),
+            itv.__array_interface__["data"][0], pv.__array_interface__["data"][0])
 
 
 def _divisor_near(n: int, target: int) -> int:
@@ -571,6 +613,7 @@ def _materialise() -> None:
         g = globals()
         g.update(_define_intrinsics())
         g["prange"] = numba.prange
+        g["carray"] = numba.carray
         g["_numba"] = numba
         for name, (func, options) in _registry.items():
             g[name] = numba.njit(cache=True, nogil=True, error_model="numpy", **options)(func)
@@ -580,19 +623,48 @@ def _materialise() -> None:
 def warmup() -> list[str]:
     """Compile (or load from the disk cache) every kernel for every unit size now.
 
-    Returns what it compiled, e.g. ``['_run[uint8]', '_run_parallel[uint8]', ...]``.
+    Returns what it compiled, e.g. ``['_run[uint8]', '_run_serial[uint8]', ...]``.
     """
     _materialise()
     done = []
     itv = np.zeros(1, np.int64)
     pv = np.zeros(_P_LEN, np.int64)
-    for u, t in _UNIT_DTYPES.items():
+    ita = itv.__array_interface__["data"][0]
+    pa = pv.__array_interface__["data"][0]
+    counter = np.zeros(1, np.int64)
+    ca = counter.__array_interface__["data"][0]
+    for t in _UNIT_DTYPES.values():
         tok = t(0)
-        _run(0, 0, 0, 0, tok, itv, pv)
-        counter = np.zeros(1, np.int64)
-        _run_parallel(1, 0, 1, counter.__array_interface__["data"][0], 0, 0, tok, itv, pv)
-        done += [f"_run[{t.__name__}]", f"_run_parallel[{t.__name__}]"]
+        fn = _run_address(tok)
+        _run_serial(fn, 0, 0, 0, ita, pa, tok)
+        _run_parallel(fn, 1, 0, 1, ca, 0, 0, ita, pa, tok)
+        done += [f"_run[{t.__name__}]", f"_run_serial[{t.__name__}]",
+                 f"_run_parallel[{t.__name__}]"]
     return done
+
+
+_run_cfuncs: dict[int, object] = {}
+
+
+def _run_address(tok) -> int:
+    """The address of _run compiled for the unit of ``tok``, a C-ABI function compiled
+    once per unit (and cached on disk). The serial and parallel drivers call it through
+    this pointer: linked in instead, numba would generate its machine code again inside
+    each of them."""
+    u = tok.itemsize
+    f = _run_cfuncs.get(u)
+    if f is None:
+        _materialise()
+        with _build_lock:
+            f = _run_cfuncs.get(u)
+            if f is None:
+                from numba import types
+                sig = types.void(types.int64, types.int64, types.int64, types.int64,
+                                 types.CPointer(types.int64), types.CPointer(types.int64),
+                                 _numba.from_dtype(np.dtype(type(tok))))
+                f = _run_cfuncs[u] = _numba.cfunc(sig, cache=True, nopython=True,
+                                                  error_model="numpy")(_run)
+    return f.address
 
 
 def _define_intrinsics() -> dict:
@@ -699,6 +771,24 @@ def _define_intrinsics() -> dict:
         return sig, codegen
 
     @intrinsic
+    def _call_run(typingctx, fn, lo, hi, d, s, itaddr, paddr, tok):
+        """Call the C-ABI _run at address fn."""
+        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                         types.int64, types.int64, tok)
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            t = context.get_value_type(signature.args[7])
+            fnty = ir.FunctionType(ir.VoidType(), [i64, i64, i64, i64, i64.as_pointer(),
+                                                   i64.as_pointer(), t])
+            f = builder.inttoptr(args[0], fnty.as_pointer())
+            builder.call(f, [args[1], args[2], args[3], args[4],
+                             builder.inttoptr(args[5], i64.as_pointer()),
+                             builder.inttoptr(args[6], i64.as_pointer()), args[7]])
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
     def _sfence(typingctx):
         sig = types.void()
 
@@ -795,7 +885,8 @@ def _define_intrinsics() -> dict:
     return {"_ld": make_load("src"), "_st": make_store("dst"), "_ldb": make_load("stage"),
             "_stb": make_store("stage"), "_line_nt": make_line_nt("src"),
             "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
-            "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add}
+            "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add,
+            "_call_run": _call_run}
 
 
 # Placeholders: rebound by _materialise() before anything is compiled.
@@ -804,7 +895,7 @@ def prange(*args):  # pragma: no cover - replaced by numba.prange
 
 
 _ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
-_fetch_add = None
+_fetch_add = _call_run = carray = None
 _numba = None
 
 
@@ -928,8 +1019,11 @@ def _panel_tile(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, nt, buf, cap, 
                 for i in range(ea):
                     _stb(buf, bp + i * eb, _ld(s, sp + i * sa, tok))
         return wst, pos + ea * eb
+    if nt == _DIRECT_NT:
+        _tile_rows_nt(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, buf)
+        return wst, wln
     if order == 0 and sa == 1 and sb == ea and 2 <= ea <= 4:
-        _deinterleave(d, s, tok, doff, soff, eb, da, ea)
+        _deinterleave(d, False, s, tok, doff, soff, eb, da, ea)
     elif order == 1 and sa == 1 and da == eb and 2 <= eb <= 4:
         _interleave(d, False, s, tok, doff, soff, ea, sb, eb)
     elif order == 0:
@@ -948,33 +1042,76 @@ def _panel_tile(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, nt, buf, cap, 
 
 
 @_jit()
-def _deinterleave(d, s, tok, doff, soff, n, da, m):
-    """dst[c*da + j] = src[j*m + c] for c < m in (2, 3, 4), j < n: constant strides, so
-    LLVM vectorises the loads as one interleaved group."""
-    if m == 2:
-        for j in range(n):
-            x0 = _ld(s, soff + 2 * j, tok)
-            x1 = _ld(s, soff + 2 * j + 1, tok)
-            _st(d, doff + j, x0)
-            _st(d, doff + da + j, x1)
-    elif m == 3:
-        for j in range(n):
-            x0 = _ld(s, soff + 3 * j, tok)
-            x1 = _ld(s, soff + 3 * j + 1, tok)
-            x2 = _ld(s, soff + 3 * j + 2, tok)
-            _st(d, doff + j, x0)
-            _st(d, doff + da + j, x1)
-            _st(d, doff + 2 * da + j, x2)
+def _tile_rows_nt(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, buf):
+    """An ea x eb tile built in the buffer, then written out row by row, each row's
+    whole lines non-temporally."""
+    if order == 0 and sa == 1 and sb == ea and 2 <= ea <= 4:
+        _deinterleave(buf, True, s, tok, 0, soff, eb, eb, ea)
     else:
-        for j in range(n):
-            x0 = _ld(s, soff + 4 * j, tok)
-            x1 = _ld(s, soff + 4 * j + 1, tok)
-            x2 = _ld(s, soff + 4 * j + 2, tok)
-            x3 = _ld(s, soff + 4 * j + 3, tok)
-            _st(d, doff + j, x0)
-            _st(d, doff + da + j, x1)
-            _st(d, doff + 2 * da + j, x2)
-            _st(d, doff + 3 * da + j, x3)
+        for i in range(ea):
+            sp = soff + i * sa
+            for j in range(eb):
+                _stb(buf, i * eb + j, _ld(s, sp + j * sb, tok))
+    u = _unit(tok)
+    for i in range(ea):
+        _stream_flush(d, tok, buf + i * eb * u, doff + i * da, eb, True)
+
+
+@_jit()
+def _deinterleave(t, staged, s, tok, toff, soff, n, da, m):
+    """t[c*da + j] = src[j*m + c] for c < m in (2, 3, 4), j < n, into the destination
+    (t == d) or the staging buffer (``staged``): constant strides, so LLVM vectorises
+    the loads as one interleaved group."""
+    if staged:
+        if m == 2:
+            for j in range(n):
+                x0 = _ld(s, soff + 2 * j, tok)
+                x1 = _ld(s, soff + 2 * j + 1, tok)
+                _stb(t, toff + j, x0)
+                _stb(t, toff + da + j, x1)
+        elif m == 3:
+            for j in range(n):
+                x0 = _ld(s, soff + 3 * j, tok)
+                x1 = _ld(s, soff + 3 * j + 1, tok)
+                x2 = _ld(s, soff + 3 * j + 2, tok)
+                _stb(t, toff + j, x0)
+                _stb(t, toff + da + j, x1)
+                _stb(t, toff + 2 * da + j, x2)
+        else:
+            for j in range(n):
+                x0 = _ld(s, soff + 4 * j, tok)
+                x1 = _ld(s, soff + 4 * j + 1, tok)
+                x2 = _ld(s, soff + 4 * j + 2, tok)
+                x3 = _ld(s, soff + 4 * j + 3, tok)
+                _stb(t, toff + j, x0)
+                _stb(t, toff + da + j, x1)
+                _stb(t, toff + 2 * da + j, x2)
+                _stb(t, toff + 3 * da + j, x3)
+    else:
+        if m == 2:
+            for j in range(n):
+                x0 = _ld(s, soff + 2 * j, tok)
+                x1 = _ld(s, soff + 2 * j + 1, tok)
+                _st(t, toff + j, x0)
+                _st(t, toff + da + j, x1)
+        elif m == 3:
+            for j in range(n):
+                x0 = _ld(s, soff + 3 * j, tok)
+                x1 = _ld(s, soff + 3 * j + 1, tok)
+                x2 = _ld(s, soff + 3 * j + 2, tok)
+                _st(t, toff + j, x0)
+                _st(t, toff + da + j, x1)
+                _st(t, toff + 2 * da + j, x2)
+        else:
+            for j in range(n):
+                x0 = _ld(s, soff + 4 * j, tok)
+                x1 = _ld(s, soff + 4 * j + 1, tok)
+                x2 = _ld(s, soff + 4 * j + 2, tok)
+                x3 = _ld(s, soff + 4 * j + 3, tok)
+                _st(t, toff + j, x0)
+                _st(t, toff + da + j, x1)
+                _st(t, toff + 2 * da + j, x2)
+                _st(t, toff + 3 * da + j, x3)
 
 
 @_jit()
@@ -1102,12 +1239,14 @@ def _panel_simd(d, s, tok, doff, soff, jb, p):
         _strip_g(d, s, tok, c0, soff, na, j0 + kb, ncols, da, nb, sb, sb2, g)
 
 
-@_jit()
-def _run(lo, hi, d, s, tok, it, p):
+def _run(lo, hi, d, s, itp, pp, tok):
     """Work units lo..hi-1 of the iteration space ``it`` ([m, (count, src step, dst step)
-    x m], the last dim fastest), each one panel of kind p[_P_KIND]."""
+    x m], the last dim fastest), each one panel of kind p[_P_KIND]. Compiled as a C-ABI
+    function per unit (_run_address); ``it`` and ``p`` arrive as pointers."""
     if hi <= lo:
         return
+    it = carray(itp, (1 + 3 * itp[0],))
+    p = carray(pp, (_P_LEN,))
     m = it[0]
     idx = np.zeros(m + 1, np.int64)
     soff = p[_P_SOFF]
@@ -1170,9 +1309,15 @@ def _run(lo, hi, d, s, tok, it, p):
     _sfence()
 
 
+@_jit()
+def _run_serial(fn, nwork, d, s, itaddr, paddr, tok):
+    """All work units on this thread (fn: _run_address)."""
+    _call_run(fn, 0, nwork, d, s, itaddr, paddr, tok)
+
+
 @_jit(parallel=True)
-def _run_parallel(nthreads, nwork, chunk, counter, d, s, tok, it, p):
-    """_run over chunks of ``chunk`` work units, which nthreads threads take in turn from
+def _run_parallel(fn, nthreads, nwork, chunk, counter, d, s, itaddr, paddr, tok):
+    """The work units in chunks of ``chunk``, which nthreads threads take in turn from
     the shared counter at address ``counter`` (so a thread the OS descheduled holds up
     one chunk, not its share of the copy)."""
     for t in prange(nthreads):
@@ -1180,4 +1325,4 @@ def _run_parallel(nthreads, nwork, chunk, counter, d, s, tok, it, p):
             lo = _fetch_add(counter, 1) * chunk
             if lo >= nwork:
                 break
-            _run(lo, min(nwork, lo + chunk), d, s, tok, it, p)
+            _call_run(fn, lo, min(nwork, lo + chunk), d, s, itaddr, paddr, tok)

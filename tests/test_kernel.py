@@ -63,8 +63,10 @@ def threads(request):
 def small_thresholds(request, monkeypatch):
     """Let tiny arrays reach the kernels, threads and (param) non-temporal stores."""
     monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
+    monkeypatch.setattr(K, "ROWS_NUMPY_MAX_BYTES", 0)
     monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
     monkeypatch.setattr(K, "NONTEMPORAL_MIN_BYTES", 0 if request.param else 1 << 62)
+    monkeypatch.setattr(K, "NONTEMPORAL_TILE_MIN_BYTES", 0 if request.param else 1 << 62)
     return request.param
 
 
@@ -189,11 +191,13 @@ def test_plan_transpose_tiles_fastest_dims() -> None:
     assert "source-fastest dim 0" in k.reason
 
 
-def test_plan_fuses_and_drops_size_one_dims() -> None:
+def test_plan_fuses_and_drops_size_one_dims(monkeypatch) -> None:
     x = np.zeros((8, 1, 16, 32, 4), np.float32).transpose(2, 1, 0, 3, 4)
     k = K.plan_copy(x.shape, x.strides, 4, threads=1)
     assert k.fused_shape == (16, 8, 128) and k.src_strides == (128, 2048, 1)
-    assert k.variant == "inner-contiguous"
+    assert k.variant == "numpy" and "row loop" in k.reason    # small, one thread
+    monkeypatch.setattr(K, "ROWS_NUMPY_MAX_BYTES", 0)
+    assert K.plan_copy(x.shape, x.strides, 4, threads=1).variant == "inner-contiguous"
 
 
 def test_plan_contiguous_is_memcpy_and_splits_wide_items() -> None:
@@ -226,7 +230,8 @@ def test_plan_numpy_for_objects_and_tiny_copies() -> None:
     assert K.plan_copy((0, 5), (4, 0), 4).variant == "empty"
 
 
-def test_plan_broadcast_and_strided_rows() -> None:
+def test_plan_broadcast_and_strided_rows(monkeypatch) -> None:
+    monkeypatch.setattr(K, "ROWS_NUMPY_MAX_BYTES", 0)
     assert K.plan_copy((100, 1000), (0, 8), 8).variant == "inner-contiguous"
     k = K.plan_copy((1000, 100), (8, 0), 8)
     assert k.variant == "strided-rows" and "broadcast" in k.reason
