@@ -33,6 +33,14 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # run as `python bench/run.py` or imported by a test
     sys.path.insert(0, str(BENCH))
 
+# Idle OpenMP workers (torch's, numba's) spin for a while after each parallel call; taking
+# turns, that spinning steals the cores from whichever contender runs next (torch at two
+# threads ran 50x slower after another library's parallel call here). So every contender's
+# workers sleep when idle, unless --spin keeps the libraries' defaults. This must be set
+# before torch or numba start their thread pools, hence before any import of them.
+if "--spin" not in sys.argv:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np  # noqa: E402
 
 import suites  # noqa: E402
@@ -130,6 +138,7 @@ def machine_info(libs: dict[str, Any]) -> dict[str, Any]:
         "loadavg_start": [round(v, 2) for v in os.getloadavg()],
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "argv": sys.argv[1:],
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
     }
 
 
@@ -168,6 +177,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--name", default=None,
                         help="output file stem (default: latest, quick or smoke)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--spin", action="store_true",
+                        help="leave OMP_WAIT_POLICY unset: idle OpenMP workers spin (default: PASSIVE)")
     return parser.parse_args(argv)
 
 

@@ -148,5 +148,6 @@ def machine_markdown(machine: dict[str, Any]) -> str:
             f"({machine['cpu_count']} online), {machine['memory_gib']:.0f} GiB RAM, caches "
             f"{machine['caches']}; {machine['platform']}. Python {v['python']}, numpy {v['numpy']}, "
             f"torch {v.get('torch', '—')}, einops {v.get('einops', '—')}, numba {v.get('numba', '—')}, "
-            f"rearrange {v['rearrange']} ({machine['git_commit']}). Load average at start "
+            f"rearrange {v['rearrange']} ({machine['git_commit']}). OMP_WAIT_POLICY="
+            f"{machine.get('omp_wait_policy', '?')}. Load average at start "
             f"{machine['loadavg_start']}, at end {machine.get('loadavg_end', '?')}; {machine['date']}.")
