@@ -5,45 +5,62 @@ allocates a C-contiguous ``dst`` and calls :func:`copy_into` with the strided so
 Two stages, as everywhere in this package:
 
 * :func:`plan_copy` — pure Python, no numba, a few microseconds. It works in *units*
-  (the raw bits moved: 1, 2, 4 or 8 bytes; an item of 16 bytes is two 8-byte units, a
-  3-byte ``V3`` item three bytes), drops size-1 dims, fuses dims that are contiguous in
-  both operands, and picks a variant. The result, a :class:`CopyKernel`, is what
-  ``explain()`` prints.
+  (the raw bits moved: 1, 2, 4 or 8 bytes; a 16-byte item is two 8-byte units, a
+  3-byte ``V3`` item three 1-byte units), drops size-1 dims, fuses dims that are
+  contiguous in both operands, and picks a variant. The result, a :class:`CopyKernel`,
+  is what ``explain()`` prints.
 * :func:`copy_into` — runs the plan. Small copies and object arrays go to ``np.copyto``;
-  everything else to a numba kernel, compiled on the first call (never at import) for
-  the four unit sizes and cached on disk.
+  everything else to a numba kernel, compiled on the first call (never at import) and
+  cached on disk.
 
-Variants (see ``CopyKernel.reason`` for the one-line why of a given plan):
+Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
 
-``numpy``               object dtype (references need refcounts), tiny copies, 0-d.
+``numpy``               object dtype (references need refcounts), copies under 32 KiB,
+                        0-d, and row copies under 24 MiB on one thread (numpy's own row
+                        loop is as fast there).
 ``empty``               zero-size: nothing to move.
 ``contiguous-memcpy``   the source is contiguous after fusion: memcpy, split over threads.
-``inner-contiguous``    source-fastest dim == destination-fastest dim: row copies.
+``inner-contiguous``    source-fastest dim == destination-fastest dim: panels of rows,
+                        the two outer dims blocked HPTT-style when rows are short; large
+                        destinations are written through an L1 staging buffer as whole
+                        non-temporal lines.
 ``strided-rows``        the destination-fastest dim is also the source's smallest stride,
                         but that stride is not 1 (step slices, reversed, broadcast 0).
 ``tiled-transpose``     source-fastest dim (stride 1) != destination-fastest dim, both
-                        long: HPTT-style tiles moved through vector registers — a tile of
-                        source rows is loaded, transposed with shuffles and stored as whole
-                        64-byte destination lines, non-temporally when the destination is
-                        large and line-aligned.
+                        long (HPTT): tiles of source rows are loaded into vector registers,
+                        transposed with shuffles and stored as whole 64-byte destination
+                        lines — non-temporally (bypassing the caches) when the destination
+                        is large; the tile columns continue into the dim before the
+                        destination-fastest one, so short rows still make long lines.
 ``small-inner-dim``     one of the two fastest dims is short (NHWC→NCHW with C=3): the
-                        short dim is the outer loop of a panel that stays in L1.
+                        short dim is the outer loop of a panel that stays in L1; for 2, 3
+                        or 4 channels the loop has constant strides, which LLVM vectorises
+                        as interleaved loads or stores.
 ``tiled``               any other pair of fastest dims: scalar tiles sized for L1.
 
-Threads: copies above a size threshold are split over threads with ``numba.prange``, each
-thread writing one contiguous run of the destination. The count is
-:func:`set_num_threads`; its default is the environment variable
-``REARRANGE_NUM_THREADS``, else the CPUs this process may run on
-(``os.sched_getaffinity``, else ``os.cpu_count()``), capped by numba's own pool size
-(``NUMBA_NUM_THREADS``). A copy that starts while another thread of the same process is
-inside a multithreaded copy runs single-threaded (numba's ``workqueue`` threading layer
-cannot run two parallel regions at once), and so does every copy in a process forked
-after a multithreaded copy (GNU OpenMP cannot be used across ``fork``).
+Threads: copies from 2 MiB are split over threads with ``numba.prange``; the threads take
+chunks of the destination from a shared counter, so one that the OS deschedules delays
+one chunk, not its whole share. The count is :func:`set_num_threads`; its default is the
+environment variable ``REARRANGE_NUM_THREADS``, else the CPUs this process may run on
+(``os.sched_getaffinity``, else ``os.cpu_count()``), capped by numba's pool size
+(``NUMBA_NUM_THREADS``). numba picks its threading layer as usual (``tbb``, ``omp``,
+``workqueue``; ``NUMBA_THREADING_LAYER`` to choose). A copy that starts while another
+thread of this process is inside a multithreaded copy runs single-threaded (the
+``workqueue`` layer cannot run two parallel regions at once), and so does every copy in a
+process forked after a multithreaded copy (GNU OpenMP does not survive ``fork``). Unless
+``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is set, the first kernel call sets
+``OMP_WAIT_POLICY=PASSIVE`` before numba loads OpenMP: idle workers then sleep instead of
+spinning for ~300k iterations after each copy, which on a busy machine took the core the
+next call needed (2 threads ran 5x slower than 1 on a shared 2-core box).
 
-Disk cache: the kernels are compiled with ``cache=True``. numba writes the cache next to
-this file (``__pycache__``) when that directory is writable, else to the user cache dir
-(``~/.cache/numba`` on Linux); ``NUMBA_CACHE_DIR`` overrides both. A read-only install
-therefore still caches, per user.
+Compilation and disk cache: the first copy imports numba and compiles the kernel for its
+unit size (~5 s; ``warmup()`` compiles all four). The kernel is a C-ABI function per unit
+size that small jitted drivers (serial, ``prange``) call by address, so its machine code
+is generated once, not again inside each driver. Everything is compiled with
+``cache=True``: numba writes the cache next to this file (``__pycache__``) when that
+directory is writable, else to the user cache dir (``~/.cache/numba`` on Linux);
+``NUMBA_CACHE_DIR`` overrides both. A read-only install therefore still caches, per
+user; with a warm cache a fresh process's first copy costs ~0.3 s (the numba import).
 """
 
 from __future__ import annotations
@@ -75,10 +92,11 @@ NONTEMPORAL_TILE_MIN_BYTES = 2 << 20  # register-tile transposes: from this size
 LINE = 64                        # bytes per cache line (and per non-temporal store)
 SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner-dim" panel
 TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
+PANEL_BYTES = 8 << 10            # small-inner-dim panels: bytes per panel
 ROW_CHUNK_BYTES = 64 << 10       # a work unit of rows moves about this many bytes
 ROW_BLOCK_BYTES = 4096           # short rows: blocks of two outer dims, runs of this size
 TILE_BLOCK_BYTES = 1024          # the same for the panels of tiled transposes
-STAGE_BYTES = 8192               # per-thread staging buffer of the write-combining stream
+STAGE_BYTES = 16 << 10           # per-thread staging buffer of the write-combining stream
 PREFETCH_ROWS = 8                # rows of up to PREFETCH_ROW_BYTES: prefetch this far ahead
 PREFETCH_ROW_BYTES = 4096
 CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads) each
@@ -101,10 +119,12 @@ def _default_threads() -> int:
         try:
             n = int(env)
         except ValueError:
-            raise ValueError(f"REARRANGE_NUM_THREADS={env!r}: expected a positive integer") from None
-        if n < 1:
-            raise ValueError(f"REARRANGE_NUM_THREADS={env!r}: expected a positive integer")
-        return n
+            n = 0
+        if n >= 1:
+            return n
+        import warnings
+        warnings.warn(f"REARRANGE_NUM_THREADS={env!r} is not a positive integer; ignored",
+                      RuntimeWarning, stacklevel=2)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -192,7 +212,7 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     group = itemsize // u
     dims = [(n, s // u) for n, s in zip(shape, strides) if n > 1]
     if group > 1:
-        dims = [(n, s * 1) for n, s in dims] + [(group, 1)]
+        dims.append((group, 1))           # an item as `group` consecutive units
     # Fuse dims contiguous in both operands (the destination is C-contiguous, so only the
     # source decides): (n0, s0), (n1, s1) -> (n0 * n1, s1) when s0 == s1 * n1.
     fused: list[list[int]] = []
@@ -263,9 +283,9 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
                                         f"(stride 1): rows of {fshape[-1] * u} B")
     if min(na, nb) <= SMALL_DIM:
         if na <= nb:   # short source-fastest dim: deinterleave, long rows of the destination
-            ta, tb = na, min(nb, max(64, TILE_BYTES // (u * na)))
+            ta, tb = na, min(nb, max(64, PANEL_BYTES // (u * na) // 16 * 16))
         else:          # short destination-fastest dim: interleave into an L1-sized block
-            ta, tb = min(na, max(64, TILE_BYTES // (u * nb))), nb
+            ta, tb = min(na, max(64, PANEL_BYTES // (u * nb) // 16 * 16)), nb
         return make("small-inner-dim", (ta, tb),
                     f"source-fastest dim {adim} ({na}) != destination-fastest dim {bdim} "
                     f"({nb}): short dim outermost, {ta}x{tb} panels in L1")
@@ -288,7 +308,7 @@ _REGULAR, _DIRECT_NT, _STAGED_NT = 0, 1, 2
 # Layout of the int64 parameter vector handed to the kernels.
 (_P_KIND, _P_NA, _P_SA, _P_DA, _P_NB, _P_SB, _P_TA, _P_TB, _P_NR, _P_SR, _P_DR, _P_TR,
  _P_ORDER, _P_NT, _P_JSTART, _P_NKB, _P_G, _P_SOFF, _P_DOFF, _P_ITA, _P_ITB, _P_ITR,
- _P_PF, _P_SB2, _P_LEN) = range(25)
+ _P_PF, _P_SB2, _P_STAGE, _P_LEN) = range(26)
 
 _parallel_lock = threading.Lock()
 _parallel_pid: int | None = None   # the process that first ran a parallel region
@@ -390,6 +410,7 @@ def _lower(k: CopyKernel, dmod: int):
         dstr[i] = dstr[i + 1] * shape[i + 1]
     p = [0] * _P_LEN
     p[_P_ITA] = p[_P_ITB] = p[_P_ITR] = -1
+    p[_P_STAGE] = STAGE_BYTES          # the kernel's buffer: the size planned with
     nbytes = math.prod(shape) * u
     nt = nbytes >= NONTEMPORAL_MIN_BYTES
     stage = STAGE_BYTES // u
@@ -1185,12 +1206,11 @@ def _strip_g(d, s, tok, doff, soff, ea, j0, j1, da, nb, sb, sb2, g):
 
 
 @_jit()
-def _panel_simd(d, s, tok, doff, soff, jb, p):
-    """One column block of a tiled transpose: Kb destination columns over the whole
-    source-fastest dim, in register tiles; plus the scalar strips at the edges. Columns
-    run over (b2, b): column j reads source row (j // nb)*sb2 + (j % nb)*sb."""
+def _panel_simd(d, s, tok, doff, soff, jb, na, p):
+    """One column block of a tiled transpose: Kb destination columns over the ``na``
+    rows of the source-fastest dim, in register tiles; plus the scalar strips at the
+    edges. Columns run over (b2, b): column j reads source row (j // nb)*sb2 + (j % nb)*sb."""
     u = _unit(tok)
-    na = p[_P_NA]
     da = p[_P_DA]
     nb = p[_P_NB]
     sb = p[_P_SB]
@@ -1261,10 +1281,10 @@ def _run(lo, hi, d, s, itp, pp, tok):
         doff += r * it[3 + 3 * k]
         rem = q
     u = _unit(tok)
-    stage = np.empty(STAGE_BYTES + LINE, np.uint8)
+    stage = np.empty(p[_P_STAGE] + LINE, np.uint8)
     buf = stage.ctypes.data
     buf += (-buf) % LINE
-    cap = STAGE_BYTES // u
+    cap = p[_P_STAGE] // u
     wst = lo - lo      # runtime zeros: literal ones would type the helpers' calls twice
     wln = lo - lo
     kind = p[_P_KIND]
@@ -1283,7 +1303,7 @@ def _run(lo, hi, d, s, itp, pp, tok):
             wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[_P_SR], p[_P_DR], eb,
                                    p[_P_SB], nt, p[_P_PF], buf, cap, wst, wln)
         elif kind == _SIMD:
-            _panel_simd(d, s, tok, doff, soff, idx[itb], p)
+            _panel_simd(d, s, tok, doff, soff, idx[itb], p[_P_NA], p)
         else:
             ea = p[_P_NA]
             eb = p[_P_NB]
