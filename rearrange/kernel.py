@@ -100,6 +100,7 @@ STAGE_BYTES = 16 << 10           # per-thread staging buffer of the write-combin
 PREFETCH_ROWS = 8                # rows of up to PREFETCH_ROW_BYTES: prefetch this far ahead
 PREFETCH_ROW_BYTES = 4096
 CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads) each
+TILE_PREFETCH_LINES = {1: 2}     # register tiles, per unit: prefetch this many lines ahead
 
 # SIMD tile geometry per unit size: (Ka, Kb) elements — Ka along the source-fastest dim
 # (one vector load per source row), Kb along the destination-fastest dim (one or two
@@ -494,6 +495,7 @@ def _lower(k: CopyKernel, dmod: int):
         p[_P_TA], p[_P_TB] = ka, kb
         p[_P_NT], p[_P_JSTART], p[_P_NKB], p[_P_G] = int(nt), jstart, nkb, g
         p[_P_DOFF] = jstart * g
+        p[_P_PF] = TILE_PREFETCH_LINES.get(u, 0) if g == 1 else 0
     else:  # small-inner-dim, tiled
         bdim = d - 1
         adim = min((i for i in range(bdim) if sstr[i] != 0), key=lambda i: abs(sstr[i]))
@@ -1233,19 +1235,24 @@ def _panel_simd(d, s, tok, doff, soff, jb, na, p):
     sstep = ka * g * u
     da0 = d + doff * u
     sa0 = s + cs * u
-    if g == 1:
-        if p[_P_NT]:
-            for ia in range(nfull):
+    nt = p[_P_NT]
+    pf = p[_P_PF] if split >= kb else 0
+    for ia in range(nfull):
+        if pf and (ia * sstep) % LINE == 0:
+            # The source lines pf lines ahead of this tile: a tile reads kb rows, more
+            # streams than the hardware prefetchers follow.
+            ahead = sa0 + ia * sstep + pf * LINE
+            for r in range(kb):
+                _prefetch(ahead + r * sb * u)
+        if g == 1:
+            if nt:
                 _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 1, True)
-        else:
-            for ia in range(nfull):
+            else:
                 _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 1, False)
-    else:
-        if p[_P_NT]:
-            for ia in range(nfull):
-                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 2, True)
         else:
-            for ia in range(nfull):
+            if nt:
+                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 2, True)
+            else:
                 _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 2, False)
     # Destination rows below the last full tile, for this block's columns.
     rest = na - nfull * ka
