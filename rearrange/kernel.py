@@ -364,16 +364,21 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if kernel.variant == "contiguous-memcpy" and kernel.threads == 1:
         np.copyto(dst, src, casting="no")           # numpy's memcpy: the same thing
         return
+    # Streams into a destination the process has not touched yet (a fresh np.empty of
+    # this size is a new mapping) use regular stores: the page faults have just zeroed
+    # those lines into the caches, so non-temporal stores would only evict them.
+    fresh = (kernel.variant not in ("tiled-transpose", "contiguous-memcpy") and
+             dst.nbytes >= NONTEMPORAL_MIN_BYTES and _untouched(daddr, dst.nbytes))
     if given:       # a plan that is likely to come back: its lowering is kept
-        key = (id(kernel), daddr % LINE)
+        key = (id(kernel), daddr % LINE, fresh)
         low = _lowered.get(key)
         if low is None or low[0] is not kernel:
             if len(_lowered) >= 256:
                 _lowered.clear()
-            low = _lowered[key] = (kernel,) + _lower(kernel, daddr % LINE)
+            low = _lowered[key] = (kernel,) + _lower(kernel, daddr % LINE, fresh)
         _, nwork, threads, itv, pv, tok, fn, ita, pa = low
     else:
-        nwork, threads, itv, pv, tok, fn, ita, pa = _lower(kernel, daddr % LINE)
+        nwork, threads, itv, pv, tok, fn, ita, pa = _lower(kernel, daddr % LINE, fresh)
     if threads > 1 and _parallel_ok() and _parallel_lock.acquire(blocking=False):
         try:
             old = _numba.get_num_threads()
@@ -399,10 +404,39 @@ _plans: dict[tuple, CopyKernel] = {}
 _lowered: dict[tuple[int, int], tuple] = {}
 
 
-def _lower(k: CopyKernel, dmod: int):
+_mincore = None
+
+
+def _untouched(addr: int, nbytes: int) -> bool:
+    """True if the pages in the middle and at the end of [addr, addr + nbytes) are not
+    resident yet (Linux mincore; the first page is not asked: the allocator writes its
+    header there). False where that cannot be known."""
+    global _mincore
+    if _mincore is None:
+        _mincore = False
+        try:
+            import ctypes
+            import mmap
+            f = ctypes.CDLL(None, use_errno=True).mincore
+            f.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+            f.restype = ctypes.c_int
+            _mincore = (f, ctypes.create_string_buffer, mmap.PAGESIZE)
+        except (OSError, AttributeError, ImportError):
+            pass
+    if not _mincore:
+        return False
+    f, make, page = _mincore
+    for a in (addr + nbytes // 2, addr + nbytes - 1):
+        vec = make(1)
+        if f(a - a % page, page, vec) != 0 or vec.raw[0] & 1:
+            return False
+    return True
+
+
+def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
     """A plan as the kernels' iteration space and parameters, for a destination at an
-    address = dmod (mod LINE): (work units, threads, iteration dims, parameters, unit
-    token, _run's address, the two arrays' addresses)."""
+    address = dmod (mod LINE), untouched (``fresh``) or not: (work units, threads,
+    iteration dims, parameters, unit token, _run's address, the two arrays' addresses)."""
     u = k.unit_bytes
     shape, sstr = k.fused_shape, k.src_strides
     d = len(shape)
@@ -413,7 +447,7 @@ def _lower(k: CopyKernel, dmod: int):
     p[_P_ITA] = p[_P_ITB] = p[_P_ITR] = -1
     p[_P_STAGE] = STAGE_BYTES          # the kernel's buffer: the size planned with
     nbytes = math.prod(shape) * u
-    nt = nbytes >= NONTEMPORAL_MIN_BYTES
+    nt = nbytes >= NONTEMPORAL_MIN_BYTES and not fresh
     stage = STAGE_BYTES // u
     it: list[int] = []          # iteration dims: (count, src step, dst step) triples
 

@@ -285,6 +285,67 @@ def test_thread_default_from_environment() -> None:
                    REARRANGE_NUM_THREADS="3") == "3"
 
 
+def test_concurrent_copies_from_python_threads(monkeypatch) -> None:
+    """Two Python threads copying at once: one may run its copy single-threaded, both
+    results are right."""
+    import threading
+
+    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
+    monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
+    xs = [random_array((300, 400), np.float32, np.random.default_rng(i)) for i in range(2)]
+    outs = [np.empty((400, 300), np.float32) for _ in xs]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(50):
+                K.copy_into(outs[i], xs[i].T, K.plan_copy((400, 300), xs[i].T.strides, 4,
+                                                          threads=2))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for x, out in zip(xs, outs):
+        assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
+
+
+def test_copy_in_a_forked_child_after_a_parallel_copy() -> None:
+    """OpenMP does not survive fork: the child copies single-threaded, and does not hang."""
+    code = """
+import os, sys, numpy as np, rearrange.kernel as K
+x = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)
+out = np.empty((1024, 1024), np.float32)
+K.copy_into(out, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
+pid = os.fork()
+if pid == 0:
+    o = np.empty_like(out)
+    K.copy_into(o, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
+    os._exit(0 if (o == x.T).all() else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": root})
+    assert out.stdout.strip() == "0", out.stderr
+
+
+def test_untouched_destination_is_detected() -> None:
+    """A fresh large np.empty is a new mapping: its pages are not resident until written
+    (streams then use regular stores). Where mincore is unavailable: always False."""
+    a = np.empty(64 << 20, np.uint8)
+    addr = a.__array_interface__["data"][0]
+    fresh = K._untouched(addr, a.nbytes)
+    a[...] = 1
+    assert not K._untouched(addr, a.nbytes)
+    assert fresh or not sys.platform.startswith("linux")
+
+
 def test_warmup_compiles_every_unit_size() -> None:
     done = K.warmup()
     assert {"_run[uint8]", "_run[uint16]", "_run[uint32]", "_run[uint64]"} <= set(done)
