@@ -51,14 +51,15 @@ SUITES = ("overhead", "coldstart", "cases", "scaling")
 KIB, MIB = 2**10, 2**20
 
 SIZES = {
-    # threads, modes, samples, seconds per sample, scaling sizes, cold-start repeats,
-    # overhead calls per sample and samples, scaling samples
+    # threads, modes, samples, seconds per sample, scaling sizes, cold-start repeats (with
+    # numba's disk cache; with an empty one), overhead calls per sample and samples,
+    # scaling samples
     "full": suites.Config("full", (1, 2), ("alloc", "prealloc"), 12, 0.02,
-                          tuple(4 * KIB * 2**k for k in range(18)), 7, 20000, 7, 8),
+                          tuple(4 * KIB * 2**k for k in range(18)), 7, 5, 20000, 7, 8),
     "quick": suites.Config("quick", (1, 2), ("alloc", "prealloc"), 5, 0.003,
-                           tuple(4 * KIB * 4**k for k in range(6)), 3, 2000, 3, 3),
+                           tuple(4 * KIB * 4**k for k in range(6)), 3, 1, 2000, 3, 3),
     "smoke": suites.Config("smoke", (1, 2), ("alloc", "prealloc"), 1, 0.0005,
-                           (4 * KIB, 64 * KIB), 1, 200, 2, 1),
+                           (4 * KIB, 64 * KIB), 1, 0, 200, 2, 1),
 }
 
 

@@ -34,6 +34,7 @@ class Config:
     min_sample: float               # seconds per sample (calls are batched up to this)
     scaling_sizes: tuple[int, ...]  # input bytes of the scaling sweep
     coldstart_repeats: int
+    coldstart_empty_cache_repeats: int  # fresh processes that compile the kernel from scratch
     overhead_number: int
     overhead_repeat: int
     scaling_rounds: int             # samples per contender and size in the scaling sweep
@@ -188,7 +189,8 @@ def run_scaling(config: Config, libs: dict[str, Any], log: Log) -> list[dict[str
 # ---------------------------------------------------------------------- cold start
 
 # Runs in a fresh interpreter: import numpy, import the library, a first call that only
-# builds a view, then a first call that copies (where a JIT kernel would compile).
+# builds a view, then a first call that copies: a 4 MiB transpose, big enough for
+# rearrange's copy kernel (compiled, or loaded from numba's disk cache, right there).
 _COLD_SCRIPT = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -197,12 +199,13 @@ t1 = time.perf_counter()
 {import_line}
 t2 = time.perf_counter()
 x = np.arange(2 * 8 * 128 * 64, dtype=np.float32).reshape(2, 8, 128, 64)
+y = np.arange(1024 * 1024, dtype=np.float32).reshape(1024, 1024)
 t3 = time.perf_counter()
 v = {call}(x, "b h t d -> b h (t d)")
 t4 = time.perf_counter()
-c = {call}(x, "b h t d -> b t (h d)")
+c = {call}(y, "h w -> (w h)")
 t5 = time.perf_counter()
-assert np.shares_memory(v, x) and not np.shares_memory(c, x)
+assert np.shares_memory(v, x) and not np.shares_memory(c, y)
 print(json.dumps({{"import_numpy": t1 - t0, "import": t2 - t1, "first_call": t4 - t3,
                   "first_copy": t5 - t4, "numba_loaded": "numba" in sys.modules,
                   "torch_loaded": "torch" in sys.modules}}))
@@ -223,10 +226,14 @@ def run_coldstart(config: Config, libs: dict[str, Any], log: Log) -> list[dict[s
     package_root = str(Path(libs["rearrange"].__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     names = [n for n in COLD_CONTENDERS if n.startswith("rearrange") or libs.get(n) is not None]
+    if not config.coldstart_empty_cache_repeats:
+        names = [n for n in names if not COLD_CONTENDERS[n][2]]
     runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
-    for _ in range(config.coldstart_repeats):
+    for repeat in range(config.coldstart_repeats):
         for name in names:
             import_line, call, empty_cache = COLD_CONTENDERS[name]
+            if empty_cache and repeat >= config.coldstart_empty_cache_repeats:
+                continue  # seconds of compilation each: fewer of these
             script = _COLD_SCRIPT.format(import_line=import_line, call=call)
             with tempfile.TemporaryDirectory(prefix="bench-numba-cache-") as cache:
                 child_env = {**env, "NUMBA_CACHE_DIR": cache} if empty_cache else env

@@ -131,12 +131,12 @@ def coldstart_markdown(records: list[dict[str, Any]]) -> str:
                    f"{m['process']['median_s'] * 1e3:.0f} ms | {'yes' if r['numba_loaded'] else 'no'} |")
     numpy_import = [r["metrics"]["import_numpy"]["median_s"] for r in records]
     if numpy_import:
-        repeats = records[0]["repeats"]
+        repeats = ", ".join(f"{r['repeats']} ({r['contender']})" for r in records)
         out.append("")
-        out.append(f"Medians of {repeats} fresh interpreters each, interleaved. `import numpy` "
+        out.append(f"Medians over fresh interpreters: {repeats}, interleaved. `import numpy` "
                    f"(before either, not counted above): {min(numpy_import) * 1e3:.0f} ms. "
                    "First call: `'b h t d -> b h (t d)'` on (2, 8, 128, 64) float32 (a view); "
-                   "first copy: then `'b h t d -> b t (h d)'` (a copy: the kernel's JIT compilation, "
+                   "first copy: then `'h w -> (w h)'` on (1024, 1024) float32 (a 4 MiB copy: the kernel's JIT compilation, "
                    "or its load from numba's disk cache, happens here; \"empty JIT cache\" gives "
                    "each process a fresh `NUMBA_CACHE_DIR`).")
     return "\n".join(out) + "\n"
