@@ -24,6 +24,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import currently_in_test_context, event, given, strategies as st
 
@@ -593,10 +594,27 @@ def run_program(lib: Any, program: Program) -> tuple[Any, Any]:
     return root, x
 
 
+def _overlaps_itself(tensor, key) -> bool:
+    """Do two elements of ``tensor[key]`` live at the same storage position?"""
+    try:
+        target = tensor[key].layout
+    except Exception:  # noqa: BLE001 - the write itself reports bad keys
+        return False
+    positions = np.zeros(target.shape, dtype=np.int64) + target.offset
+    for dim, (size, stride) in enumerate(zip(target.shape, target.strides)):
+        shape = [1] * target.ndim
+        shape[dim] = size
+        positions = positions + (np.arange(size) * stride).reshape(shape)
+    return np.unique(positions).size < positions.size
+
+
 def write_side_by_side(write: Write) -> None:
     (their_root, theirs), (our_root, ours) = (run_program(lib, write.program)
                                               for lib in (torch, rearrange))
     assert state(ours) == state(theirs)
+    # A target whose elements share memory (as_strided with overlap) has no defined
+    # result when torch accepts the write: torch and numpy write in different orders.
+    overlapping = _overlaps_itself(ours, write.key)
     their_error = our_error = None
     try:
         theirs[write.key] = make_value(torch, write.value)
@@ -609,6 +627,9 @@ def write_side_by_side(write: Write) -> None:
     assert (their_error is None) == (our_error is None), (their_error, our_error)
     if their_error is not None:
         assert_same_error("the write", their_error, our_error)
+    if overlapping and their_error is None:
+        event("write into a self-overlapping view: values not compared")
+        return
     # The write shows in the root exactly when torch's does (views), never through copies.
     assert state(our_root) == state(their_root)
     assert state(ours) == state(theirs)
