@@ -178,8 +178,11 @@ def plan_copy(
 ) -> CopyKernel:
     """Plan the copy of a strided source (shape, byte strides) into a C-contiguous array.
 
-    Pure and cheap (no numba, no data). Assumes both buffers are aligned to the unit;
-    ``copy_into`` re-plans with a smaller unit for buffers that are not.
+    Pure and cheap (no numba, no data, ~5 µs). ``dtype_kind`` is numpy's ``dtype.kind``;
+    pass ``"O"`` for every dtype that holds Python objects (``dtype.hasobject``, also
+    structured ones): those are copied by numpy. ``threads`` defaults to
+    :func:`get_num_threads`. Assumes both buffers are aligned to the unit; ``copy_into``
+    re-plans with a smaller unit for buffers that are not.
 
     >>> k = plan_copy((4096, 4096), (4, 16384), 4)     # a float32 transpose
     >>> k.variant, k.fused_shape, k.src_strides, k.tile
