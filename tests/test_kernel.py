@@ -181,6 +181,37 @@ def test_hypothesis_layouts(src, threads, small_thresholds) -> None:
     assert_copies(src)
 
 
+@st.composite
+def transposed_views(draw):
+    """Views that reach the register-tile transpose: two long dims (odd sizes, not tile
+    multiples), the source-contiguous one not last, plus short outer dims, step slices
+    and reversal on the other dims, and any alignment."""
+    dtype = np.dtype(draw(st.sampled_from(HYP_DTYPES)))
+    long_ = st.integers(16, 300)
+    rows, cols = draw(long_), draw(long_)
+    extra = draw(st.lists(st.integers(1, 4), max_size=2))
+    shape = extra + [rows, cols]
+    step = draw(st.sampled_from([1, 1, 2, -1]))
+    offset = draw(st.sampled_from([0, 0, 1, 2, 4]))
+    base = list(shape)
+    base[-2] *= abs(step)
+    nbytes = math.prod(base) * dtype.itemsize
+    raw = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).integers(
+        0, 256, nbytes + 8, dtype=np.uint8)
+    x = raw[offset:offset + nbytes].view(dtype).reshape(base)
+    x = x[..., ::step, :][..., :rows, :]
+    perm = list(draw(st.permutations(range(len(shape)))))
+    if perm[-1] == len(shape) - 1:                  # keep the contiguous dim off the end
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+    return x.transpose(perm)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(src=transposed_views())
+def test_hypothesis_transposes(src, threads, small_thresholds) -> None:
+    assert_copies(src)
+
+
 # ---------------------------------------------------------------------- the plan
 
 def test_plan_transpose_tiles_fastest_dims() -> None:
