@@ -213,21 +213,7 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
         if n > 1:
             bits |= _lowbit(s)
     u = min(_lowbit(bits), 8)
-    group = itemsize // u
-    dims = [(n, s // u) for n, s in zip(shape, strides) if n > 1]
-    if group > 1:
-        dims.append((group, 1))           # an item as `group` consecutive units
-    # Fuse dims contiguous in both operands (the destination is C-contiguous, so only the
-    # source decides): (n0, s0), (n1, s1) -> (n0 * n1, s1) when s0 == s1 * n1.
-    fused: list[list[int]] = []
-    for n, s in reversed(dims):
-        if fused and fused[-1][1] * fused[-1][0] == s:
-            fused[-1][0] *= n
-        else:
-            fused.append([n, s])
-    fused.reverse()
-    fshape = tuple(n for n, _ in fused)
-    fstr = tuple(s for _, s in fused)
+    fshape, fstr = _fuse(shape, strides, itemsize, u)
 
     def make(variant, tile, reason, min_threads_bytes=THREAD_MIN_BYTES):
         t = max(1, min(threads, nbytes // min_threads_bytes))
@@ -299,6 +285,24 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     return make("tiled", (min(t, na), min(t, nb)),
                 f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim {bdim}:"
                 f" {t}x{t} scalar tiles ({t * t * u // 1024} KiB) through L1")
+
+
+def _fuse(shape, strides, itemsize, u):
+    """(shape, strides) in units of u, size-1 dims dropped, an item of itemsize > u as an
+    innermost dim of consecutive units, and dims contiguous in both operands fused (the
+    destination is C-contiguous, so only the source decides): (n0, s0), (n1, s1) ->
+    (n0 * n1, s1) when s0 == s1 * n1."""
+    dims = [(n, s // u) for n, s in zip(shape, strides) if n > 1]
+    if itemsize > u:
+        dims.append((itemsize // u, 1))
+    fused: list[list[int]] = []
+    for n, s in reversed(dims):
+        if fused and fused[-1][1] * fused[-1][0] == s:
+            fused[-1][0] *= n
+        else:
+            fused.append([n, s])
+    fused.reverse()
+    return tuple(n for n, _ in fused), tuple(s for _, s in fused)
 
 
 # ---------------------------------------------------------------------------- execution
@@ -373,9 +377,18 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     fresh = (kernel.variant not in ("tiled-transpose", "contiguous-memcpy") and
              dst.nbytes >= NONTEMPORAL_MIN_BYTES and _untouched(daddr, dst.nbytes))
     if given:       # a plan that is likely to come back: its lowering is kept
-        key = (id(kernel), daddr % LINE, fresh)
+        key = (id(kernel), daddr % LINE, fresh, src.shape, src.strides)
         low = _lowered.get(key)
         if low is None or low[0] is not kernel:
+            # A plan for another layout would read outside the source: checked once per
+            # (plan, layout), here where the lowering is made.
+            u = kernel.unit_bytes
+            if any(s % u for n, s in zip(src.shape, src.strides) if n > 1) or _fuse(
+                    src.shape, src.strides, dtype.itemsize, u) != (
+                    kernel.fused_shape, kernel.src_strides):
+                raise ValueError(f"copy_into: the plan ({kernel.fused_shape}, strides "
+                                 f"{kernel.src_strides} in {u}-byte units) is not for this "
+                                 f"source {src.shape}, strides {src.strides}")
             if len(_lowered) >= 256:
                 _lowered.clear()
             low = _lowered[key] = (kernel,) + _lower(kernel, daddr % LINE, fresh)

@@ -282,6 +282,10 @@ def test_copy_into_checks_arguments() -> None:
         K.copy_into(np.empty((4, 3)).T, x)
     with pytest.raises(TypeError):
         K.copy_into([0], x)
+    y = np.zeros((300, 400), np.float32)
+    wrong = K.plan_copy((400, 300), (4, 1200), 4)          # y.T would have (4, 1600)
+    with pytest.raises(ValueError, match="not for this source"):
+        K.copy_into(np.empty((400, 300), np.float32), y.T, wrong)
 
 
 # ---------------------------------------------------------------------- threads, import
