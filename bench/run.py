@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import subprocess
@@ -33,11 +34,12 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # run as `python bench/run.py` or imported by a test
     sys.path.insert(0, str(BENCH))
 
-# Idle OpenMP workers (torch's, numba's) spin for a while after each parallel call; taking
-# turns, that spinning steals the cores from whichever contender runs next (torch at two
-# threads ran 50x slower after another library's parallel call here). So every contender's
-# workers sleep when idle, unless --spin keeps the libraries' defaults. This must be set
-# before torch or numba start their thread pools, hence before any import of them.
+# Idle OpenMP workers (torch's, numba's) spin for a while after each parallel call. On a
+# shared machine a spinning pool competes with the other jobs and with whichever contender
+# runs next (under load, torch's 2-thread copy of a 1 MiB permuted array took 2-4 ms here
+# instead of 40 us). So idle workers sleep, unless --spin keeps the libraries' default;
+# sleeping costs each parallel region a wake-up (tens of us). This must be set before
+# torch or numba start their thread pools, hence before any import of them.
 if "--spin" not in sys.argv:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -48,6 +50,7 @@ import tables  # noqa: E402
 from overhead import _import_rearrange, format_markdown as overhead_markdown, run_overhead  # noqa: E402
 
 SUITES = ("overhead", "coldstart", "cases", "scaling")
+DEFAULT_OUT = BENCH / "results"
 KIB, MIB = 2**10, 2**20
 
 SIZES = {
@@ -174,17 +177,77 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="only cases whose name, dtype or pattern contains this text")
     parser.add_argument("--rounds", type=int, default=None,
                         help="samples per contender, at least (12; --quick 5)")
-    parser.add_argument("--out", type=Path, default=BENCH / "results", help="output directory")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
     parser.add_argument("--name", default=None,
                         help="output file stem (default: latest, quick or smoke)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--render", type=Path, metavar="JSON",
+                        help="no run: tables and plots again from a run's JSON, next to it")
     parser.add_argument("--spin", action="store_true",
                         help="leave OMP_WAIT_POLICY unset: idle OpenMP workers spin (default: PASSIVE)")
     return parser.parse_args(argv)
 
 
+def dump_json(result: dict[str, Any]) -> str:
+    """Compact JSON; samples to 5 significant digits (timer noise is far above that)."""
+    def rounded(value: Any, key: str = "") -> Any:
+        if isinstance(value, dict):
+            return {k: rounded(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            if key == "samples_s":
+                return [float(f"{v:.5g}") for v in value]
+            return [rounded(v) for v in value]
+        return value
+    return json.dumps(rounded(result), separators=(",", ":"), default=str)
+
+
+def suite_markdown(suite: str, records: list[dict[str, Any]]) -> list[str]:
+    if suite == "overhead":
+        return ["## overhead: warm calls on tiny arrays", "", overhead_markdown(records)]
+    if suite == "coldstart":
+        return ["## cold start", "", tables.coldstart_markdown(records)]
+    if suite == "cases":
+        return ["## cases", "", tables.case_list_markdown(records), tables.cases_markdown(records)]
+    return ["## scaling", "", tables.scaling_markdown(records)]
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"# rearrange benchmarks ({result['config']['size']})", "",
+             tables.machine_markdown(result["machine"]), ""]
+    for suite in SUITES:
+        if suite in result["records"]:
+            lines.extend(suite_markdown(suite, result["records"][suite]) + [""])
+    return "\n".join(lines) + "\n"
+
+
+def render(path: Path, out: Path | None, name: str | None, no_plot: bool) -> int:
+    """Tables and plots again from a run's JSON (ratios recomputed from its samples)."""
+    result = json.loads(path.read_text())
+    for suite in ("cases", "scaling"):
+        for record in result["records"].get(suite, []):
+            suites.add_ratios(record)
+    for record in result["records"].get("overhead", []):
+        us = record["us"]
+        if "numpy" in us:  # ratios of the medians, as the overhead suite computes them
+            record["ra_over_numpy"] = us["rearrange"] / us["numpy"]
+            record["einops_over_ra"] = us["einops"] / us["rearrange"] if "einops" in us else math.nan
+    out = out or path.parent
+    name = name or path.stem
+    out.mkdir(parents=True, exist_ok=True)
+    result.pop("plots", None)
+    if not no_plot:
+        result["plots"] = make_plots(result, out, name, print)
+    (out / f"{name}.json").write_text(dump_json(result))
+    (out / f"{name}.md").write_text(markdown(result))
+    print(f"rendered {out / name}.md, .json" + "".join(f", {p}" for p in result.get("plots", [])))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render:
+        return render(args.render, args.out if args.out != DEFAULT_OUT else None, args.name,
+                      args.no_plot)
     size = "quick" if args.quick else "smoke" if args.smoke else "full"
     config = SIZES[size]
     if args.threads:
@@ -211,15 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"machine": machine, "config": asdict(config), "suites": chosen,
                               "records": {}}
     json_path, md_path = args.out / f"{name}.json", args.out / f"{name}.md"
-    sections = [f"# rearrange benchmarks ({size})", "", tables.machine_markdown(machine), ""]
 
     def save() -> None:
         machine["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
         result["elapsed_s"] = time.perf_counter() - started
-        json_path.write_text(json.dumps(result, indent=1, default=str))
-        md_path.write_text("\n".join(sections) + "\n")
+        json_path.write_text(dump_json(result))
+        md_path.write_text(markdown(result))
 
-    print("\n".join(sections), flush=True)
+    print(markdown(result), flush=True)
     for suite in SUITES:  # a fixed order: cheap suites first
         if suite not in chosen:
             continue
@@ -227,25 +289,17 @@ def main(argv: list[str] | None = None) -> int:
         suite_started = time.perf_counter()
         if suite == "overhead":
             records = run_overhead(config.overhead_number, config.overhead_repeat, libs, log)
-            text = ["## overhead: warm calls on tiny arrays", "", overhead_markdown(records)]
         elif suite == "coldstart":
             records = suites.run_coldstart(config, libs, log)
-            text = ["## cold start", "", tables.coldstart_markdown(records)]
         elif suite == "cases":
             records = suites.run_cases(config, libs, log)
-            text = ["## cases", "", tables.case_list_markdown(records),
-                    tables.cases_markdown(records)]
         else:
             records = suites.run_scaling(config, libs, log)
-            text = ["## scaling", "", tables.scaling_markdown(records)]
         result["records"][suite] = records
         log(f"== {suite}: {time.perf_counter() - suite_started:.1f} s")
-        sections.extend(text + [""])
-        print("\n".join(text), flush=True)
+        print("\n".join(suite_markdown(suite, records) + [""]), flush=True)
         save()
 
-    machine["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
-    sections[2] = tables.machine_markdown(machine)
     if not args.no_plot:
         result["plots"] = make_plots(result, args.out, name, log)
     save()
