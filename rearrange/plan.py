@@ -23,7 +23,7 @@ from typing import IO, Any, Callable, Mapping
 
 from .errors import RearrangeError
 from .layout import Layout
-from .recipe import ELLIPSIS_PREFIX, Recipe, solve_lengths
+from .recipe import Recipe, solve_lengths
 
 __all__ = ["Step", "Plan", "plan_rearrange"]
 
@@ -210,7 +210,7 @@ def plan_rearrange(
                 current = current.squeeze(dim)
             elif len(group) > 1:
                 current = current.split(dim, tuple(lengths[i] for i in group))
-        parts = [f"{_spell(recipe, g)} -> {' '.join(names[i] for i in g)}"
+        parts = [f"{recipe.group_text(g)} -> {' '.join(names[i] for i in g)}"
                  for g in recipe.input_groups if len(g) > 1]
         units = sum(1 for g in recipe.input_groups if not g)
         if units:
@@ -236,7 +236,7 @@ def plan_rearrange(
         if obstacle is not None:
             outer, inner = obstacle
             obstacles.append(
-                f"cannot merge {_spell(recipe, group)}: "
+                f"cannot merge {recipe.group_text(group)}: "
                 f"stride({names[order[outer]]})={current.strides[outer]} != "
                 f"stride({names[order[inner]]})*size({names[order[inner]]})="
                 f"{current.strides[inner] * current.shape[inner]}"
@@ -251,7 +251,7 @@ def plan_rearrange(
         merged = current.try_view(output_shape)
         if merged is None:  # pragma: no cover - the merge test above is exact
             raise AssertionError(f"planner bug: no view for {output_shape} from {current}")
-        parts = [f"compose {_spell(recipe, g)}" for g in recipe.output_groups if len(g) > 1]
+        parts = [f"compose {recipe.group_text(g)}" for g in recipe.output_groups if len(g) > 1]
         units = sum(1 for g in recipe.output_groups if not g)
         if units:
             parts.append(f"insert {units} unit dim{'s' if units > 1 else ''}")
@@ -283,11 +283,6 @@ def plan_rearrange(
         stride_unit=stride_unit,
     )
 
-
-def _spell(recipe: Recipe, group: tuple[int, ...]) -> str:
-    if not group:
-        return "()"
-    return "(" + " ".join(recipe.axes[i].name for i in group) + ")"
 
 
 # ---------------------------------------------------------------------- printing
