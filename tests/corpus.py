@@ -14,13 +14,14 @@ import pytest
 CORPUS_PATH = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "einops_patterns.jsonl"
 
 
-def load(op: str) -> list:
-    """``pytest.param`` per corpus line of ``op``, with the line number as id."""
+def load(op: str, kind: str = "example") -> list:
+    """``pytest.param`` per corpus line of ``op`` that has ``kind`` ("example": a valid
+    call with its shapes; "example_error": the error einops raised), id = line number."""
     if not CORPUS_PATH.exists():
         return [pytest.param(None, marks=pytest.mark.skip(reason=f"{CORPUS_PATH} not found"))]
     params = []
     for number, line in enumerate(CORPUS_PATH.read_text().splitlines(), 1):
         entry = json.loads(line)
-        if entry["op"] == op:
+        if entry["op"] == op and kind in entry:
             params.append(pytest.param(entry, id=f"line{number}"))
     return params
