@@ -58,6 +58,29 @@ from .tensor import (
 
 __version__ = "0.1.0"
 
+# Operations defined in their own modules, imported on first use (``rearrange.pack``,
+# ``from rearrange import einsum``): ``import rearrange`` stays as light as it is.
+_LAZY = {
+    "pack": "packing", "unpack": "packing",
+    "parse_shape": "shapes", "check_shape": "shapes",
+    "einsum": "contraction",
+}
+
+
+def __getattr__(name: str):
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'rearrange' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module_name}", __name__), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY})
+
 __all__ = [
     "rearrange", "explain", "compile", "cache_info", "cache_clear", "CompiledRearrange",
     "Plan", "Step", "set_num_threads", "get_num_threads",
