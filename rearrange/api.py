@@ -1,7 +1,7 @@
 """The public operations: ``rearrange``, ``explain``, ``compile`` and the caches.
 
 Data flow (see DESIGN.md): pattern text --parse--> TransformPattern (cached by text)
---build_recipe--> Recipe (cached by pattern and rank) --plan_rearrange--> Plan, lowered
+--build_recipe--> Recipe (cached by pattern and rank) --plan_transform--> Plan, lowered
 to a runner for the input's array type (cached by pattern, shape, strides, axis lengths
 and ``copy``). A warm call is one dict lookup plus the array calls of the plan.
 """
@@ -18,7 +18,7 @@ from . import kernel
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import _parse_transform_cached, parse_transform
-from .plan import Plan, plan_rearrange
+from .plan import Plan, plan_transform
 from .recipe import build_recipe
 from .tensor import Storage, Tensor, _dtype
 
@@ -103,15 +103,20 @@ def _numpy_layout(array: np.ndarray) -> tuple[Layout, str]:
     return Layout(array.shape, array.strides, 0), "bytes"
 
 
-def _context(pattern: str, shape: Sequence[int] | None, axes_lengths: Mapping[str, Any]) -> str:
+_GERUND = {"rearrange": "rearranging", "reduce": "reducing", "repeat": "repeating"}
+
+
+def _context(pattern: str, shape: Sequence[int] | None, axes_lengths: Mapping[str, Any],
+             op: str = "rearrange") -> str:
     lengths = "{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}"
     where = "" if shape is None else f"input shape {tuple(shape)}, "
-    return f"  while rearranging with pattern '{pattern}': {where}axis lengths {lengths}"
+    return f"  while {_GERUND[op]} with pattern '{pattern}': {where}axis lengths {lengths}"
 
 
 def _plan_for(
     pattern: str, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
     dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
+    op: str = "rearrange", reduction: str | None = None,
 ) -> Plan:
     """Parse, recipe and plan, with every PatternError given the call's context."""
     if not isinstance(pattern, str):
@@ -127,13 +132,14 @@ def _plan_for(
             return kernel.plan_copy(source.shape, tuple(s * scale for s in source.strides),
                                     itemsize, kind)
     try:
-        parsed = parse_transform(pattern, "rearrange")
+        parsed = parse_transform(pattern, op)
         recipe = build_recipe(parsed, layout.ndim)
-        return plan_rearrange(recipe, layout, axes_lengths, copy=copy, dtype=dtype,
-                              itemsize=itemsize, stride_unit=stride_unit,
-                              describe_copy=describe_copy)
+        return plan_transform(recipe, layout, axes_lengths, op=op, reduction=reduction,
+                              copy=copy, dtype=dtype, itemsize=itemsize,
+                              stride_unit=stride_unit, describe_copy=describe_copy)
     except PatternError as error:
-        raise PatternError(f"{error}\n{_context(pattern, layout.shape, axes_lengths)}") from None
+        raise PatternError(
+            f"{error}\n{_context(pattern, layout.shape, axes_lengths, op)}") from None
 
 
 def _refuse_copy(plan: Plan) -> NoViewError:

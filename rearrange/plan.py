@@ -7,7 +7,9 @@ Planning is pure metadata — no numpy, numba or torch here. For ``rearrange`` a
     copy       (copy)  only when some output group cannot merge by strides
     merge      (view)  output groups composed, unit dims inserted
 
-with steps that would change nothing left out. The one proof the planner owes: a copy
+with steps that would change nothing left out; ``reduce`` adds a reduction of the
+trailing axes after the permute, ``repeat`` adds stride-0 axes (unsqueeze + expand)
+before the merge (see :func:`plan_transform`). The one proof the planner owes: a copy
 step is present **iff** some output group fails the merge test
 ``stride(i) == stride(j) * size(j)`` for consecutive non-unit axes ``i, j`` (see
 :meth:`Layout.merge_obstacle`); then no strides whatsoever can express the result,
@@ -25,24 +27,33 @@ from .errors import RearrangeError
 from .layout import Layout
 from .recipe import Recipe, solve_lengths
 
-__all__ = ["Step", "Plan", "plan_rearrange"]
+__all__ = ["Step", "Plan", "plan_transform"]
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
     """One Tensor-style operation of a plan and the layout it produces."""
 
-    op: str                      # split | permute | copy | merge
+    op: str                      # split | permute | reduce | expand | copy | merge
     layout: Layout               # the layout after this step
-    is_copy: bool
+    is_copy: bool                # the one step that copies data into a fresh array
     reason: str                  # why this step is (or can stay) a view, or needs a copy
-    args: tuple[int, ...] = ()   # split/merge: the new shape; permute: the dim order
+    args: tuple[int, ...] = ()   # split/merge/expand: the new shape; permute: the dim
+                                 # order; reduce: the reduced (trailing) dims
     kernel: Any = None           # copy: how the executor copies (rearrange.kernel.CopyKernel)
+
+    @property
+    def kind(self) -> str:
+        """``view`` (metadata only), ``copy`` (moves data) or ``compute`` (a reduction
+        writes new values into a fresh array)."""
+        if self.is_copy:
+            return "copy"
+        return "compute" if self.op == "reduce" else "view"
 
     def to_dict(self) -> dict[str, Any]:
         data = {
             "op": self.op,
-            "kind": "copy" if self.is_copy else "view",
+            "kind": self.kind,
             "args": list(self.args),
             "shape": list(self.layout.shape),
             "strides": list(self.layout.strides),
@@ -80,13 +91,14 @@ class Plan:
     steps: tuple[Step, ...]
     copy_requested: bool | None = None
     stride_unit: str = "elements"
+    reduction: str | None = None   # reduce: the reduction's name (a callable's __name__)
 
     # ------------------------------------------------------------------ summary
 
     @property
     def is_view(self) -> bool:
-        """True when the result shares the input's memory (no copy step)."""
-        return not any(step.is_copy for step in self.steps)
+        """True when the result shares the input's memory (no copy, no reduction)."""
+        return all(step.kind == "view" for step in self.steps)
 
     @property
     def copies(self) -> int:
@@ -94,7 +106,13 @@ class Plan:
 
     @property
     def views(self) -> int:
-        return sum(not step.is_copy for step in self.steps)
+        return sum(step.kind == "view" for step in self.steps)
+
+    @property
+    def read_only(self) -> bool:
+        """True when the result is a view that must not be written: repeat's views,
+        whose broadcast (stride-0) axes would alias writes silently."""
+        return self.op == "repeat" and self.is_view
 
     @property
     def copy_reason(self) -> str | None:
@@ -128,6 +146,8 @@ class Plan:
             "copies": self.copies,
             "bytes_moved": self.bytes_moved,
             "copy_requested": self.copy_requested,
+            "reduction": self.reduction,
+            "read_only": self.read_only,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -142,30 +162,69 @@ class Plan:
     def to_source(self, library: str = "numpy", name: str = "x") -> str:
         """The same computation as plain library calls on a variable ``name``.
 
-        ``"numpy"`` gives ``reshape``/``transpose`` calls, ``"torch"`` gives
-        ``view``/``permute``/``reshape``; where the plan copies, the merging ``reshape``
-        is the call that copies (and ``copy=True`` adds an explicit copy).
+        ``"numpy"`` gives ``reshape``/``transpose`` calls (``np.broadcast_to`` for
+        repeat, the reduction's method for reduce), ``"torch"`` gives
+        ``view``/``permute``/``reshape``/``expand`` and torch reductions; where the plan
+        copies, the merging ``reshape`` is the call that copies (and ``copy=True`` adds
+        an explicit copy). A callable reduction appears as ``reduction(tensor, dims)``.
         """
         if library not in ("numpy", "torch"):
             raise RearrangeError(f"to_source: library must be 'numpy' or 'torch', got {library!r}")
-        calls = []
+        expr = name
         copying = False
         for step in self.steps:
             if step.op == "copy" and step is not self.steps[-1]:
                 copying = True
                 continue
             if step.op == "copy":
-                calls.append(".copy()" if library == "numpy" else ".clone(memory_format=torch.contiguous_format)")
+                expr += ".copy()" if library == "numpy" else ".clone(memory_format=torch.contiguous_format)"
             elif step.op == "permute":
                 verb = "transpose" if library == "numpy" else "permute"
-                calls.append(f".{verb}({_ints(step.args)})")
+                expr += f".{verb}({_ints(step.args)})"
+            elif step.op == "reduce":
+                expr = _reduction_source(expr, library, self.reduction, step.args,
+                                         step.layout.shape, self.dtype)
+            elif step.op == "expand":
+                expr = (f"np.broadcast_to({expr}, ({_ints(step.args)}))" if library == "numpy"
+                        else f"{expr}.expand({_ints(step.args)})")
             else:
                 verb = "reshape" if library == "numpy" or copying else "view"
-                calls.append(f".{verb}({_ints(step.args)})")
+                expr += f".{verb}({_ints(step.args)})"
                 copying = False
-        if not calls:
-            calls.append(".view()" if library == "numpy" else ".view_as(" + name + ")")
-        return name + "".join(calls)
+        if expr == name:
+            expr += ".view()" if library == "numpy" else ".view_as(" + name + ")"
+        return expr
+
+
+_TORCH_REDUCTIONS = {"min": "amin", "max": "amax"}
+
+
+def _reduction_source(expr: str, library: str, reduction: str | None, dims: tuple[int, ...],
+                      kept_shape: tuple[int, ...], dtype: str | None) -> str:
+    """``expr`` reduced over its trailing ``dims`` by the named reduction."""
+    if reduction not in _REDUCTION_NAMES:  # a callable, by its name
+        return f"reduction({expr}, ({_ints(dims)}))"
+    if library == "numpy":
+        if reduction == "count_nonzero":
+            return f"np.count_nonzero({expr}, axis=({_ints(dims)}))"
+        if reduction == "logsumexp":
+            return f"np.logaddexp.reduce({expr}.reshape({_ints((*kept_shape, -1))}), axis=-1)"
+        if reduction in ("argmax", "argmin"):
+            return f"{expr}.{reduction}(axis={dims[0]})"
+        return f"{expr}.{reduction}(axis=({_ints(dims)}))"
+    if len(dims) > 1:
+        expr += f".flatten({dims[0]})"
+    if reduction in ("mean", "var", "std", "logsumexp") and dtype is not None and (
+            dtype == "bool" or dtype.startswith(("int", "uint"))):
+        expr += ".double()"   # numpy promotes integers to float64 here; torch refuses them
+    method = _TORCH_REDUCTIONS.get(reduction, reduction)
+    extra = ", correction=0" if reduction in ("var", "std") else ""
+    return f"{expr}.{method}(dim=-1{extra})"
+
+
+# The reductions that reduce() accepts by name (plus any callable f(x, axes)).
+_REDUCTION_NAMES = ("min", "max", "sum", "mean", "prod", "any", "all", "var", "std",
+                    "logsumexp", "argmax", "argmin", "count_nonzero")
 
 
 def _ints(values: tuple[int, ...]) -> str:
@@ -180,11 +239,13 @@ def _layout_dict(layout: Layout) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- planning
 
-def plan_rearrange(
+def plan_transform(
     recipe: Recipe,
     layout: Layout,
     axes_lengths: Mapping[str, int],
     *,
+    op: str = "rearrange",
+    reduction: str | None = None,
     copy: bool | None = None,
     dtype: str | None = None,
     itemsize: int | None = None,
@@ -192,6 +253,16 @@ def plan_rearrange(
     describe_copy: Callable[[Layout], Any] | None = None,
 ) -> Plan:
     """Bind ``recipe`` to ``layout``: the fewest view steps, and a copy only if proved.
+
+    The steps, each left out when it would change nothing:
+
+        split      (view)     input dims decomposed into axes, unit dims dropped
+        permute    (view)     kept axes in output order, then the reduced ones
+        reduce     (compute)  reduce: the trailing reduced axes, into a fresh array
+        unsqueeze  (view)     repeat: a size-1 dim where each new axis goes
+        expand     (view)     repeat: the new axes at their lengths, with stride 0
+        copy       (copy)     only when some output group cannot merge by strides
+        merge      (view)     output groups composed, unit dims inserted
 
     ``describe_copy(source_layout)``, supplied by the executor, says how a copy step's
     strided source will be copied (the planner itself knows no kernels).
@@ -202,7 +273,8 @@ def plan_rearrange(
     current = layout
 
     # split: decompose every input dim into its elementary axes (units vanish).
-    elementary_shape = tuple(lengths)
+    left_count = len(recipe.axes) - len(recipe.added)
+    elementary_shape = tuple(lengths[:left_count])
     if elementary_shape != current.shape:
         for dim in range(len(recipe.input_groups) - 1, -1, -1):
             group = recipe.input_groups[dim]
@@ -218,14 +290,49 @@ def plan_rearrange(
         steps.append(Step("split", current, False, "; ".join(parts) + ": always a view",
                           elementary_shape))
 
-    # permute: elementary axes into output order.
+    # permute: kept axes into output order, reduced axes last.
     order = recipe.permutation
     if order != tuple(range(len(order))):
         current = current.permute(order)
-        steps.append(Step(
-            "permute", current, False,
-            "axes to output order " + " ".join(names[i] for i in order), order,
-        ))
+        reason = "axes to output order " + " ".join(names[i] for i in order[:len(order) - len(recipe.reduced)])
+        if recipe.reduced:
+            reason += ", reduced axes last"
+        steps.append(Step("permute", current, False, reason, order))
+
+    # reduce: the trailing axes, into a fresh C-contiguous array of the kept axes.
+    if recipe.reduced:
+        kept = len(order) - len(recipe.reduced)
+        reduced_dims = tuple(range(kept, len(order)))
+        current = Layout.contiguous(current.shape[:kept])
+        reduced_names = " ".join(names[i] for i in recipe.reduced)
+        steps.append(Step("reduce", current, False,
+                          f"{reduction} over {reduced_names}: a new array", reduced_dims))
+
+    # unsqueeze + expand: each new axis of repeat, as a stride-0 dim.
+    axis_order = order[:len(order) - len(recipe.reduced)]   # axes of `current`, in order
+    if recipe.added:
+        added = set(recipe.added)
+        axis_order = tuple(i for group in recipe.output_groups for i in group)
+        shape, strides, source = [], [], iter(zip(current.shape, current.strides))
+        for axis in axis_order:
+            if axis in added:
+                shape.append(1)
+                strides.append(0)
+            else:
+                size, stride = next(source)
+                shape.append(size)
+                strides.append(stride)
+        new_names = " ".join(names[i] for i in recipe.added)
+        current = Layout(tuple(shape), tuple(strides), current.offset)
+        steps.append(Step("unsqueeze", current, False,
+                          f"a size-1 dim for each new axis {new_names}: always a view",
+                          current.shape))
+        expanded = tuple(lengths[i] for i in axis_order)
+        if expanded != current.shape:
+            current = current.expand(expanded)
+            steps.append(Step("expand", current, False,
+                              f"new axes {new_names} repeat with stride 0: a view",
+                              expanded))
 
     # merge: compose output groups; each must pass the stride test or a copy comes first.
     output_shape = tuple(math.prod(lengths[i] for i in g) for g in recipe.output_groups)
@@ -235,10 +342,11 @@ def plan_rearrange(
         obstacle = current.merge_obstacle(position, position + len(group))
         if obstacle is not None:
             outer, inner = obstacle
+            outer_name, inner_name = names[axis_order[outer]], names[axis_order[inner]]
             obstacles.append(
                 f"cannot merge {recipe.group_text(group)}: "
-                f"stride({names[order[outer]]})={current.strides[outer]} != "
-                f"stride({names[order[inner]]})*size({names[order[inner]]})="
+                f"stride({outer_name})={current.strides[outer]} != "
+                f"stride({inner_name})*size({inner_name})="
                 f"{current.strides[inner] * current.shape[inner]}"
             )
         position += len(group)
@@ -255,8 +363,8 @@ def plan_rearrange(
         units = sum(1 for g in recipe.output_groups if not g)
         if units:
             parts.append(f"insert {units} unit dim{'s' if units > 1 else ''}")
-        if obstacles:
-            why = "contiguous after the copy"
+        if obstacles or recipe.reduced and not recipe.added:
+            why = "contiguous after the copy" if obstacles else "contiguous after the reduction"
         elif any(len(g) > 1 for g in recipe.output_groups):
             why = "every group passes the stride test"
         else:
@@ -264,14 +372,14 @@ def plan_rearrange(
         steps.append(Step("merge", merged, False, f"{', '.join(parts)}: {why}", output_shape))
         current = merged
 
-    if copy and not obstacles:
+    if copy and not obstacles and not recipe.reduced:
         kernel = describe_copy(current) if describe_copy else None
         current = Layout.contiguous(current.shape)
         steps.append(Step("copy", current, True, "copy=True: a fresh C-contiguous array",
                           kernel=kernel))
 
     return Plan(
-        op="rearrange",
+        op=op,
         pattern=recipe.pattern.text,
         dtype=dtype,
         itemsize=itemsize,
@@ -281,8 +389,8 @@ def plan_rearrange(
         steps=tuple(steps),
         copy_requested=copy,
         stride_unit=stride_unit,
+        reduction=reduction if recipe.reduced else None,
     )
-
 
 
 # ---------------------------------------------------------------------- printing
@@ -301,6 +409,11 @@ def format_plan(plan: Plan) -> str:
     axes = " ".join(f"{n}={l}" for n, l in plan.axis_lengths) or "(none)"
     if plan.is_view:
         verdict = "view: no data is moved"
+        if plan.read_only:
+            verdict += "; read-only, since repeated elements share memory"
+    elif plan.reduction is not None:
+        verdict = (f"new array: '{plan.reduction}' reduction, {plan.views} view "
+                   f"step{'s' if plan.views != 1 else ''} before and after")
     else:
         moved = plan.bytes_moved
         cost = "" if moved is None else f", {moved:,} bytes moved (read + write)"
@@ -323,7 +436,7 @@ def format_plan(plan: Plan) -> str:
     for number, step in enumerate(plan.steps, 1):
         rows.append((
             str(number), step.op, _fmt_ints(step.layout.shape), _fmt_ints(step.layout.strides),
-            "copy" if step.is_copy else "view", step.reason,
+            step.kind, step.reason,
         ))
     widths = [max(len(row[k]) for row in rows) for k in range(5)]
     lines.append("")

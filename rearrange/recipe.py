@@ -35,23 +35,33 @@ class ElementaryAxis:
 class Recipe:
     """The shape-free meaning of a transform pattern for an input of rank ``ndim``.
 
-    Invariant: ``input_groups`` and ``output_groups`` each mention every elementary
-    axis exactly once (rearrange moves axes, never creates or drops them); an empty
-    group is a unit (size-1) dim.
+    Invariants: ``input_groups`` mentions every axis of the left side exactly once (the
+    first ``len(axes) - len(added)`` axes, in left-side order); ``output_groups``
+    mentions every axis that is not ``reduced`` exactly once. So rearrange has no
+    reduced and no added axes; reduce has reduced axes (left-only, numbers included);
+    repeat has added axes (right-only, numbers included), which come last in ``axes``.
+    An empty group is a unit (size-1) dim.
     """
 
     pattern: TransformPattern
     ndim: int
-    axes: tuple[ElementaryAxis, ...]             # in left-side order
+    axes: tuple[ElementaryAxis, ...]             # left-side axes in order, then added ones
     input_groups: tuple[tuple[int, ...], ...]    # per input dim: indices into axes
     output_groups: tuple[tuple[int, ...], ...]   # per output dim: indices into axes
     input_spans: tuple[tuple[int, int], ...]     # per input dim: its text span
     output_spans: tuple[tuple[int, int], ...]    # per output dim: its text span
+    reduced: tuple[int, ...] = ()                # left-side axes absent from the output
+    added: tuple[int, ...] = ()                  # output axes absent from the input
+    fixed_lengths: tuple[tuple[int, int], ...] = ()  # (axis, length) of numbers like (h 2)
 
     @property
     def permutation(self) -> tuple[int, ...]:
-        """Elementary axes in output order: dim k of the permuted input is axis perm[k]."""
-        return tuple(i for group in self.output_groups for i in group)
+        """The input's axes in the order the plan permutes them to: the kept ones in
+        output order, then the reduced ones in input order (so a reduction runs over
+        trailing axes and leaves its result already in output order)."""
+        added = set(self.added)
+        kept = tuple(i for group in self.output_groups for i in group if i not in added)
+        return kept + self.reduced
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -65,11 +75,12 @@ class Recipe:
 
 def _expand_side(
     text: str, groups: tuple[Group, ...], ellipsis_names: tuple[str, ...]
-) -> list[tuple[list[tuple[str, int, int]], tuple[int, int]]]:
+) -> list[tuple[list[tuple[str | AnonymousAxis, int, int]], tuple[int, int]]]:
     """Each group as ``([(name, start, end), ...], span)``, the ellipsis expanded.
 
     A bare ``...`` becomes one group per covered dim; ``(... h)`` puts the covered dims
-    inside the one group.
+    inside the one group. An anonymous axis stands as its AnonymousAxis node: each one
+    is an axis of its own.
     """
     expanded = []
     for group in groups:
@@ -84,11 +95,8 @@ def _expand_side(
                 names.extend((name, member.start, member.end) for name in ellipsis_names)
             elif isinstance(member, AxisName):
                 names.append((member.name, member.start, member.end))
-            else:  # AnonymousAxis: the parser rejects these in rearrange patterns
-                raise pattern_error(
-                    f"anonymous axis {member.value} is not allowed in a rearrange pattern",
-                    text, member.start, member.end,
-                )
+            else:  # AnonymousAxis: parse_transform allows them only where the op may
+                names.append((member, member.start, member.end))
         expanded.append((names, span))
     return expanded
 
@@ -120,15 +128,31 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
 
     axes: list[ElementaryAxis] = []
     index_of: dict[str, int] = {}
-    input_groups = []
-    for names, _ in left_groups:
-        members = []
-        for name, start, end in names:
-            index_of[name] = len(axes)
-            axes.append(ElementaryAxis(name, start, end))
-            members.append(index_of[name])
-        input_groups.append(tuple(members))
-    output_groups = [tuple(index_of[name] for name, _, _ in names) for names, _ in right_groups]
+    fixed: list[tuple[int, int]] = []
+    anonymous_seen: dict[int, int] = {}
+
+    def new_axis(name: str | AnonymousAxis, start: int, end: int) -> int:
+        if isinstance(name, AnonymousAxis):
+            # Each number is its own axis; its name (a number, so never an identifier
+            # the caller could pass) only labels it in plans.
+            count = anonymous_seen[name.value] = anonymous_seen.get(name.value, 0) + 1
+            label = str(name.value) if count == 1 else f"{name.value}#{count}"
+            fixed.append((len(axes), name.value))
+            axes.append(ElementaryAxis(label, start, end))
+            return len(axes) - 1
+        index_of[name] = len(axes)
+        axes.append(ElementaryAxis(name, start, end))
+        return index_of[name]
+
+    input_groups = [tuple(new_axis(*member) for member in names) for names, _ in left_groups]
+    left_count = len(axes)
+    output_groups = [
+        tuple(index_of[name] if isinstance(name, str) and name in index_of
+              else new_axis(name, start, end)
+              for name, start, end in names)
+        for names, _ in right_groups
+    ]
+    kept = {i for group in output_groups for i in group}
     return Recipe(
         pattern=pattern,
         ndim=ndim,
@@ -137,6 +161,9 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
         output_groups=tuple(output_groups),
         input_spans=tuple(span for _, span in left_groups),
         output_spans=tuple(span for _, span in right_groups),
+        reduced=tuple(i for i in range(left_count) if i not in kept),
+        added=tuple(range(left_count, len(axes))),
+        fixed_lengths=tuple(fixed),
     )
 
 
@@ -155,10 +182,10 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
     text = recipe.pattern.text
     names = recipe.names
     for name, length in axes_lengths.items():
-        if name not in names or name.startswith(ELLIPSIS_PREFIX):
+        if name not in names or not name.isidentifier():  # not an ellipsis or numbered axis
             raise PatternError(
                 f"axis length given for '{name}', which is not an axis of the pattern "
-                f"(its axes: {', '.join(n for n in names if not n.startswith(ELLIPSIS_PREFIX)) or 'none'})"
+                f"(its axes: {', '.join(n for n in names if n.isidentifier()) or 'none'})"
             )
         if isinstance(length, bool) or not hasattr(length, "__index__") or length.__index__() <= 0:
             axis = recipe.axes[names.index(name)]
@@ -167,6 +194,8 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 text, axis.start, axis.end,
             )
     lengths: list[int | None] = [None] * len(recipe.axes)
+    for axis, length in recipe.fixed_lengths:
+        lengths[axis] = length
     for name, length in axes_lengths.items():
         lengths[names.index(name)] = length.__index__()
 
@@ -209,4 +238,12 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 message = (f"input dim {dim} has size {size}, but {recipe.group_text(group)} "
                            f"with {given} has {known} elements")
             raise pattern_error(message, text, start, end)
+    for axis in recipe.added:
+        if lengths[axis] is None:
+            name = recipe.axes[axis].name
+            raise pattern_error(
+                f"axis '{name}' is new on the right side, so its length cannot come from "
+                f"the input; pass it as {name}=...",
+                text, recipe.axes[axis].start, recipe.axes[axis].end,
+            )
     return tuple(lengths)  # type: ignore[arg-type]
