@@ -16,6 +16,7 @@ from .errors import (
     RearrangeError,
 )
 from .kernel import get_num_threads, set_num_threads
+from .ops import reduce, repeat
 from .plan import Plan, Step
 from .layout import Layout
 from .tensor import (
@@ -82,7 +83,7 @@ def __dir__():
     return sorted({*globals(), *_LAZY})
 
 __all__ = [
-    "rearrange", "explain", "compile", "cache_info", "cache_clear", "CompiledRearrange",
+    "rearrange", "reduce", "repeat", "explain", "compile", "cache_info", "cache_clear", "CompiledRearrange",
     "Plan", "Step", "set_num_threads", "get_num_threads",
     "RearrangeError", "LayoutError", "DimensionError", "ArgumentTypeError", "PatternError",
     "NoViewError",

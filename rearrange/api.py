@@ -308,13 +308,13 @@ def _tensor_runner(plan: Plan) -> Runner:
 
 # ---------------------------------------------------------------------- public API
 
-def _as_array(tensor: Any) -> np.ndarray | Tensor:
+def _as_array(tensor: Any, op: str = "rearrange") -> np.ndarray | Tensor:
     """numpy arrays and Tensors as they are; lists/tuples stacked on a new first axis."""
     if isinstance(tensor, (np.ndarray, Tensor)):
         return tensor
     if isinstance(tensor, (list, tuple)):
         if not tensor:
-            raise RearrangeError("rearrange() got an empty list; expected at least one array")
+            raise RearrangeError(f"{op}() got an empty list; expected at least one array")
         if all(isinstance(item, Tensor) for item in tensor):
             stacked = np.stack([item.numpy() for item in tensor])
             return Tensor._wrap(Storage(stacked.reshape(-1)), Layout.contiguous(stacked.shape))
@@ -323,12 +323,12 @@ def _as_array(tensor: Any) -> np.ndarray | Tensor:
         except ValueError as error:
             shapes = [np.shape(item) for item in tensor]
             raise RearrangeError(
-                f"rearrange() stacks a list of arrays, which needs equal shapes; got {shapes}"
+                f"{op}() stacks a list of arrays, which needs equal shapes; got {shapes}"
             ) from error
     if isinstance(tensor, np.generic):
         return np.asarray(tensor)
     raise ArgumentTypeError(
-        "rearrange() takes a numpy array, a rearrange.Tensor, or a list/tuple of them; "
+        f"{op}() takes a numpy array, a rearrange.Tensor, or a list/tuple of them; "
         f"got {type(tensor).__module__}.{type(tensor).__name__}"
     )
 
@@ -540,12 +540,18 @@ def _is_shape(value: Any) -> bool:
     )
 
 
-def explain(x_or_shape: Any, pattern: str, *, strides: Sequence[int] | None = None,
-            dtype: Any = None, copy: bool | None = None, **axes_lengths: int) -> Plan:
-    """The plan ``rearrange`` follows for this input, without touching any data.
+_EXPLAINED_OPS = ("rearrange", "reduce", "repeat")
+
+
+def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: Any = None,
+            strides: Sequence[int] | None = None, dtype: Any = None,
+            copy: bool | None = None, **axes_lengths: int) -> Plan:
+    """The plan an operation follows for this input, without touching any data.
 
     ``x_or_shape`` is an array, a :class:`rearrange.Tensor`, or a shape; with a shape,
     ``strides`` (in elements, default C-contiguous) and ``dtype`` describe the rest.
+    ``op`` is ``"rearrange"`` (default), ``"reduce"`` (with ``reduction=``) or
+    ``"repeat"``.
 
     >>> import rearrange as ra
     >>> plan = ra.explain((2, 8, 128, 64), 'b h t d -> b t (h d)', dtype='float32')
@@ -553,7 +559,19 @@ def explain(x_or_shape: Any, pattern: str, *, strides: Sequence[int] | None = No
     (False, (2, 128, 512))
     >>> plan.to_source('torch')
     'x.permute(0, 2, 1, 3).reshape(2, 128, 512)'
+    >>> ra.explain((2, 3, 4), 'b h w -> b w', op='reduce', reduction='mean').to_source()
+    'x.transpose(0, 2, 1).mean(axis=(2,))'
     """
+    if op not in _EXPLAINED_OPS:
+        raise RearrangeError(f"explain: op must be one of {', '.join(map(repr, _EXPLAINED_OPS))}, "
+                             f"got {op!r}")
+    if op != "rearrange":
+        from .ops import explain_transform
+
+        return explain_transform(op, x_or_shape, pattern, reduction=reduction, strides=strides,
+                                 dtype=dtype, copy=copy, **axes_lengths)
+    if reduction is not None:
+        raise ArgumentTypeError("reduction= applies to op='reduce'")
     layout, dtype_name, itemsize, unit = _layout_from(x_or_shape, strides, dtype)
     return _plan_for(pattern, layout, axes_lengths, copy, dtype_name, itemsize, unit)
 

@@ -412,8 +412,11 @@ def format_plan(plan: Plan) -> str:
         if plan.read_only:
             verdict += "; read-only, since repeated elements share memory"
     elif plan.reduction is not None:
-        verdict = (f"new array: '{plan.reduction}' reduction, {plan.views} view "
-                   f"step{'s' if plan.views != 1 else ''} before and after")
+        k = next(k for k, step in enumerate(plan.steps) if step.op == "reduce")
+        before = plan.steps[k - 1].layout.shape if k else plan.input.shape
+        count = math.prod(before[d] for d in plan.steps[k].args)
+        verdict = (f"new array: each element is the '{plan.reduction}' of {count:,} "
+                   f"input element{'s' if count != 1 else ''}")
     else:
         moved = plan.bytes_moved
         cost = "" if moved is None else f", {moved:,} bytes moved (read + write)"

@@ -36,6 +36,18 @@ PLANS = [
     ("zero_d", (), " -> 1", {"dtype": "float32"}),
     ("copy_true", (4, 6), "h w -> (h w)", {"dtype": "float32", "copy": True}),
     ("no_dtype", (6, 4), "(a b) c -> (b a) c", {"a": 2}),
+    ("reduce_pool", (2, 8, 8, 3), "b (h 2) (w 2) c -> b h w c",
+     {"dtype": "float32", "op": "reduce", "reduction": "max"}),
+    ("reduce_mean_ellipsis", (2, 3, 4, 5), "b ... c -> (c b)",
+     {"dtype": "int16", "op": "reduce", "reduction": "mean"}),
+    ("reduce_to_scalar", (4, 6), "h w -> ", {"dtype": "float64", "op": "reduce",
+                                             "reduction": "sum"}),
+    ("repeat_view", (2, 3), "h w -> h r w", {"dtype": "float32", "op": "repeat", "r": 4}),
+    ("repeat_merged_new_axes", (3,), "w -> (r s) w",
+     {"dtype": "float32", "op": "repeat", "r": 2, "s": 3}),
+    ("repeat_interleave", (64, 64, 3), "h w c -> (h 2) (w 2) c", {"dtype": "uint8", "op": "repeat"}),
+    ("repeat_copy_true", (2, 3), "h w -> h w r", {"dtype": "float32", "op": "repeat", "r": 2,
+                                                   "copy": True}),
 ]
 
 

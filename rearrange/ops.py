@@ -1,0 +1,330 @@
+"""``reduce`` and ``repeat``: transforms whose two sides need not hold the same axes.
+
+Both go through the same stages as ``rearrange`` (see :mod:`rearrange.api`): the pattern
+is parsed for the op, the recipe names the reduced (left-only) or new (right-only) axes,
+and :func:`rearrange.plan.plan_transform` binds it to the input's layout. What differs is
+the lowering of the two extra kinds of step:
+
+* ``reduce`` — the plan permutes the reduced axes to the end, so the reduction runs over
+  the trailing dims of a view and its fresh result is already in output order: the
+  final merge is always a view of it.
+* ``repeat`` — new axes are stride-0 dims of a view. When every output group can merge
+  by strides the result is that broadcast view, **read-only** (a write through it would
+  land on every repeated copy of the element); otherwise, or with ``copy=True``, one
+  copy materialises it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from . import kernel
+from .api import _as_array, _context, _layout_from, _numpy_layout, _plan_for, _refuse_copy
+from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .layout import Layout
+from .parsing import parse_transform, pattern_error
+from .plan import _REDUCTION_NAMES, Plan
+from .tensor import Storage, Tensor
+
+__all__ = ["reduce", "repeat", "REDUCTIONS"]
+
+#: The reductions ``reduce`` takes by name; any callable ``f(x, axes)`` works too.
+REDUCTIONS = _REDUCTION_NAMES
+
+Runner = Callable[[Any], Any]
+
+_CACHE_SIZE = 1024
+# (op, pattern, reduction, array type, shape, strides, dtype, copy, axis lengths) -> runner
+_runners: dict[tuple, Runner] = {}
+_runners_lock = threading.Lock()
+
+
+def _remember(key: tuple, runner: Runner) -> None:
+    with _runners_lock:
+        if len(_runners) >= _CACHE_SIZE:
+            _runners.pop(next(iter(_runners)))
+        _runners[key] = runner
+
+
+# ---------------------------------------------------------------------- reductions
+
+def _logsumexp(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
+    """log(sum(exp(y))) over ``axis``, shifted by the maximum so that exp never
+    overflows; infinite maxima are not shifted (their result is the maximum itself)."""
+    if y.size == 0:
+        with np.errstate(divide="ignore"):  # the sum of nothing is 0: log gives -inf
+            return np.log(np.sum(np.exp(y), axis=axis))
+    peak = np.max(y, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0)
+    with np.errstate(divide="ignore"):  # log(0) = -inf for an all -inf slice, as wanted
+        return np.log(np.sum(np.exp(y - peak), axis=axis)) + np.squeeze(peak, axis=axis)
+
+
+def _one_axis(method: str) -> Callable[[np.ndarray, tuple[int, ...]], np.ndarray]:
+    def reduce_one(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
+        return getattr(y, method)(axis=axis[0])
+    return reduce_one
+
+
+def _count_nonzero(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(np.count_nonzero(y, axis=axis))
+
+
+# name -> f(view, trailing axes): numpy's own methods, so that dtypes follow numpy's
+# promotion (integer sums widen, integer means become float64).
+_NUMPY_REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...]], Any]] = {
+    **{name: (lambda method: lambda y, axis: getattr(y, method)(axis=axis))(name)
+       for name in ("min", "max", "sum", "mean", "prod", "any", "all", "var", "std")},
+    "logsumexp": _logsumexp,
+    "argmax": _one_axis("argmax"),
+    "argmin": _one_axis("argmin"),
+    "count_nonzero": _count_nonzero,
+}
+
+
+def _check_reduction(reduction: Any) -> str:
+    """The name the plan shows for ``reduction``; raises for anything else."""
+    if isinstance(reduction, str):
+        if reduction not in _NUMPY_REDUCERS:
+            raise RearrangeError(
+                f"unknown reduction {reduction!r}; expected one of "
+                f"{', '.join(map(repr, REDUCTIONS))}, or a callable f(x, axes)")
+        return reduction
+    if callable(reduction):
+        return getattr(reduction, "__name__", type(reduction).__name__)
+    raise ArgumentTypeError(
+        f"reduction must be a str or a callable f(x, axes), got {type(reduction).__name__}")
+
+
+def _apply_reduction(reduction: Any, y: np.ndarray, axis: tuple[int, ...],
+                     kept_shape: tuple[int, ...]) -> np.ndarray:
+    """``y`` reduced over its trailing ``axis``: an array of ``kept_shape``."""
+    try:
+        if callable(reduction):
+            result = reduction(y, axis)
+        else:
+            result = _NUMPY_REDUCERS[reduction](y, axis)
+    except ValueError as error:  # numpy: a zero-size reduction without an identity
+        name = reduction if isinstance(reduction, str) else repr(reduction)
+        raise RearrangeError(
+            f"reduction {name} over axes of total length 0 failed: {error}") from None
+    if isinstance(result, np.generic):
+        result = np.asarray(result)
+    if not isinstance(result, np.ndarray) or result.shape != kept_shape:
+        got = getattr(result, "shape", type(result).__name__)
+        raise RearrangeError(
+            f"the reduction callable returned {got}; expected an array of shape {kept_shape} "
+            f"(the input of shape {y.shape} reduced over axes {axis})")
+    return result
+
+
+# ---------------------------------------------------------------------- lowering
+
+def _steps(plan: Plan) -> dict[str, Any]:
+    return {step.op: step for step in plan.steps}
+
+
+def _numpy_reduce_runner(plan: Plan, reduction: Any) -> Runner:
+    steps = _steps(plan)
+    split = steps["split"].args if "split" in steps else None
+    perm = steps["permute"].args if "permute" in steps else None
+    axis = steps["reduce"].args
+    kept_shape = steps["reduce"].layout.shape
+    merge = steps["merge"].args if "merge" in steps else None
+
+    def run(x: np.ndarray) -> np.ndarray:
+        y = x if split is None else x.reshape(split)
+        if perm is not None:
+            y = y.transpose(perm)
+        y = _apply_reduction(reduction, y, axis, kept_shape)
+        return y if merge is None else y.reshape(merge)
+    return run
+
+
+def _byte_strides(plan: Plan, layout: Layout) -> tuple[int, ...]:
+    scale = plan.itemsize if plan.stride_unit == "elements" else 1
+    return tuple(s * scale for s in layout.strides)
+
+
+def _numpy_repeat_runner(plan: Plan) -> Runner:
+    """The broadcast view (read-only), or a kernel copy of it then the merge."""
+    as_strided = np.lib.stride_tricks.as_strided
+    copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
+    if copy_index is None:
+        shape, strides = plan.output.shape, _byte_strides(plan, plan.output)
+        return lambda x: as_strided(x, shape, strides, subok=True, writeable=False)
+    source = plan.steps[copy_index - 1].layout if copy_index else plan.input
+    shape, strides = source.shape, _byte_strides(plan, source)
+    planned = plan.steps[copy_index].kernel
+    threads = kernel.get_num_threads()
+    merge = plan.output.shape
+
+    def run(x: np.ndarray) -> np.ndarray:
+        view = as_strided(x, shape, strides, subok=True, writeable=False)
+        result = np.empty(shape, x.dtype)
+        kernel.copy_into(result, view, planned if kernel.get_num_threads() == threads else None)
+        return result.reshape(merge)
+    return run
+
+
+def _tensor_runner(plan: Plan, reduction: Any) -> Runner:
+    """rearrange.Tensor inputs: views through layouts, numpy for the data steps."""
+    steps = _steps(plan)
+    if "reduce" in steps:
+        permuted = next((step.layout for step in plan.steps if step.op in ("split", "permute")),
+                        plan.input)
+        permuted = steps["permute"].layout if "permute" in steps else permuted
+        axis, kept_shape = steps["reduce"].args, steps["reduce"].layout.shape
+        output = plan.output
+
+        def run_reduce(t: Tensor) -> Tensor:
+            result = _apply_reduction(reduction, t._with(permuted).numpy(), axis, kept_shape)
+            flat = np.ascontiguousarray(result).reshape(-1)
+            return Tensor._wrap(Storage(flat), Layout.contiguous(output.shape))
+        return run_reduce
+    copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
+    output = plan.output
+    if copy_index is None:
+        return lambda t: t._with(output)
+    source = plan.steps[copy_index - 1].layout if copy_index else plan.input
+
+    def run_copy(t: Tensor) -> Tensor:
+        view = t._with(source).numpy()
+        flat = np.empty(view.size, view.dtype)
+        kernel.copy_into(flat.reshape(view.shape), view)
+        return Tensor._wrap(Storage(flat), output)
+    return run_copy
+
+
+# ---------------------------------------------------------------------- shared front
+
+def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
+         axes_lengths: Mapping[str, Any]) -> Any:
+    array = _as_array(tensor, op)
+    is_tensor = isinstance(array, Tensor)
+    if is_tensor:
+        key = (op, pattern, reduction, Tensor, array.layout, array.dtype, copy,
+               *axes_lengths.items())
+    else:
+        key = (op, pattern, reduction, type(array), array.shape, array.strides, array.dtype,
+               copy, *axes_lengths.items())
+    try:
+        runner = _runners.get(key)
+    except TypeError:  # unhashable pattern, lengths or reduction: the planner says which
+        runner = None
+    if runner is None:
+        runner = _lower(op, array, pattern, reduction, copy, axes_lengths)
+        try:
+            _remember(key, runner)
+        except TypeError:
+            pass
+    return runner(array)
+
+
+def _lower(op: str, array: np.ndarray | Tensor, pattern: str, reduction: Any,
+           copy: bool | None, axes_lengths: Mapping[str, Any]) -> Runner:
+    plan = _plan(op, array, pattern, reduction, copy, axes_lengths)
+    if copy is False and not plan.is_view:
+        error = _refuse_copy(plan)
+
+        def refuse(x: Any) -> Any:
+            raise error
+        return refuse
+    if isinstance(array, Tensor):
+        return _tensor_runner(plan, reduction)
+    if plan.reduction is not None:
+        return _numpy_reduce_runner(plan, reduction)
+    return _numpy_repeat_runner(plan)
+
+
+def _plan(op: str, array: Any, pattern: str, reduction: Any, copy: bool | None,
+          axes_lengths: Mapping[str, Any]) -> Plan:
+    if isinstance(array, Tensor):
+        layout, unit = array.layout, "elements"
+        dtype, itemsize = array.dtype, array.element_size()
+    else:
+        layout, unit = _numpy_layout(array)
+        dtype, itemsize = array.dtype, array.itemsize
+    return _plan_layout(op, layout, dtype.name, itemsize, unit, pattern, reduction, copy,
+                        axes_lengths)
+
+
+def _plan_layout(op: str, layout: Layout, dtype: str | None, itemsize: int | None, unit: str,
+                 pattern: str, reduction: Any, copy: bool | None,
+                 axes_lengths: Mapping[str, Any]) -> Plan:
+    """The plan of ``op`` (reduce or repeat) for one input layout."""
+    name = _check_reduction(reduction) if op == "reduce" else None
+    for axis, length in axes_lengths.items():
+        if type(length) is not int and not isinstance(length, np.integer):
+            raise PatternError(
+                f"axis length {axis}={length!r} must be a positive integer\n"
+                f"{_context(pattern, layout.shape, axes_lengths, op)}")
+    plan = _plan_for(pattern, layout, axes_lengths, copy, dtype, itemsize, unit,
+                     op=op, reduction=name)
+    if name in ("argmax", "argmin"):
+        reduced = next((len(step.args) for step in plan.steps if step.op == "reduce"), 0)
+        if reduced != 1:
+            left = parse_transform(pattern, "reduce").left
+            error = pattern_error(
+                f"{name} gives the position along one reduced axis; this pattern reduces "
+                f"{reduced}", pattern, left.start, max(left.end, left.start + 1))
+            raise PatternError(f"{error}\n{_context(pattern, layout.shape, axes_lengths, op)}")
+    return plan
+
+
+# ---------------------------------------------------------------------- public API
+
+def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
+           **axes_lengths: int) -> Any:
+    """Rearrange and reduce: axes on the left side only are reduced with ``reduction``.
+
+    ``reduction`` is one of ``min max sum mean prod any all var std logsumexp argmax
+    argmin count_nonzero`` or a callable ``f(x, axes)`` that reduces ``x`` over the tuple
+    ``axes``. Numbers on the left name anonymous axes (``'b (h 2) -> b h'`` pools pairs).
+    Results follow numpy's dtype rules (an integer mean is float64). Without any
+    reduced axis, ``reduce`` is ``rearrange`` (a view where possible).
+
+    >>> import numpy as np, rearrange as ra
+    >>> x = np.arange(24).reshape(2, 3, 4)
+    >>> ra.reduce(x, 'b h w -> b', 'sum')
+    array([ 66, 210])
+    >>> ra.reduce(x, 'b h (w 2) -> b h w', 'max').shape
+    (2, 3, 2)
+    """
+    return _run("reduce", tensor, pattern, reduction, None, axes_lengths)
+
+
+def repeat(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_lengths: int) -> Any:
+    """Rearrange and repeat: axes on the right side only are new, of the given lengths.
+
+    The result is a **read-only** broadcast view (new axes have stride 0) whenever every
+    output group can be expressed by strides, else a new C-contiguous array.
+    ``copy=True`` always returns a fresh, writable array; ``copy=False`` raises
+    :class:`NoViewError` where a view is impossible.
+
+    >>> import numpy as np, rearrange as ra
+    >>> x = np.arange(3)
+    >>> y = ra.repeat(x, 'w -> h w', h=2)
+    >>> y, y.flags.writeable, np.shares_memory(x, y)
+    (array([[0, 1, 2],
+           [0, 1, 2]]), False, True)
+    >>> ra.repeat(x, 'w -> (w 2)')
+    array([0, 0, 1, 1, 2, 2])
+    """
+    if copy not in (None, True, False):
+        raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
+    return _run("repeat", tensor, pattern, None, copy, axes_lengths)
+
+
+def explain_transform(op: str, x_or_shape: Any, pattern: str, *, reduction: Any = None,
+                      strides: Any = None, dtype: Any = None, copy: bool | None = None,
+                      **axes_lengths: int) -> Plan:
+    """The plan of ``reduce`` or ``repeat`` (see :func:`rearrange.explain`)."""
+    if op != "reduce" and reduction is not None:
+        raise ArgumentTypeError(f"reduction= applies to op='reduce', not op={op!r}")
+    layout, dtype_name, itemsize, unit = _layout_from(x_or_shape, strides, dtype)
+    return _plan_layout(op, layout, dtype_name, itemsize, unit, pattern, reduction, copy,
+                        axes_lengths)
