@@ -121,7 +121,7 @@ def _plan_for(
     """Parse, recipe and plan, with every PatternError given the call's context."""
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
-    if copy not in (None, True, False):
+    if copy is not None and copy is not True and copy is not False:
         raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
     describe_copy = None
     if dtype is not None and itemsize:
@@ -370,9 +370,30 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
                 if code == _TRANSPOSE_RESHAPE:
                     return tensor.transpose(argument[0]).reshape(argument[1])
                 return argument(tensor)
+    if (copy is not None and copy is not True and copy is not False) or type(out) is int:
+        copy, out, axes_lengths = _keyword_axes(pattern, "rearrange", copy, out, axes_lengths)
     if out is not None:
         return _rearrange_into(tensor, pattern, copy, axes_lengths, out)
     return _rearrange_general(tensor, pattern, copy, axes_lengths)
+
+
+def _keyword_axes(pattern: Any, op: str, copy: Any, out: Any,
+                  axes_lengths: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """einops patterns may name axes ``copy`` or ``out``, whose lengths then arrive in
+    our ``copy=`` / ``out=`` keywords: an integer there (never a bool) is the length of
+    the axis of that name, if the pattern has one. Anything else is left for the usual
+    checks to report."""
+    try:
+        parsed = parse_transform(pattern, op)
+    except RearrangeError:
+        return copy, out, axes_lengths
+    names = {*parsed.left.names, *parsed.right.names}
+    lengths = dict(axes_lengths)
+    if "copy" in names and isinstance(copy, (int, np.integer)) and not isinstance(copy, bool):
+        lengths["copy"], copy = copy, None
+    if "out" in names and isinstance(out, (int, np.integer)) and not isinstance(out, bool):
+        lengths["out"], out = out, None
+    return copy, out, lengths
 
 
 def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,

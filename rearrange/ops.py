@@ -22,7 +22,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from . import kernel
-from .api import _as_array, _context, _layout_from, _numpy_layout, _plan_for, _refuse_copy
+from .api import (
+    _as_array, _context, _keyword_axes, _layout_from, _numpy_layout, _plan_for, _refuse_copy,
+    rearrange,
+)
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import parse_transform, pattern_error
@@ -293,7 +296,11 @@ def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
     array([ 66, 210])
     >>> ra.reduce(x, 'b h (w 2) -> b h w', 'max').shape
     (2, 3, 2)
+
+    As in einops, ``reduction='rearrange'`` and ``'repeat'`` run those operations.
     """
+    if reduction == "rearrange" or reduction == "repeat":
+        return (rearrange if reduction == "rearrange" else repeat)(tensor, pattern, **axes_lengths)
     return _run("reduce", tensor, pattern, reduction, None, axes_lengths)
 
 
@@ -314,8 +321,10 @@ def repeat(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_length
     >>> ra.repeat(x, 'w -> (w 2)')
     array([0, 0, 1, 1, 2, 2])
     """
-    if copy not in (None, True, False):
-        raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
+    if copy is not None and copy is not True and copy is not False:
+        copy, _, axes_lengths = _keyword_axes(pattern, "repeat", copy, None, axes_lengths)
+        if copy is not None and copy is not True and copy is not False:
+            raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
     return _run("repeat", tensor, pattern, None, copy, axes_lengths)
 
 

@@ -330,3 +330,23 @@ def test_pattern_errors_point_at_the_text() -> None:
     lines = str(info.value).splitlines()
     assert lines[1:3] == ["  a b -> a b copies", "             ^^^^^^"]
     assert "while repeating with pattern 'a b -> a b copies'" in lines[3]
+
+
+def test_axes_named_copy_or_out_take_their_lengths_from_those_keywords() -> None:
+    """einops patterns may name axes ``copy`` or ``out``: an int there is a length."""
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(ra.repeat(x, "a b -> copy a b", copy=2),
+                                  einops.repeat(x, "a b -> copy a b", copy=2))
+    np.testing.assert_array_equal(ra.rearrange(np.arange(12).reshape(6, 2), "(out i) j -> out i j", out=3),
+                                  einops.rearrange(np.arange(12).reshape(6, 2), "(out i) j -> out i j", out=3))
+    with pytest.raises(ra.ArgumentTypeError, match="copy must be None, True or False, got 1"):
+        ra.repeat(x, "a b -> a b r", r=2, copy=1)   # 1 is not True, and no axis is named copy
+    with pytest.raises(ra.ArgumentTypeError, match="copy must be None, True or False, got 0"):
+        ra.rearrange(x, "a b -> b a", copy=0)
+
+
+def test_reduce_accepts_einops_rearrange_and_repeat_names() -> None:
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(ra.reduce(x, "a b -> b a", "rearrange"), x.T)
+    np.testing.assert_array_equal(ra.reduce(x, "a b -> a b r", "repeat", r=2),
+                                  einops.repeat(x, "a b -> a b r", r=2))
