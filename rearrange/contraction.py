@@ -1,0 +1,1158 @@
+"""``einsum`` with einops-style named axes, and the compositions einops refuses.
+
+``einsum(x, y, "b (h d) t, b h s d -> b h t s", h=4)`` runs in three stages, like
+``rearrange``:
+
+* **parse** (:func:`parse_einsum`, cached by text): the grammar's ``einsum`` start rule,
+  then every check that needs no shapes — valid names, one ``...`` per side, no ``...``
+  inside parentheses on an input, each output axis once and taken from some input;
+* **plan** (:func:`explain_einsum`, cached by pattern, layouts, dtypes and lengths): the
+  length of every axis, then, per input, the ``rearrange`` that splits its compositions
+  into elementary axes and drops its unit dims (always a view); one ``numpy.einsum`` with
+  single-letter subscripts over elementary axes, written into a fresh C-contiguous array;
+  and the ``rearrange`` that composes the output groups and inserts unit dims (a view of
+  that array);
+* **execute**: exactly those calls, on numpy arrays or on :class:`rearrange.Tensor`.
+
+Semantics are numpy's (and so einops'): an axis repeated within one input takes the
+diagonal; an axis absent from the output is summed; a dim of size 1 broadcasts against
+the same axis of another input; the dims ``...`` stands for broadcast across inputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import string
+import threading
+from dataclasses import dataclass
+from typing import IO, Any, Mapping, Sequence
+
+import numpy as np
+
+from . import api
+from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .layout import Layout
+from .parsing import (
+    AnonymousAxis,
+    AxisName,
+    EllipsisAxis,
+    Group,
+    Member,
+    Side,
+    _get_parser,
+    _invalid_name_reason,
+    _syntax_error,
+    pattern_error,
+)
+from .plan import Plan
+from .tensor import Storage, Tensor
+
+__all__ = ["einsum", "explain_einsum", "parse_einsum", "EinsumPattern", "EinsumPlan", "EinsumStep"]
+
+# numpy.einsum names axes by single letters: at most 52 distinct elementary axes.
+_LETTERS = string.ascii_letters
+
+# Below this many multiply-adds (the product of every axis length), numpy.einsum's
+# plain C loop beats the optimize path, whose Python bookkeeping costs about 10 µs per
+# call; above it, pairwise contraction through BLAS matmul wins by up to 10x for two
+# inputs and by orders of magnitude for three or more (measured with numpy 2.4).
+_OPTIMIZE_MIN_COST = 1 << 15
+
+_ndarray = np.ndarray
+_PLAIN_INT = frozenset({int})
+
+
+# --------------------------------------------------------------------------- parse
+
+
+@dataclass(frozen=True, slots=True)
+class EinsumPattern:
+    """A checked einsum pattern ``"in0, in1, ... -> out"``: one Side per input, spans
+    into ``text`` kept for errors."""
+
+    text: str
+    inputs: tuple[Side, ...]
+    output: Side
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every axis name of the inputs, once each, in order of first appearance."""
+        return tuple(dict.fromkeys(name for side in self.inputs for name in side.names))
+
+
+def parse_einsum(text: str) -> EinsumPattern:
+    """Parse and check an einsum pattern without knowing shapes; results are cached.
+
+    >>> p = parse_einsum("b (h d), (h d) e -> b e")
+    >>> len(p.inputs), p.names, p.output.names
+    (2, ('b', 'h', 'd', 'e'), ('b', 'e'))
+    """
+    if not isinstance(text, str):
+        raise ArgumentTypeError(f"an einsum pattern must be a str, not {type(text).__name__}")
+    return _parse_einsum_cached(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_einsum_cached(text: str) -> EinsumPattern:
+    parser = _get_parser("einsum")
+    from .parsing import _LARK_ERRORS  # bound once the parser exists
+
+    try:
+        tree = parser.parse(text)
+    except _LARK_ERRORS as error:
+        raise _syntax_error(error, text) from None
+    inputs: list[Side] = []
+    output: Side | None = None
+    pending: Any = None  # the side tree waiting for the token that follows it
+    for child in tree.children:
+        if hasattr(child, "children"):
+            pending = child
+        elif child.type in ("COMMA", "ARROW"):
+            inputs.append(_build_side(pending, text, empty_at=child.start_pos))
+            if child.type == "ARROW":
+                arrow_end = child.end_pos
+    output = _build_side(pending, text, empty_at=arrow_end)
+    pattern = EinsumPattern(text, tuple(inputs), output)
+    _check_pattern(pattern)
+    return pattern
+
+
+def _build_side(tree: Any, text: str, empty_at: int) -> Side:
+    """A Side from lark's ``side`` tree; an empty side spans nothing at ``empty_at``."""
+    groups: list[Group] = []
+    previous: Any = None  # the previous bare token, for the spacing check
+    for node in tree.children:
+        if hasattr(node, "children"):  # a parenthesised group: LPAR member* RPAR
+            tokens = node.children
+            members = []
+            for token in tokens[1:-1]:
+                _check_spacing(previous, token, text)
+                previous = token
+                member = _member(token, text)
+                if member is not None:  # a 1 inside a group is dropped, as einops does
+                    members.append(member)
+            previous = None
+            groups.append(Group(tuple(members), True, tokens[0].start_pos, tokens[-1].end_pos))
+        else:
+            _check_spacing(previous, node, text)
+            previous = node
+            member = _member(node, text)
+            members = () if member is None else (member,)
+            groups.append(Group(members, False, node.start_pos, node.end_pos))
+    if groups:
+        return Side(tuple(groups), groups[0].start, groups[-1].end)
+    return Side((), empty_at, empty_at)
+
+
+def _check_spacing(previous: Any, token: Any, text: str) -> None:
+    # "a..." lexes as `a` then `...`; einops reads one identifier "a…" and rejects it.
+    if previous is not None and previous.end_pos == token.start_pos:
+        raise pattern_error(
+            f"expected a space between {previous.value!r} and {token.value!r}",
+            text, previous.start_pos, token.end_pos,
+        )
+
+
+def _member(token: Any, text: str) -> Member | None:
+    """The AST node of one NAME / INT / ELLIPSIS token; None for the number 1."""
+    if token.type == "NAME":
+        return AxisName(token.value, token.start_pos, token.end_pos)
+    if token.type == "ELLIPSIS":
+        return EllipsisAxis(token.start_pos, token.end_pos)
+    if len(token.value) > 18:  # also keeps int() below Python's digit limit
+        raise pattern_error(
+            f"anonymous axis of {len(token.value)} digits; expected an axis length of at "
+            "most 18 digits", text, token.start_pos, token.end_pos,
+        )
+    value = int(token.value)
+    return None if value == 1 else AnonymousAxis(value, token.start_pos, token.end_pos)
+
+
+def _check_pattern(pattern: EinsumPattern) -> None:
+    """Everything a pattern must satisfy before shapes are known, in text order."""
+    text = pattern.text
+    sides = [(f"input {k}", side) for k, side in enumerate(pattern.inputs)]
+    for label, side in [*sides, ("the output", pattern.output)]:
+        seen: set[str] = set()
+        ellipsis_seen = False
+        for group in side.groups:
+            for member in group.members:
+                kind = type(member)
+                if kind is AxisName:
+                    reason = _invalid_name_reason(member.name)
+                    if reason is not None and member.name != "_":  # einops allows `_` here
+                        raise pattern_error(f"invalid axis name {member.name!r}: {reason}",
+                                            text, member.start, member.end)
+                    if label == "the output" and member.name in seen:
+                        raise pattern_error(
+                            f"axis {member.name!r} appears twice in the output; each output "
+                            "axis appears once (an input may repeat an axis to take a diagonal)",
+                            text, member.start, member.end,
+                        )
+                    seen.add(member.name)
+                elif kind is AnonymousAxis:
+                    raise pattern_error(
+                        f"anonymous axis {member.value} is not allowed in einsum (only 1 is); "
+                        "name the axis and pass its length as a keyword",
+                        text, member.start, member.end,
+                    )
+                else:
+                    if ellipsis_seen:
+                        raise pattern_error(
+                            f"'...' appears twice in the {label}; a side may hold one ellipsis "
+                            "at most", text, member.start, member.end,
+                        )
+                    ellipsis_seen = True
+                    if label != "the output" and group.bracketed:
+                        raise pattern_error(
+                            f"'...' inside parentheses in {label}; it may be grouped only in "
+                            "the output", text, member.start, member.end,
+                        )
+    known = set(pattern.names)
+    for group in pattern.output.groups:
+        for member in group.members:
+            if type(member) is AxisName and member.name not in known:
+                raise pattern_error(
+                    f"axis {member.name!r} appears only in the output; every output axis "
+                    "must appear in some input",
+                    text, member.start, member.end,
+                )
+    if len(known) > len(_LETTERS):
+        extra = pattern.names[len(_LETTERS)]
+        first = next(m for side in pattern.inputs for g in side.groups for m in g.members
+                     if type(m) is AxisName and m.name == extra)
+        raise pattern_error(
+            f"too many axes: the pattern has {len(known)} distinct axes, numpy.einsum "
+            f"names at most {len(_LETTERS)} (one letter each); {extra!r} is the "
+            f"{len(_LETTERS) + 1}rd", text, first.start, first.end,
+        )
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True, slots=True)
+class EinsumStep:
+    """One row of an einsum plan: a step of an input's or the output's rearrange, or the
+    contraction itself."""
+
+    op: str          # split | permute | copy | merge (rearrange steps) | einsum
+    on: str          # "x0", "x1", ...: an input; "out": the contraction and its result
+    layout: Layout   # the layout this step produces
+    kind: str        # view | copy | new (a freshly computed array)
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "on": self.on, "kind": self.kind,
+                "shape": list(self.layout.shape), "strides": list(self.layout.strides),
+                "offset": self.layout.offset, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class InputPreparation:
+    """The ``rearrange`` that brings one input to its elementary axes."""
+
+    pattern: str                              # generated; names valid for rearrange
+    axes_lengths: tuple[tuple[str, int], ...]  # what rearrange needs to split the groups
+    plan: Plan                                # rearrange's own plan for this input
+
+
+@dataclass(frozen=True, slots=True)
+class EinsumPlan:
+    """The calls ``einsum`` makes for these inputs: printable, serialisable, lowerable.
+
+    Invariant: ``contraction`` is C-contiguous (numpy.einsum writes into a fresh array)
+    and ``output_pattern`` only composes its consecutive axes and inserts unit dims, so
+    the result is a view of that fresh array and never shares memory with an input.
+    """
+
+    pattern: str
+    inputs: tuple[Layout, ...]                 # each input's layout (strides in elements,
+    input_dtypes: tuple[str | None, ...]       # or bytes: see stride_units)
+    stride_units: tuple[str, ...]
+    dtype: str | None                          # the result's: numpy's promotion of the inputs'
+    itemsize: int | None
+    output: Layout
+    axis_lengths: tuple[tuple[str, int], ...]  # every named axis, first-appearance order
+    ellipsis_shape: tuple[int, ...] | None     # what '...' stands for in the output (None: no '...')
+    summed: tuple[str, ...]                    # axes absent from the output
+    letters: tuple[tuple[str, str], ...]       # (letter, axis name) of the numpy subscripts
+    preparations: tuple[InputPreparation | None, ...]  # per input; None: used as it is
+    subscripts: str                            # numpy.einsum's, over elementary axes
+    path: tuple[tuple[int, ...], ...] | None   # numpy's contraction order; None: optimize=False
+    cost: int                                  # multiply-adds of the naive loop
+    contraction: Layout                        # numpy.einsum's result (C-contiguous)
+    output_pattern: str | None                 # rearrange of that result; None: it is the result
+    output_plan: Plan | None
+    steps: tuple[EinsumStep, ...]
+
+    op = "einsum"
+
+    # ------------------------------------------------------------------ summary
+
+    @property
+    def is_view(self) -> bool:
+        """Always False: an einsum computes a new array."""
+        return False
+
+    @property
+    def copies(self) -> int:
+        return sum(step.kind == "copy" for step in self.steps)
+
+    @property
+    def views(self) -> int:
+        return sum(step.kind == "view" for step in self.steps)
+
+    @property
+    def optimize(self) -> Any:
+        """What ``numpy.einsum(optimize=...)`` receives."""
+        return False if self.path is None else ["einsum_path", *self.path]
+
+    # ------------------------------------------------------------------ rendering
+
+    def __str__(self) -> str:
+        return _format_plan(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description of the plan."""
+        return {
+            "op": "einsum",
+            "pattern": self.pattern,
+            "dtype": self.dtype,
+            "itemsize": self.itemsize,
+            "inputs": [
+                {**_layout_dict(layout), "dtype": dtype, "stride_unit": unit}
+                for layout, dtype, unit in zip(self.inputs, self.input_dtypes, self.stride_units)
+            ],
+            "output": _layout_dict(self.output),
+            "axis_lengths": dict(self.axis_lengths),
+            "ellipsis_shape": None if self.ellipsis_shape is None else list(self.ellipsis_shape),
+            "summed": list(self.summed),
+            "letters": dict(self.letters),
+            "input_patterns": [None if p is None else p.pattern for p in self.preparations],
+            "subscripts": self.subscripts,
+            "optimize": False if self.path is None else ["einsum_path", *map(list, self.path)],
+            "cost": self.cost,
+            "output_pattern": self.output_pattern,
+            "is_view": False,
+            "views": self.views,
+            "copies": self.copies,
+            "steps": [step.to_dict() for step in self.steps],
+        }
+
+    def dump(self, fp: IO[str] | None = None, **json_options: Any) -> str | None:
+        """The plan as JSON: written to ``fp``, or returned as a string when ``fp`` is None."""
+        json_options.setdefault("indent", 2)
+        if fp is None:
+            return json.dumps(self.to_dict(), **json_options)
+        json.dump(self.to_dict(), fp, **json_options)
+        return None
+
+    def to_source(self, library: str = "numpy", names: Sequence[str] | None = None) -> str:
+        """The same computation as one expression of plain library calls on the inputs
+        ``names`` (default ``x0``, ``x1``, ...): ``np.einsum`` or ``torch.einsum`` with
+        the reshapes around it.
+
+        Each input's rearrange only splits dims and drops unit dims, so it is one
+        ``reshape`` (numpy) or ``view`` (torch); the output's only merges and inserts unit
+        dims, so it is one ``reshape`` (torch's einsum may return a non-contiguous tensor).
+        """
+        if library not in ("numpy", "torch"):
+            raise RearrangeError(f"to_source: library must be 'numpy' or 'torch', got {library!r}")
+        if names is None:
+            names = [f"x{k}" for k in range(len(self.inputs))]
+        names = list(names)
+        if len(names) != len(self.inputs) or not all(isinstance(n, str) for n in names):
+            raise ArgumentTypeError(
+                f"to_source: names must be {len(self.inputs)} str, one per input; got {names!r}")
+        operands = [name if prep is None else prep.plan.to_source(library, name)
+                    for name, prep in zip(names, self.preparations)]
+        if library == "numpy":
+            extra = "" if self.path is None else f", optimize={self.optimize!r}"
+            call = f"np.einsum({self.subscripts!r}, {', '.join(operands)}{extra})"
+        else:
+            call = f"torch.einsum({self.subscripts!r}, {', '.join(operands)})"
+        if self.output_pattern is not None:
+            call += f".reshape({_ints(self.output.shape)})"
+        return call
+
+
+def _ints(values: tuple[int, ...]) -> str:
+    return f"{values[0]}," if len(values) == 1 else ", ".join(map(str, values))
+
+
+def _layout_dict(layout: Layout) -> dict[str, Any]:
+    return {"shape": list(layout.shape), "strides": list(layout.strides), "offset": layout.offset}
+
+
+@dataclass(frozen=True, slots=True)
+class _Operand:
+    """What planning knows of one input: its layout and dtype, and what to hand to
+    ``rearrange.explain`` (the array itself, or None for a bare shape)."""
+
+    layout: Layout
+    dtype: str | None
+    itemsize: int | None
+    unit: str
+    source: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Occurrence:
+    """One elementary axis of one input: a name in a group of an input side."""
+
+    name: str
+    operand: int
+    dim: int          # the input dim whose group holds it
+    bare: bool        # the group is this axis alone
+    start: int
+    end: int
+
+
+def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
+          axes_lengths: Mapping[str, Any]) -> EinsumPlan:
+    """Bind a parsed pattern to its inputs; PatternError for anything that does not fit."""
+    text = pattern.text
+    if len(operands) != len(pattern.inputs):
+        sides = len(pattern.inputs)
+        raise pattern_error(
+            f"the pattern describes {sides} input{'s' if sides != 1 else ''}, but "
+            f"{len(operands)} tensor{'s were' if len(operands) != 1 else ' was'} given",
+            text, pattern.inputs[0].start, max(pattern.inputs[-1].end, pattern.inputs[0].start + 1),
+        )
+    dims = [_input_dims(side, operand.layout.ndim, k, text)
+            for k, (side, operand) in enumerate(zip(pattern.inputs, operands))]
+    ellipsis_shape = _ellipsis_shape(pattern, operands, dims)
+    lengths = _solve_lengths(pattern, operands, dims, axes_lengths)
+    _check_keyword_lengths_kept(pattern, operands, dims, lengths, axes_lengths)
+
+    # Letters in order of first appearance over the elementary axes, as einops assigns them.
+    letter_of = {name: _LETTERS[k] for k, name in enumerate(pattern.names)}
+    names = list(pattern.names)
+    reserved = set(names)
+    preparations = []
+    input_subscripts = []
+    steps: list[EinsumStep] = []
+    for k, (side, operand) in enumerate(zip(pattern.inputs, operands)):
+        preparation, kept, notes = _prepare_input(side, operand, lengths, reserved, text)
+        preparations.append(preparation)
+        input_subscripts.append("".join("..." if n is None else letter_of[n] for n in kept))
+        if preparation is not None:
+            for number, step in enumerate(preparation.plan.steps):
+                reason = step.reason + ("; " + "; ".join(notes) if notes and number == 0 else "")
+                steps.append(EinsumStep(step.op, f"x{k}", step.layout,
+                                        "copy" if step.is_copy else "view", reason))
+
+    output_elements: list[str | None] = [
+        None if type(m) is EllipsisAxis else m.name
+        for group in pattern.output.groups for m in group.members
+    ]
+    subscripts = ",".join(input_subscripts) + "->" + "".join(
+        "..." if n is None else letter_of[n] for n in output_elements)
+    contraction_shape = tuple(
+        length for n in output_elements
+        for length in (ellipsis_shape if n is None else (lengths[n],)))
+    contraction = Layout.contiguous(contraction_shape)
+
+    summed = tuple(n for n in names if n not in output_elements)
+    cost = math.prod(lengths[n] for n in names) * math.prod(ellipsis_shape)
+    dtypes = [operand.dtype for operand in operands]
+    dtype = itemsize = None
+    if all(d is not None for d in dtypes):
+        result_dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+        dtype, itemsize = result_dtype.name, result_dtype.itemsize
+    path = None
+    if len(operands) > 1 and cost >= _OPTIMIZE_MIN_COST and _pairwise_dtype(dtype):
+        path = _contraction_path(subscripts, preparations, operands)
+    how = (f"optimize path {', '.join(map(str, path))}: {cost:,} multiply-adds naive"
+           if path is not None else f"optimize=False: {cost:,} multiply-adds"
+           + (f", below {_OPTIMIZE_MIN_COST:,}" if len(operands) > 1 else ""))
+    sums = f"sum over {' '.join(summed)}" if summed else "no axis summed"
+    steps.append(EinsumStep("einsum", "out", contraction, "new",
+                            f"{subscripts!r}: {sums}; {how}"))
+
+    output_pattern = output_plan = None
+    output_layout = contraction
+    if any(g.bracketed or not g.members for g in pattern.output.groups):
+        output_pattern = _output_pattern(pattern.output, reserved)
+        output_plan = api.explain(contraction.shape, output_pattern, dtype=dtype)
+        output_layout = output_plan.output
+        for step in output_plan.steps:
+            steps.append(EinsumStep(step.op, "out", step.layout,
+                                    "copy" if step.is_copy else "view", step.reason))
+    return EinsumPlan(
+        pattern=text,
+        inputs=tuple(o.layout for o in operands),
+        input_dtypes=tuple(dtypes),
+        stride_units=tuple(o.unit for o in operands),
+        dtype=dtype,
+        itemsize=itemsize,
+        output=output_layout,
+        axis_lengths=tuple((n, lengths[n]) for n in names),
+        ellipsis_shape=ellipsis_shape if pattern.output.has_ellipsis else None,
+        summed=summed,
+        letters=tuple((letter_of[n], n) for n in names),
+        preparations=tuple(preparations),
+        subscripts=subscripts,
+        path=path,
+        cost=cost,
+        contraction=contraction,
+        output_pattern=output_pattern,
+        output_plan=output_plan,
+        steps=tuple(steps),
+    )
+
+
+def _input_dims(side: Side, ndim: int, operand: int, text: str) -> list[Group | int]:
+    """Per input dim: its group, or the index (0, 1, ...) of the ellipsis dim it is."""
+    fixed = [g for g in side.groups if not _is_bare_ellipsis(g)]
+    if side.has_ellipsis:
+        if ndim < len(fixed):
+            raise pattern_error(
+                f"input {operand} has {ndim} dim{'s' if ndim != 1 else ''}, but its pattern "
+                f"needs at least {len(fixed)} besides the ellipsis",
+                text, side.start, max(side.end, side.start + 1),
+            )
+    elif ndim != len(side.groups):
+        raise pattern_error(
+            f"input {operand} has {ndim} dim{'s' if ndim != 1 else ''}, but its pattern "
+            f"describes {len(side.groups)}: one group per dim is expected",
+            text, side.start, max(side.end, side.start + 1),
+        )
+    dims: list[Group | int] = []
+    for group in side.groups:
+        if _is_bare_ellipsis(group):
+            dims.extend(range(ndim - len(fixed)))
+        else:
+            dims.append(group)
+    return dims
+
+
+def _is_bare_ellipsis(group: Group) -> bool:
+    return (not group.bracketed and len(group.members) == 1
+            and type(group.members[0]) is EllipsisAxis)
+
+
+def _ellipsis_member(side: Side) -> EllipsisAxis:
+    return next(m for g in side.groups for m in g.members if type(m) is EllipsisAxis)
+
+
+def _ellipsis_shape(pattern: EinsumPattern, operands: Sequence[_Operand],
+                    dims: list[list[Group | int]]) -> tuple[int, ...]:
+    """The dims '...' stands for in the output: the inputs' broadcast (numpy's rule:
+    dims aligned from the right, size 1 broadcasting)."""
+    text = pattern.text
+    reversed_result: list[int] = []   # the broadcast so far, last dim first
+    set_by: list[int] = []            # which input gave each of those dims its size
+    shapes: dict[int, tuple[int, ...]] = {}
+    for k, (side, operand) in enumerate(zip(pattern.inputs, operands)):
+        if not side.has_ellipsis:
+            continue
+        shape = tuple(size for size, d in zip(operand.layout.shape, dims[k]) if type(d) is int)
+        shapes[k] = shape
+        member = _ellipsis_member(side)
+        if shape and not pattern.output.has_ellipsis:
+            raise pattern_error(
+                f"'...' stands for {len(shape)} dim{'s' if len(shape) != 1 else ''} "
+                f"{_fmt(shape)} of input {k}, but the output has no '...'; einsum sums only "
+                "named axes: name these dims, or keep '...' in the output",
+                text, member.start, member.end,
+            )
+        for position, size in enumerate(reversed(shape)):
+            if position == len(reversed_result):
+                reversed_result.append(size)
+                set_by.append(k)
+            elif reversed_result[position] == 1:
+                reversed_result[position] = size
+                set_by[position] = k
+            elif size not in (1, reversed_result[position]):
+                other = set_by[position]
+                raise pattern_error(
+                    f"'...' stands for dims {_fmt(shapes[other])} in input {other} and "
+                    f"{_fmt(shape)} in input {k}, which do not broadcast",
+                    text, member.start, member.end,
+                )
+    return tuple(reversed(reversed_result))
+
+
+def _fmt(values: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, values)) + ("," if len(values) == 1 else "") + ")"
+
+
+def _occurrences(pattern: EinsumPattern, dims: list[list[Group | int]]) -> list[_Occurrence]:
+    found = []
+    for k, groups in enumerate(dims):
+        for dim, group in enumerate(groups):
+            if type(group) is int:
+                continue
+            for member in group.members:
+                found.append(_Occurrence(member.name, k, dim, len(group.members) == 1
+                                         and not group.bracketed, member.start, member.end))
+    return found
+
+
+def _solve_lengths(pattern: EinsumPattern, operands: Sequence[_Operand],
+                   dims: list[list[Group | int]], axes_lengths: Mapping[str, Any]) -> dict[str, int]:
+    """The length of every named axis, from the given lengths and the inputs' shapes.
+
+    A bare dim of size other than 1 fixes its axis; sizes that differ are an error.
+    Composed groups with one unknown axis are then solved until nothing changes; only
+    then do bare size-1 dims (which broadcast against any length) fix what is left.
+    """
+    text = pattern.text
+    names = pattern.names
+    lengths: dict[str, int] = {}
+    source: dict[str, str] = {}  # axis -> where its length came from, for messages
+    for name, length in axes_lengths.items():
+        if name not in names:
+            raise PatternError(
+                f"axis length given for {name!r}, which is not an axis of the pattern's "
+                f"inputs (its axes: {', '.join(names) or 'none'})")
+        if isinstance(length, bool) or not hasattr(length, "__index__") or length.__index__() <= 0:
+            first = next(m for side in pattern.inputs for g in side.groups for m in g.members
+                         if type(m) is AxisName and m.name == name)
+            raise pattern_error(f"axis length {name}={length!r} must be a positive integer",
+                                text, first.start, first.end)
+        lengths[name] = length.__index__()
+        source[name] = f"{name}={lengths[name]} was given"
+
+    occurrences = _occurrences(pattern, dims)
+    for occ in occurrences:
+        size = operands[occ.operand].layout.shape[occ.dim]
+        if not occ.bare or size == 1:
+            continue
+        known = lengths.get(occ.name)
+        if known is None:
+            lengths[occ.name] = size
+            source[occ.name] = f"it has length {size} in input {occ.operand}"
+        elif known != size:
+            raise pattern_error(
+                f"axis {occ.name!r} has length {size} in input {occ.operand}, but "
+                f"{source[occ.name]}; lengths must agree (or be 1, which broadcasts)",
+                text, occ.start, occ.end,
+            )
+
+    composed = [(k, dim, group) for k, groups in enumerate(dims)
+                for dim, group in enumerate(groups)
+                if type(group) is not int and (group.bracketed and group.members)]
+    _solve_compositions(composed, operands, lengths, source, text)
+    for occ in occurrences:
+        if occ.bare and occ.name not in lengths:
+            lengths[occ.name] = 1
+            source[occ.name] = f"it has length 1 in input {occ.operand}"
+    _solve_compositions(composed, operands, lengths, source, text)
+
+    for k, dim, group in composed:
+        size = operands[k].layout.shape[dim]
+        unknown = [m.name for m in group.members if m.name not in lengths]
+        if unknown:
+            missing = ", ".join(f"{n}=" for n in dict.fromkeys(unknown))
+            raise pattern_error(
+                f"cannot infer the lengths of {_group_text(group)} from dim {dim} of input {k} "
+                f"(size {size}): {len(unknown)} axes are unknown; pass all but one of them "
+                f"({missing}...)",
+                text, group.start, group.end,
+            )
+        product = math.prod(lengths[m.name] for m in group.members)
+        if product != size:
+            given = ", ".join(f"{m.name}={lengths[m.name]}" for m in group.members)
+            raise pattern_error(
+                f"dim {dim} of input {k} has size {size}, but {_group_text(group)} with "
+                f"{given} has {product} elements",
+                text, group.start, group.end,
+            )
+    for k, groups in enumerate(dims):
+        for dim, group in enumerate(groups):
+            size = operands[k].layout.shape[dim]
+            if type(group) is not int and not group.members and size != 1:
+                raise pattern_error(
+                    f"a unit axis matches dim {dim} of input {k}, which has size {size} "
+                    "(expected 1)", text, group.start, group.end,
+                )
+    _check_diagonals(occurrences, operands, lengths, text)
+    return lengths
+
+
+def _solve_compositions(composed: list, operands: Sequence[_Operand], lengths: dict[str, int],
+                        source: dict[str, str], text: str) -> None:
+    """Infer the one unknown axis of composed groups, repeatedly, until none is left to
+    infer (an axis inferred in one input may unlock a group of another)."""
+    progress = True
+    while progress:
+        progress = False
+        for k, dim, group in composed:
+            unknown = [m for m in group.members if m.name not in lengths]
+            if len(unknown) != 1:
+                continue
+            size = operands[k].layout.shape[dim]
+            known = math.prod(lengths[m.name] for m in group.members if m.name in lengths)
+            if known == 0:
+                continue  # any length fits a group that already has no elements
+            if size % known:
+                raise pattern_error(
+                    f"dim {dim} of input {k} has size {size}, which {_group_text(group)} cannot "
+                    f"split: {size} is not divisible by {known}",
+                    text, group.start, group.end,
+                )
+            member = unknown[0]
+            lengths[member.name] = size // known
+            source[member.name] = f"it has length {size // known} in input {k}"
+            progress = True
+
+
+def _check_diagonals(occurrences: list[_Occurrence], operands: Sequence[_Operand],
+                     lengths: dict[str, int], text: str) -> None:
+    """An axis repeated within one input takes a diagonal: no broadcasting there."""
+    first: dict[tuple[int, str], tuple[int, _Occurrence]] = {}
+    for occ in occurrences:
+        size = operands[occ.operand].layout.shape[occ.dim] if occ.bare else lengths[occ.name]
+        seen = first.setdefault((occ.operand, occ.name), (size, occ))
+        if seen[0] != size:
+            raise pattern_error(
+                f"axis {occ.name!r} appears twice in input {occ.operand} with lengths "
+                f"{seen[0]} and {size}; a repeated axis takes the diagonal, which needs "
+                "equal lengths", text, occ.start, occ.end,
+            )
+
+
+def _group_text(group: Group) -> str:
+    names = [m.name for m in group.members]
+    return names[0] if len(names) == 1 and not group.bracketed else "(" + " ".join(names) + ")"
+
+
+def _rearrange_name(name: str, used: set[str], reserved: set[str]) -> str:
+    """``name`` if rearrange accepts it and it is not taken in this pattern, else a
+    fresh ``axisN`` that no axis of the einsum pattern uses."""
+    if _invalid_name_reason(name) is None and name not in used:
+        used.add(name)
+        return name
+    number = 0
+    while f"axis{number}" in used or f"axis{number}" in reserved:
+        number += 1
+    used.add(f"axis{number}")
+    return f"axis{number}"
+
+
+def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int],
+                   reserved: set[str], text: str,
+                   ) -> tuple[InputPreparation | None, list[str | None], list[str]]:
+    """The rearrange of one input to its elementary axes (None when it has them already),
+    the elementary axes it keeps in order (None for '...'), and notes on the broadcast
+    dims it drops."""
+    shape = operand.layout.shape
+    ellipsis_dims = len(shape) - sum(1 for g in side.groups if not _is_bare_ellipsis(g))
+    used: set[str] = set()
+    left: list[str] = []
+    right: list[str] = []
+    kept: list[str | None] = []
+    given: dict[str, int] = {}
+    notes: list[str] = []
+    changes = False
+    dim = 0
+    for group in side.groups:
+        if _is_bare_ellipsis(group):
+            left.append("...")
+            right.append("...")
+            kept.append(None)
+            dim += ellipsis_dims
+            continue
+        size = shape[dim]
+        dim += 1
+        if not group.members:  # a unit dim: rearrange drops it
+            left.append("1")
+            changes = True
+            continue
+        if not group.bracketed:
+            name = group.members[0].name
+            if size == 1 and lengths[name] != 1:
+                # Broadcast: constant along this axis, so the input need not carry it.
+                left.append("1")
+                notes.append(f"{name} has size 1 here and broadcasts to {lengths[name]}")
+                changes = True
+                continue
+            alias = _rearrange_name(name, used, reserved)
+            left.append(alias)
+            right.append(alias)
+            kept.append(name)
+            continue
+        aliases = []
+        zero_length = []
+        for member in group.members:
+            alias = _rearrange_name(member.name, used, reserved)
+            aliases.append(alias)
+            kept.append(member.name)
+            if lengths[member.name]:
+                given[alias] = lengths[member.name]
+            else:  # rearrange takes positive lengths only: it infers this one
+                zero_length.append(member.name)
+        if len(zero_length) > 1:
+            raise pattern_error(
+                f"cannot split {_group_text(group)}: {' and '.join(zero_length)} have length "
+                "0, and rearrange infers at most one unknown axis per group",
+                text, group.start, group.end,
+            )
+        left.append("(" + " ".join(aliases) + ")")
+        right.extend(aliases)
+        changes = True
+    if not changes:
+        return None, kept, notes
+    rearrange_pattern = " ".join(left) + " -> " + " ".join(right)
+    if operand.source is not None:
+        plan = api.explain(operand.source, rearrange_pattern, **given)
+    else:
+        plan = api.explain(operand.layout.shape, rearrange_pattern, strides=operand.layout.strides,
+                           dtype=operand.dtype, **given)
+    return InputPreparation(rearrange_pattern, tuple(given.items()), plan), kept, notes
+
+
+def _check_keyword_lengths_kept(pattern: EinsumPattern, operands: Sequence[_Operand],
+                                dims: list[list[Group | int]], lengths: dict[str, int],
+                                axes_lengths: Mapping[str, Any]) -> None:
+    """A length given as a keyword must be some input's: a size-1 dim broadcasts against
+    another input's longer dim, never against a keyword alone (numpy could not express it).
+
+    Lengths that come from the inputs are safe: an axis longer than 1 has a composed
+    occurrence or a bare dim of its full length, and both stay in their input.
+    """
+    for name in axes_lengths:
+        length = lengths[name]
+        if length == 1:
+            continue
+        occurrences = [o for o in _occurrences(pattern, dims) if o.name == name]
+        if any(not o.bare or operands[o.operand].layout.shape[o.dim] == length
+               for o in occurrences):
+            continue
+        first = occurrences[0]
+        raise pattern_error(
+            f"axis {name!r} has length 1 in input {first.operand}, but {name}={length} was "
+            f"given and no input has it at length {length}",
+            pattern.text, first.start, first.end,
+        )
+
+
+def _output_pattern(output: Side, reserved: set[str]) -> str:
+    """The rearrange from numpy.einsum's elementary result to the output's groups."""
+    used: set[str] = set()
+    alias = {}
+    for name in output.names:
+        alias[name] = _rearrange_name(name, used, reserved)
+    left: list[str] = []
+    right: list[str] = []
+    for group in output.groups:
+        parts = ["..." if type(m) is EllipsisAxis else alias[m.name] for m in group.members]
+        left.extend(parts)
+        if not parts:
+            right.append("1")
+        elif group.bracketed:
+            right.append("(" + " ".join(parts) + ")")
+        else:
+            right.extend(parts)
+    return " ".join(left) + " -> " + " ".join(right)
+
+
+def _pairwise_dtype(dtype: str | None) -> bool:
+    """numpy's optimize path contracts through matmul: numbers only (not object, not
+    bool, whose matmul is a logical or rather than einsum's sum)."""
+    return dtype is None or np.dtype(dtype).kind in "iufc"
+
+
+def _contraction_path(subscripts: str, preparations: Sequence[InputPreparation | None],
+                      operands: Sequence[_Operand]) -> tuple[tuple[int, ...], ...]:
+    """numpy's greedy contraction order, worked out from shapes alone: the operands are
+    zero-stride stand-ins of the prepared inputs' shapes (no data is read)."""
+    stand_ins = []
+    for preparation, operand in zip(preparations, operands):
+        shape = operand.layout.shape if preparation is None else preparation.plan.output.shape
+        stand_ins.append(np.broadcast_to(np.zeros((), np.float64), shape))
+    path, _ = np.einsum_path(subscripts, *stand_ins, optimize="greedy")
+    return tuple(tuple(step) for step in path[1:])
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def _format_plan(plan: EinsumPlan) -> str:
+    """The explain table: a header (what, how big) and one row per step."""
+    if plan.dtype is None:
+        dtype = "unknown"
+    else:
+        dtype = f"{plan.dtype} ({plan.itemsize} byte{'s' if plan.itemsize != 1 else ''})"
+    parsed = parse_einsum(plan.pattern)
+    sides = [plan.pattern[side.start:side.end] for side in parsed.inputs]
+    output_side = plan.pattern[parsed.output.start:parsed.output.end]
+    shapes = [_fmt(layout.shape) for layout in (*plan.inputs, plan.output)]
+    strides = [_fmt(layout.strides) for layout in (*plan.inputs, plan.output)]
+    shape_width = max(map(len, shapes))
+    stride_width = max(map(len, strides))
+    lines = [f"einsum '{plan.pattern}'", f"  dtype    {dtype}"]
+    for k, layout in enumerate(plan.inputs):
+        unit = "" if plan.stride_units[k] == "elements" else " (strides in bytes)"
+        what = plan.input_dtypes[k] or "unknown"
+        lines.append(
+            f"  {'x' + str(k):<7}  shape {shapes[k]:<{shape_width}}  strides "
+            f"{strides[k]:<{stride_width}}  offset {layout.offset}{unit}  {what}  "
+            f"'{sides[k]}'")
+    lines.append(f"  output   shape {shapes[-1]:<{shape_width}}  strides "
+                 f"{strides[-1]:<{stride_width}}  offset 0  {plan.dtype or 'unknown'}  "
+                 f"'{output_side}'")
+    axes = " ".join(f"{n}={l}" for n, l in plan.axis_lengths) or "(none)"
+    if plan.ellipsis_shape is not None:
+        axes += f"  ...={_fmt(plan.ellipsis_shape)}"
+    lines.append(f"  axes     {axes}")
+    if plan.letters and any(letter != name for letter, name in plan.letters):
+        lines.append("  letters  " + " ".join(f"{letter}:{name}" for letter, name in plan.letters))
+    views = plan.views
+    copies = plan.copies
+    lines.append(
+        f"  result   a new array: numpy.einsum, {views} view step{'s' if views != 1 else ''}, "
+        f"{copies} cop{'ies' if copies != 1 else 'y'}")
+    rows = [("#", "step", "on", "shape", "strides", "kind", "reason")]
+    for number, step in enumerate(plan.steps, 1):
+        rows.append((str(number), step.op, step.on, _fmt(step.layout.shape),
+                     _fmt(step.layout.strides), step.kind, step.reason))
+    widths = [max(len(row[k]) for row in rows) for k in range(6)]
+    lines.append("")
+    for row in rows:
+        cells = [row[k].ljust(widths[k]) for k in range(6)] + [row[6]]
+        lines.append(("  " + "  ".join(cells)).rstrip())
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- cache
+
+
+_PLAN_CACHE_SIZE = 1024
+# (pattern, per input (shape, byte strides, dtype) or ("tensor", layout, dtype), axis
+# lengths) -> _Runner. Reads are single dict lookups; inserts happen under the lock.
+_plans: dict[tuple, _Runner] = {}
+_plans_lock = threading.Lock()
+
+
+def _remember(key: tuple, runner: _Runner) -> None:
+    with _plans_lock:
+        if len(_plans) >= _PLAN_CACHE_SIZE:
+            _plans.pop(next(iter(_plans)))
+        _plans[key] = runner
+
+
+def cache_clear() -> None:
+    """Empty the einsum plan cache (parsed patterns included)."""
+    with _plans_lock:
+        _plans.clear()
+    _parse_einsum_cached.cache_clear()
+
+
+def _context(pattern: str, shapes: Sequence[tuple[int, ...]], axes_lengths: Mapping[str, Any]) -> str:
+    lengths = "{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}"
+    described = ", ".join(str(tuple(s)) for s in shapes) or "none"
+    return f"  while computing einsum with pattern '{pattern}': input shapes {described}, " \
+           f"axis lengths {lengths}"
+
+
+def _plan_with_context(pattern: str, operands: Sequence[_Operand],
+                       axes_lengths: Mapping[str, Any]) -> EinsumPlan:
+    try:
+        return _plan(parse_einsum(pattern), operands, axes_lengths)
+    except PatternError as error:
+        shapes = [o.layout.shape for o in operands]
+        raise PatternError(f"{error}\n{_context(pattern, shapes, axes_lengths)}") from None
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def _split_arguments(arguments: tuple) -> tuple[list[Any], str]:
+    """einops' calling convention: tensors first, the pattern string last."""
+    if len(arguments) < 2:
+        found = "no arguments" if not arguments else f"only one argument ({_kind(arguments[0])})"
+        raise ArgumentTypeError(
+            "rearrange.einsum takes at least two arguments: one or more tensors, followed by "
+            f"the pattern, e.g. einsum(x, y, 'a b, b c -> a c'); got {found}")
+    *tensors, pattern = arguments
+    if not isinstance(pattern, str):
+        where = next((k for k, t in enumerate(tensors) if isinstance(t, str)), None)
+        hint = "" if where is None else f" (argument {where} is a str: put the pattern last)"
+        raise ArgumentTypeError(
+            "rearrange.einsum takes the tensors first and the pattern last; the last "
+            f"argument must be the pattern string, got {_kind(pattern)}{hint}")
+    return tensors, pattern
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, str):
+        return f"the str {value!r}"
+    return f"{type(value).__module__}.{type(value).__name__}".replace("builtins.", "")
+
+
+def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
+    """Sum of products over named axes: ``einsum(x, y, "b h w, h w c -> b c")``.
+
+    Tensors come first and the pattern last, as in einops. Axis names are words, not
+    letters; ``...`` stands for the same leading/trailing dims in every input that has
+    it; an axis repeated within one input takes the diagonal; axes missing from the output
+    are summed. Beyond einops, groups may be composed — ``"b (h d), (h d) e -> b e"``,
+    ``"a b, b c -> (a c)"`` — and ``()`` or ``1`` are unit dims; pass as keywords the
+    lengths that the shapes do not determine (``h=4``).
+
+    Inputs are numpy arrays (the result is a new numpy array, or a numpy scalar for a 0-d
+    result, as numpy's einsum gives) or ``rearrange.Tensor`` (the result is a new Tensor).
+
+    >>> import numpy as np, rearrange as ra
+    >>> x, w = np.ones((2, 12)), np.ones((12, 5))
+    >>> ra.einsum(x, w, "b (h d), (h d) e -> b h e", h=3).shape
+    (2, 3, 5)
+    """
+    if tensors_and_pattern and (not axes_lengths
+                                or _PLAIN_INT.issuperset(map(type, axes_lengths.values()))):
+        # The warm path for numpy arrays: one key, one lookup, the lowered calls.
+        pattern = tensors_and_pattern[-1]
+        key = [pattern]
+        for tensor in tensors_and_pattern[:-1]:
+            if type(tensor) is not _ndarray:
+                break
+            key.append((tensor.shape, tensor.strides, tensor.dtype))
+        else:
+            if len(key) > 1 and type(pattern) is str:
+                runner = _plans.get((*key, *axes_lengths.items()))
+                if runner is not None:
+                    return runner(tensors_and_pattern[:-1])
+    tensors, pattern = _split_arguments(tensors_and_pattern)
+    arrays, as_tensor = _checked_inputs(tensors)
+    axes_lengths = api._canonical_lengths(axes_lengths)
+    if as_tensor:
+        key = (pattern, *(("tensor", t.layout, t.dtype) for t in arrays), *axes_lengths.items())
+    else:
+        key = (pattern, *((t.shape, t.strides, t.dtype) for t in arrays), *axes_lengths.items())
+    try:
+        runner = _plans.get(key)
+    except TypeError:  # unhashable axis lengths: the planner says which
+        key, runner = None, None
+    if runner is None:
+        plan = _plan_with_context(pattern, [_describe(t) for t in arrays], axes_lengths)
+        runner = _Runner(plan, as_tensor)
+        if key is not None and type(pattern) is str:
+            _remember(key, runner)
+    return runner(arrays)
+
+
+def _checked_inputs(tensors: Sequence[Any]) -> tuple[list[Any], bool]:
+    """The inputs as numpy arrays or as Tensors (one kind for all), and which kind."""
+    arrays = []
+    for k, tensor in enumerate(tensors):
+        if isinstance(tensor, np.generic):
+            tensor = np.asarray(tensor)
+        if not isinstance(tensor, (np.ndarray, Tensor)):
+            raise ArgumentTypeError(
+                "rearrange.einsum takes numpy arrays or rearrange.Tensors, then the pattern; "
+                f"argument {k} is {_kind(tensor)}")
+        arrays.append(tensor)
+    kinds = {isinstance(t, Tensor) for t in arrays}
+    if len(kinds) > 1:
+        first_tensor = next(k for k, t in enumerate(arrays) if isinstance(t, Tensor))
+        first_array = next(k for k, t in enumerate(arrays) if not isinstance(t, Tensor))
+        raise ArgumentTypeError(
+            "rearrange.einsum takes numpy arrays or rearrange.Tensors, not a mix: argument "
+            f"{first_array} is a numpy array and argument {first_tensor} a rearrange.Tensor; "
+            "convert one (rearrange.from_numpy(a), t.numpy())")
+    return arrays, kinds == {True}
+
+
+def _describe(tensor: Any) -> _Operand:
+    if isinstance(tensor, Tensor):
+        return _Operand(tensor.layout, tensor.dtype.name, tensor.element_size(), "elements", tensor)
+    layout, unit = api._numpy_layout(tensor)
+    return _Operand(layout, tensor.dtype.name, tensor.itemsize, unit, tensor)
+
+
+class _Runner:
+    """An einsum plan lowered to its calls: each input's rearrange, numpy.einsum into a
+    fresh C-contiguous array, the output's rearrange."""
+
+    __slots__ = ("plan", "as_tensor", "preparations", "dtype", "shape", "numel",
+                 "subscripts", "optimize", "output_pattern")
+
+    def __init__(self, plan: EinsumPlan, as_tensor: bool) -> None:
+        self.plan = plan
+        self.as_tensor = as_tensor
+        # Empty when no input needs a rearrange (the common case: plain names).
+        self.preparations = tuple(
+            None if p is None else (p.pattern, dict(p.axes_lengths)) for p in plan.preparations
+        ) if any(plan.preparations) else ()
+        self.dtype = np.dtype(plan.dtype)
+        self.shape = plan.contraction.shape
+        self.numel = plan.contraction.numel
+        self.subscripts = plan.subscripts
+        self.optimize = plan.optimize
+        self.output_pattern = plan.output_pattern
+
+    def __call__(self, arrays: Sequence[Any]) -> Any:
+        operands = arrays
+        if self.as_tensor or self.preparations:
+            operands = []
+            for array, preparation in zip(arrays, self.preparations or (None,) * len(arrays)):
+                if preparation is not None:
+                    array = api.rearrange(array, preparation[0], **preparation[1])
+                operands.append(array.numpy() if self.as_tensor else array)
+        if self.as_tensor:
+            flat = np.empty(self.numel, self.dtype)
+            np.einsum(self.subscripts, *operands, out=flat.reshape(self.shape),
+                      optimize=self.optimize)
+            result = Tensor._wrap(Storage(flat), self.plan.contraction)
+        else:
+            result = np.empty(self.shape, self.dtype)
+            np.einsum(self.subscripts, *operands, out=result, optimize=self.optimize)
+            if not self.shape and self.output_pattern is None:
+                return result[()]  # a numpy scalar, as numpy's (and einops') einsum returns
+        if self.output_pattern is not None:
+            result = api.rearrange(result, self.output_pattern)
+        return result
+
+
+def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[Any] | None = None,
+                   dtype: Any = None, **axes_lengths: int) -> EinsumPlan:
+    """The plan ``einsum`` follows for these inputs, without touching any data.
+
+    ``tensors_or_shapes`` is a list of inputs: arrays, ``rearrange.Tensor`` s, or shapes
+    (tuples of ints; one shape alone may be given bare). For shapes, ``strides`` (one
+    tuple per input, in elements; default C-contiguous) and ``dtype`` (one for all, or
+    one per input) describe the rest.
+
+    >>> import rearrange.contraction as rc
+    >>> plan = rc.explain_einsum([(2, 12), (12, 5)], "b (h d), (h d) e -> b h e", h=3)
+    >>> plan.subscripts, plan.output.shape
+    ('abc,bcd->abd', (2, 3, 5))
+    """
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"pattern must be a str, got {_kind(pattern)}")
+    items = _operand_list(tensors_or_shapes)
+    if strides is not None and len(strides) != len(items):
+        raise ArgumentTypeError(
+            f"strides: expected one tuple per input ({len(items)}), got {len(strides)}")
+    dtypes = (list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * len(items))
+    if len(dtypes) != len(items):
+        raise ArgumentTypeError(
+            f"dtype: expected one dtype, or one per input ({len(items)}), got {len(dtypes)}")
+    operands = []
+    for k, item in enumerate(items):
+        layout, name, itemsize, unit = api._layout_from(
+            item, None if strides is None else strides[k], dtypes[k])
+        source = item if isinstance(item, (np.ndarray, Tensor)) else None
+        operands.append(_Operand(layout, name, itemsize, unit, source))
+    return _plan_with_context(pattern, operands, api._canonical_lengths(axes_lengths))
+
+
+def _operand_list(tensors_or_shapes: Any) -> list[Any]:
+    if isinstance(tensors_or_shapes, (np.ndarray, Tensor, np.generic)):
+        return [tensors_or_shapes]
+    if not isinstance(tensors_or_shapes, (list, tuple)):
+        raise ArgumentTypeError(
+            "explain_einsum takes a list of inputs (arrays, rearrange.Tensors or shapes); "
+            f"got {_kind(tensors_or_shapes)}")
+    if not tensors_or_shapes:
+        raise ArgumentTypeError(
+            "explain_einsum needs at least one input; for one 0-d input pass [()]")
+    if api._is_shape(tensors_or_shapes):  # one shape given bare
+        return [tuple(tensors_or_shapes)]
+    return list(tensors_or_shapes)
