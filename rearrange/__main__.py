@@ -1,7 +1,8 @@
 """Command line.
 
     rearrange explain 'b h t d -> b t (h d)' --shape 2,8,128,64 [--strides ...]
-              [--dtype float32] [--json | --emit numpy|torch] [h=8 ...]
+              [--dtype float32] [--op rearrange|reduce|repeat] [--reduction sum]
+              [--json | --emit numpy|torch] [h=8 ...]
     rearrange warmup
     rearrange demo
 
@@ -43,8 +44,10 @@ def _explain(args: argparse.Namespace) -> int:
     from .api import explain
 
     copy = {"auto": None, "never": False, "always": True}[args.copy]
-    plan = explain(args.shape, args.pattern, strides=args.strides, dtype=args.dtype,
-                   copy=copy, **dict(args.lengths))
+    if args.op == "reduce" and args.reduction is None:
+        raise RearrangeError("--op reduce needs --reduction (sum, mean, max, ...)")
+    plan = explain(args.shape, args.pattern, op=args.op, reduction=args.reduction,
+                   strides=args.strides, dtype=args.dtype, copy=copy, **dict(args.lengths))
     if args.json:
         print(plan.dump())
     elif args.emit:
@@ -102,8 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     explain = commands.add_parser(
         "explain", help="print the plan for a pattern and an input layout",
-        description="Print how rearrange executes PATTERN on an input of the given layout: "
-                    "every step, and why it is a view or a copy.",
+        description="Print how rearrange (or --op reduce/repeat) executes PATTERN on an "
+                    "input of the given layout: every step, and why it is a view or a copy.",
     )
     explain.add_argument("pattern", help="an einops pattern, e.g. 'b h t d -> b t (h d)'")
     explain.add_argument("lengths", nargs="*", type=_axis_length, metavar="NAME=LENGTH",
@@ -114,6 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     explain.add_argument("--dtype", default="float32", help="element type (default float32)")
     explain.add_argument("--copy", choices=("auto", "never", "always"), default="auto",
                          help="copy=None (auto), False (never) or True (always)")
+    explain.add_argument("--op", choices=("rearrange", "reduce", "repeat"), default="rearrange",
+                         help="the operation (default rearrange)")
+    explain.add_argument("--reduction", default=None,
+                         help="with --op reduce: sum, mean, max, min, prod, any, all, var, "
+                              "std, logsumexp, argmax, argmin, count_nonzero")
     output = explain.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the plan as JSON")
     output.add_argument("--emit", choices=("numpy", "torch"),
