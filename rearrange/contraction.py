@@ -201,7 +201,7 @@ def _check_pattern(pattern: EinsumPattern) -> None:
                 else:
                     if ellipsis_seen:
                         raise pattern_error(
-                            f"'...' appears twice in the {label}; a side may hold one ellipsis "
+                            f"'...' appears twice in {label}; a side may hold one ellipsis "
                             "at most", text, member.start, member.end,
                         )
                     ellipsis_seen = True
@@ -367,7 +367,8 @@ class EinsumPlan:
         if len(names) != len(self.inputs) or not all(isinstance(n, str) for n in names):
             raise ArgumentTypeError(
                 f"to_source: names must be {len(self.inputs)} str, one per input; got {names!r}")
-        operands = [name if prep is None else prep.plan.to_source(library, name)
+        verb = "reshape" if library == "numpy" else "view"
+        operands = [name if prep is None else f"{name}.{verb}({_shape_arg(prep.plan.output.shape)})"
                     for name, prep in zip(names, self.preparations)]
         if library == "numpy":
             extra = "" if self.path is None else f", optimize={self.optimize!r}"
@@ -375,12 +376,15 @@ class EinsumPlan:
         else:
             call = f"torch.einsum({self.subscripts!r}, {', '.join(operands)})"
         if self.output_pattern is not None:
-            call += f".reshape({_ints(self.output.shape)})"
+            call += f".reshape({_shape_arg(self.output.shape)})"
         return call
 
 
-def _ints(values: tuple[int, ...]) -> str:
-    return f"{values[0]}," if len(values) == 1 else ", ".join(map(str, values))
+def _shape_arg(shape: tuple[int, ...]) -> str:
+    """A shape as the arguments of ``reshape``/``view``: ``2, 3``, ``6,`` or ``()``."""
+    if not shape:
+        return "()"
+    return f"{shape[0]}," if len(shape) == 1 else ", ".join(map(str, shape))
 
 
 def _layout_dict(layout: Layout) -> dict[str, Any]:
@@ -619,6 +623,7 @@ def _solve_lengths(pattern: EinsumPattern, operands: Sequence[_Operand],
         source[name] = f"{name}={lengths[name]} was given"
 
     occurrences = _occurrences(pattern, dims)
+    _check_diagonals([o for o in occurrences if o.bare], operands, lengths, text)
     for occ in occurrences:
         size = operands[occ.operand].layout.shape[occ.dim]
         if not occ.bare or size == 1:
