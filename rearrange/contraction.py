@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import string
 import threading
 from dataclasses import dataclass
@@ -257,6 +258,7 @@ class InputPreparation:
     pattern: str                              # generated; names valid for rearrange
     axes_lengths: tuple[tuple[str, int], ...]  # what rearrange needs to split the groups
     plan: Plan                                # rearrange's own plan for this input
+    renamed: tuple[tuple[str, str], ...] = ()  # (generated name, the pattern's axis name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,7 +447,8 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
         input_subscripts.append("".join("..." if n is None else letter_of[n] for n in kept))
         if preparation is not None:
             for number, step in enumerate(preparation.plan.steps):
-                reason = step.reason + ("; " + "; ".join(notes) if notes and number == 0 else "")
+                reason = _with_axis_names(step.reason, dict(preparation.renamed))
+                reason += "; " + "; ".join(notes) if notes and number == 0 else ""
                 steps.append(EinsumStep(step.op, f"x{k}", step.layout,
                                         "copy" if step.is_copy else "view", reason))
 
@@ -465,7 +468,7 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
     dtypes = [operand.dtype for operand in operands]
     dtype = itemsize = None
     if all(d is not None for d in dtypes):
-        result_dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+        result_dtype = np.result_type(*dtypes)
         dtype, itemsize = result_dtype.name, result_dtype.itemsize
     path = None
     if len(operands) > 1 and cost >= _OPTIMIZE_MIN_COST and _pairwise_dtype(dtype):
@@ -480,12 +483,12 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
     output_pattern = output_plan = None
     output_layout = contraction
     if any(g.bracketed or not g.members for g in pattern.output.groups):
-        output_pattern = _output_pattern(pattern.output, reserved)
+        output_pattern, renamed = _output_pattern(pattern.output, reserved)
         output_plan = api.explain(contraction.shape, output_pattern, dtype=dtype)
         output_layout = output_plan.output
         for step in output_plan.steps:
-            steps.append(EinsumStep(step.op, "out", step.layout,
-                                    "copy" if step.is_copy else "view", step.reason))
+            steps.append(EinsumStep(step.op, "out", step.layout, "copy" if step.is_copy
+                                    else "view", _with_axis_names(step.reason, renamed)))
     return EinsumPlan(
         pattern=text,
         inputs=tuple(o.layout for o in operands),
@@ -652,6 +655,12 @@ def _solve_lengths(pattern: EinsumPattern, operands: Sequence[_Operand],
     for k, dim, group in composed:
         size = operands[k].layout.shape[dim]
         unknown = [m.name for m in group.members if m.name not in lengths]
+        if len(unknown) == 1:  # the others' product is 0: any length would fit
+            raise pattern_error(
+                f"cannot infer the length of {unknown[0]} in {_group_text(group)} from dim "
+                f"{dim} of input {k} (size {size}): the other axes have no elements; pass "
+                f"{unknown[0]}=", text, group.start, group.end,
+            )
         if unknown:
             missing = ", ".join(f"{n}=" for n in dict.fromkeys(unknown))
             raise pattern_error(
@@ -727,17 +736,27 @@ def _group_text(group: Group) -> str:
     return names[0] if len(names) == 1 and not group.bracketed else "(" + " ".join(names) + ")"
 
 
-def _rearrange_name(name: str, used: set[str], reserved: set[str]) -> str:
+def _rearrange_name(name: str, used: set[str], reserved: set[str],
+                    renamed: dict[str, str]) -> str:
     """``name`` if rearrange accepts it and it is not taken in this pattern, else a
-    fresh ``axisN`` that no axis of the einsum pattern uses."""
+    fresh ``axisN`` that no axis of the einsum pattern uses (recorded in ``renamed``)."""
     if _invalid_name_reason(name) is None and name not in used:
         used.add(name)
         return name
     number = 0
     while f"axis{number}" in used or f"axis{number}" in reserved:
         number += 1
-    used.add(f"axis{number}")
-    return f"axis{number}"
+    alias = f"axis{number}"
+    used.add(alias)
+    renamed[alias] = name
+    return alias
+
+
+def _with_axis_names(reason: str, renamed: Mapping[str, str]) -> str:
+    """A rearrange step's reason with the generated ``axisN`` names spelt as the pattern's."""
+    if not renamed:
+        return reason
+    return re.sub(r"\baxis\d+\b", lambda m: renamed.get(m.group(), m.group()), reason)
 
 
 def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int],
@@ -754,6 +773,7 @@ def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int],
     kept: list[str | None] = []
     given: dict[str, int] = {}
     notes: list[str] = []
+    renamed: dict[str, str] = {}
     changes = False
     dim = 0
     for group in side.groups:
@@ -777,7 +797,7 @@ def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int],
                 notes.append(f"{name} has size 1 here and broadcasts to {lengths[name]}")
                 changes = True
                 continue
-            alias = _rearrange_name(name, used, reserved)
+            alias = _rearrange_name(name, used, reserved, renamed)
             left.append(alias)
             right.append(alias)
             kept.append(name)
@@ -785,7 +805,7 @@ def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int],
         aliases = []
         zero_length = []
         for member in group.members:
-            alias = _rearrange_name(member.name, used, reserved)
+            alias = _rearrange_name(member.name, used, reserved, renamed)
             aliases.append(alias)
             kept.append(member.name)
             if lengths[member.name]:
@@ -809,7 +829,8 @@ def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int],
     else:
         plan = api.explain(operand.layout.shape, rearrange_pattern, strides=operand.layout.strides,
                            dtype=operand.dtype, **given)
-    return InputPreparation(rearrange_pattern, tuple(given.items()), plan), kept, notes
+    return (InputPreparation(rearrange_pattern, tuple(given.items()), plan,
+                             tuple(renamed.items())), kept, notes)
 
 
 def _check_keyword_lengths_kept(pattern: EinsumPattern, operands: Sequence[_Operand],
@@ -837,12 +858,14 @@ def _check_keyword_lengths_kept(pattern: EinsumPattern, operands: Sequence[_Oper
         )
 
 
-def _output_pattern(output: Side, reserved: set[str]) -> str:
-    """The rearrange from numpy.einsum's elementary result to the output's groups."""
+def _output_pattern(output: Side, reserved: set[str]) -> tuple[str, dict[str, str]]:
+    """The rearrange from numpy.einsum's elementary result to the output's groups, and
+    the names it generated for axes rearrange would not accept."""
     used: set[str] = set()
+    renamed: dict[str, str] = {}
     alias = {}
     for name in output.names:
-        alias[name] = _rearrange_name(name, used, reserved)
+        alias[name] = _rearrange_name(name, used, reserved, renamed)
     left: list[str] = []
     right: list[str] = []
     for group in output.groups:
@@ -854,7 +877,7 @@ def _output_pattern(output: Side, reserved: set[str]) -> str:
             right.append("(" + " ".join(parts) + ")")
         else:
             right.extend(parts)
-    return " ".join(left) + " -> " + " ".join(right)
+    return " ".join(left) + " -> " + " ".join(right), renamed
 
 
 def _pairwise_dtype(dtype: str | None) -> bool:

@@ -554,6 +554,9 @@ PATTERN_ERRORS = [
      2, "(h d)"),
     ("b (h d) -> b h d", [(2, 12)], {"h": 3, "d": 5},
      "dim 1 of input 0 has size 12, but (h d) with h=3, d=5 has 15 elements", 2, "(h d)"),
+    ("h, (h d) -> h", [(0,), (0,)], {},
+     "cannot infer the length of d in (h d) from dim 0 of input 1 (size 0): the other axes "
+     "have no elements; pass d=", 3, "(h d)"),
     ("h d, (h d) -> h", [(0, 0), (0,)], {},
      "cannot split (h d): h and d have length 0, and rearrange infers at most one unknown "
      "axis per group", 5, "(h d)"),
