@@ -431,7 +431,13 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
     dims = [_input_dims(side, operand.layout.ndim, k, text)
             for k, (side, operand) in enumerate(zip(pattern.inputs, operands))]
     ellipsis_shape = _ellipsis_shape(pattern, operands, dims)
-    lengths = _solve_lengths(pattern, operands, dims, axes_lengths)
+    try:
+        lengths = _solve_lengths(pattern, operands, dims, axes_lengths)
+    except _UnknownLengths as unknown:
+        fused = _fuse_unsplit_run(pattern, unknown.group, unknown.unknown)
+        if fused is None:
+            raise PatternError(str(unknown)) from None
+        return _plan(fused, operands, axes_lengths)
     _check_keyword_lengths_kept(pattern, operands, dims, lengths, axes_lengths)
 
     # Letters in order of first appearance over the elementary axes, as einops assigns them.
@@ -482,7 +488,8 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
 
     output_pattern = output_plan = None
     output_layout = contraction
-    if any(g.bracketed or not g.members for g in pattern.output.groups):
+    if any(not g.members or (g.bracketed and (len(g.members) > 1 or _has_ellipsis(g)))
+           for g in pattern.output.groups):
         output_pattern, renamed = _output_pattern(pattern.output, reserved)
         output_plan = api.explain(contraction.shape, output_pattern, dtype=dtype)
         output_layout = output_plan.output
@@ -535,6 +542,10 @@ def _input_dims(side: Side, ndim: int, operand: int, text: str) -> list[Group | 
         else:
             dims.append(group)
     return dims
+
+
+def _has_ellipsis(group: Group) -> bool:
+    return any(type(m) is EllipsisAxis for m in group.members)
 
 
 def _is_bare_ellipsis(group: Group) -> bool:
@@ -663,12 +674,13 @@ def _solve_lengths(pattern: EinsumPattern, operands: Sequence[_Operand],
             )
         if unknown:
             missing = ", ".join(f"{n}=" for n in dict.fromkeys(unknown))
-            raise pattern_error(
+            error = pattern_error(
                 f"cannot infer the lengths of {_group_text(group)} from dim {dim} of input {k} "
                 f"(size {size}): {len(unknown)} axes are unknown; pass all but one of them "
                 f"({missing}...)",
                 text, group.start, group.end,
             )
+            raise _UnknownLengths(str(error), group, frozenset(unknown))
         product = math.prod(lengths[m.name] for m in group.members)
         if product != size:
             given = ", ".join(f"{m.name}={lengths[m.name]}" for m in group.members)
@@ -687,6 +699,54 @@ def _solve_lengths(pattern: EinsumPattern, operands: Sequence[_Operand],
                 )
     _check_diagonals(occurrences, operands, lengths, text)
     return lengths
+
+
+class _UnknownLengths(PatternError):
+    """A composed group whose axes' lengths no input or keyword determines."""
+
+    def __init__(self, message: str, group: Group, unknown: frozenset[str]) -> None:
+        super().__init__(message)
+        self.group = group
+        self.unknown = unknown
+
+
+def _fuse_unsplit_run(pattern: EinsumPattern, group: Group,
+                      unknown: frozenset[str]) -> EinsumPattern | None:
+    """The pattern with the unknown axes of ``group`` fused into one axis, when no side
+    ever separates them; None when some side does (then their lengths matter).
+
+    ``b (h d), (h d) e -> b e`` needs neither ``h`` nor ``d``: both inputs hold them as the
+    same run ``h d`` inside a group and the output drops both, so ``(h d)`` acts as one
+    axis. The fused axis is named after the run, ``(h d)``.
+    """
+    names = [m.name if type(m) is AxisName else None for m in group.members]
+    positions = [i for i, name in enumerate(names) if name in unknown]
+    run = tuple(names[positions[0]:positions[-1] + 1])
+    if len(positions) != len(run) or len(set(run)) != len(run):
+        return None  # the unknown axes are not one contiguous run of distinct names
+
+    def fuse(side: Side) -> Side | None:
+        groups = []
+        for g in side.groups:
+            members = [m.name if type(m) is AxisName else None for m in g.members]
+            hits = [i for i, name in enumerate(members) if name in run]
+            if not hits:
+                groups.append(g)
+                continue
+            first = hits[0]
+            if (not g.bracketed or len(hits) != len(run)
+                    or tuple(members[first:first + len(run)]) != run):
+                return None
+            fused = AxisName("(" + " ".join(run) + ")", g.members[first].start,
+                             g.members[first + len(run) - 1].end)
+            groups.append(Group((*g.members[:first], fused, *g.members[first + len(run):]),
+                                True, g.start, g.end))
+        return Side(tuple(groups), side.start, side.end)
+
+    sides = [fuse(side) for side in (*pattern.inputs, pattern.output)]
+    if any(side is None for side in sides):
+        return None
+    return EinsumPattern(pattern.text, tuple(sides[:-1]), sides[-1])  # type: ignore[arg-type]
 
 
 def _solve_compositions(composed: list, operands: Sequence[_Operand], lengths: dict[str, int],
@@ -789,9 +849,9 @@ def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int],
             left.append("1")
             changes = True
             continue
-        if not group.bracketed:
+        if not group.bracketed or len(group.members) == 1:  # `h` or `(h)`: no split
             name = group.members[0].name
-            if size == 1 and lengths[name] != 1:
+            if not group.bracketed and size == 1 and lengths[name] != 1:
                 # Broadcast: constant along this axis, so the input need not carry it.
                 left.append("1")
                 notes.append(f"{name} has size 1 here and broadcasts to {lengths[name]}")
