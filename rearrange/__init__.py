@@ -82,6 +82,20 @@ def __getattr__(name: str):
 def __dir__():
     return sorted({*globals(), *_LAZY})
 
+
+def _register_with_torch_compile() -> None:
+    """If torch is already imported, make the operations single nodes under
+    ``torch.compile`` now, before any call can be traced (later: on the first tensor)."""
+    import sys
+
+    if "torch" in sys.modules:
+        from .backends._torch import allow_in_compiled_graph
+
+        allow_in_compiled_graph()
+
+
+_register_with_torch_compile()
+
 __all__ = [
     "rearrange", "reduce", "repeat", "explain", "compile", "cache_info", "cache_clear", "CompiledRearrange",
     "Plan", "Step", "set_num_threads", "get_num_threads",

@@ -8,13 +8,14 @@ and ``copy``). A warm call is one dict lookup plus the array calls of the plan.
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from . import kernel
+from . import backends, kernel
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import _parse_transform_cached, parse_transform
@@ -81,6 +82,7 @@ def cache_clear() -> None:
         _plan_misses = 0
     _parse_transform_cached.cache_clear()
     build_recipe.cache_clear()
+    backends.cache_clear()
 
 
 def _remember(key: tuple, entry: Any) -> None:
@@ -399,6 +401,11 @@ def _keyword_axes(pattern: Any, op: str, copy: Any, out: Any,
 def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
                        axes_lengths: Mapping[str, Any]) -> Any:
     """The plan cache lookup (and, on a miss, planning) for every input type."""
+    if type(tensor) is not _ndarray and not isinstance(tensor, (np.ndarray, Tensor)):
+        foreign = backends.foreign_input(tensor, "rearrange")
+        if foreign is not None:
+            return backends.run_transform(*foreign, "rearrange", pattern, None, copy,
+                                          _canonical_lengths(axes_lengths))
     array = tensor if type(tensor) is _ndarray else _as_array(tensor)
     if not isinstance(array, np.ndarray):
         return _rearrange_other(array, pattern, copy, axes_lengths)
@@ -420,19 +427,28 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
 
 
 def _canonical_lengths(axes_lengths: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Axis lengths as plain ints where they are integers (numpy ints included), so that
-    ``3``, ``np.int64(3)`` share cache entries while ``3.0`` or ``True`` never hit one
-    (``3.0 == 3`` and ``True == 1`` in Python) and reach the planner's error instead."""
+    """Axis lengths as plain ints where they are integers (numpy ints and torch's symbolic
+    ints included), so that ``3``, ``np.int64(3)`` share cache entries while ``3.0`` or
+    ``True`` never hit one (``3.0 == 3`` and ``True == 1`` in Python) and reach the
+    planner's error instead."""
     if _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
         return axes_lengths
     canonical: dict[str, Any] = {}
     for name, value in axes_lengths.items():
-        if isinstance(value, np.integer):
-            value = int(value)
-        elif type(value) is not int:
-            value = _InvalidLength(value)
+        if type(value) is not int:
+            value = _as_length(value)
         canonical[name] = value
     return canonical
+
+
+def _as_length(value: Any) -> Any:
+    """An integer-like axis length as an int; anything else wrapped so that the planner
+    rejects it with the original value in the message."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if not isinstance(value, (bool, float, np.bool_)) and hasattr(type(value), "__index__"):
+        return operator.index(value)  # e.g. torch.SymInt under torch.compile
+    return _InvalidLength(value)
 
 
 class _InvalidLength:
@@ -586,6 +602,12 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
     if op not in _EXPLAINED_OPS:
         raise RearrangeError(f"explain: op must be one of {', '.join(map(repr, _EXPLAINED_OPS))}, "
                              f"got {op!r}")
+    if not isinstance(x_or_shape, (np.ndarray, Tensor)) and not _is_shape(x_or_shape):
+        foreign = backends.foreign_input(x_or_shape, "explain")
+        if foreign is not None:
+            if op != "reduce" and reduction is not None:
+                raise ArgumentTypeError(f"reduction= applies to op='reduce', not op={op!r}")
+            return backends.plan_for_array(*foreign, op, pattern, reduction, copy, axes_lengths)
     if op != "rearrange":
         from .ops import explain_transform
 

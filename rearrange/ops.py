@@ -21,10 +21,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import kernel
+from . import backends, kernel
 from .api import (
-    _as_array, _context, _keyword_axes, _layout_from, _numpy_layout, _plan_for, _refuse_copy,
-    rearrange,
+    _as_array, _canonical_lengths, _context, _keyword_axes, _layout_from, _numpy_layout,
+    _plan_for, _refuse_copy, rearrange,
 )
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
@@ -206,6 +206,12 @@ def _tensor_runner(plan: Plan, reduction: Any) -> Runner:
 
 def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
          axes_lengths: Mapping[str, Any]) -> Any:
+    if not isinstance(tensor, (np.ndarray, Tensor)):
+        foreign = backends.foreign_input(tensor, op)
+        if foreign is not None:
+            if op == "reduce":
+                _check_reduction(reduction)
+            return backends.run_transform(*foreign, op, pattern, reduction, copy, axes_lengths)
     array = _as_array(tensor, op)
     is_tensor = isinstance(array, Tensor)
     if is_tensor:
@@ -260,8 +266,9 @@ def _plan_layout(op: str, layout: Layout, dtype: str | None, itemsize: int | Non
                  axes_lengths: Mapping[str, Any]) -> Plan:
     """The plan of ``op`` (reduce or repeat) for one input layout."""
     name = _check_reduction(reduction) if op == "reduce" else None
+    axes_lengths = _canonical_lengths(axes_lengths)
     for axis, length in axes_lengths.items():
-        if type(length) is not int and not isinstance(length, np.integer):
+        if type(length) is not int:
             raise PatternError(
                 f"axis length {axis}={length!r} must be a positive integer\n"
                 f"{_context(pattern, layout.shape, axes_lengths, op)}")

@@ -455,7 +455,7 @@ def format_plan(plan: Plan) -> str:
 def _describe_kernel(kernel: Any) -> str:
     """One line: variant, unit, tile, threads and the kernel's own reason."""
     parts = [kernel.variant]
-    if kernel.variant not in ("numpy", "empty"):
+    if kernel.variant not in ("numpy", "empty", "torch"):
         parts.append(f"{kernel.unit_bytes}-byte units")
         if kernel.tile is not None:
             parts.append(f"tile {kernel.tile[0]}x{kernel.tile[1]}")

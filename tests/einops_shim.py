@@ -24,7 +24,7 @@ import sys
 import types
 from typing import Any, Callable
 
-os.environ.setdefault("EINOPS_TEST_BACKENDS", "numpy")
+os.environ.setdefault("EINOPS_TEST_BACKENDS", "numpy,torch")
 
 import einops  # noqa: E402
 import pytest  # noqa: E402
@@ -65,10 +65,30 @@ for _name in ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack", "pars
         lambda name, *args, **kwargs: getattr(ra, name)(*args, **kwargs), _name)))
 sys.modules["einops_compat"] = COMPAT
 
+
+def _torch_layers() -> types.ModuleType:
+    """Our torch layers where einops' tests ask einops for its own (EinMix stays einops')."""
+    import einops.layers.torch as theirs
+
+    from rearrange.layers import torch as ours
+
+    layers = types.ModuleType("einops_compat_torch_layers")
+    layers.__dict__.update({k: v for k, v in vars(theirs).items() if not k.startswith("__")})
+    layers.Rearrange, layers.Reduce = ours.Rearrange, ours.Reduce
+    sys.modules["einops_compat_torch_layers"] = layers
+    return layers
+
+
+def _use_our_torch_layers() -> None:
+    from einops import _backends
+
+    layers = _torch_layers()
+    _backends.TorchBackend.layers = lambda self: layers
+
 #: einops tests that cannot apply to this package, with the reason. Keyed by
 #: (einops test module, test function name).
 _INTERNAL = "tests einops' own internals, not its public operations"
-_NO_NUMPY_BACKEND = ("loops over symbolic or layer backends only; numpy has neither, so "
+_SYMBOLIC_ONLY = ("loops over symbolic backends only (tensorflow, keras); none is tested, so "
                      "it would pass without calling anything")
 NOT_APPLICABLE: dict[tuple[str, str], str] = {
     ("test_parsing", "test_anonymous_axes"): _INTERNAL + " (einops.parsing.ParsedExpression)",
@@ -86,16 +106,29 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
     ("test_einsum", "test_functional_errors"): "expects NotImplementedError for compositions "
     "and unit axes in einsum patterns, which this package supports; its other checks are "
     "in tests/test_einsum.py",
-    ("test_ops", "test_reduction_symbolic"): _NO_NUMPY_BACKEND,
-    ("test_ops", "test_tiling_symbolic"): _NO_NUMPY_BACKEND,
-    ("test_ops", "test_repeat_symbolic"): _NO_NUMPY_BACKEND,
-    ("test_layers", "test_rearrange_symbolic"): _NO_NUMPY_BACKEND,
-    ("test_layers", "test_reduce_symbolic"): _NO_NUMPY_BACKEND,
-    ("test_layers", "test_rearrange_imperative"): _NO_NUMPY_BACKEND,
-    ("test_layers", "test_reduce_imperative"): _NO_NUMPY_BACKEND,
+    ("test_layers", "test_torch_layers_scripting"): "TorchScript (torch.jit.script) compiles "
+    "the layer's forward from source and cannot call the planner; torch.compile, PyTorch's "
+    "replacement for it, works (tests/test_torch_backend.py)",
+    ("test_other", "test_einops_threading"): "runs einops itself in a subprocess; our "
+    "thread-safety test is tests/test_api.py::test_threads_share_the_caches_safely",
+    ("test_ops", "test_reduction_symbolic"): _SYMBOLIC_ONLY,
+    ("test_ops", "test_tiling_symbolic"): _SYMBOLIC_ONLY,
+    ("test_ops", "test_repeat_symbolic"): _SYMBOLIC_ONLY,
+    ("test_layers", "test_rearrange_symbolic"): _SYMBOLIC_ONLY,
+    ("test_layers", "test_reduce_symbolic"): _SYMBOLIC_ONLY,
+}
+
+#: Tests that fail for a known, open reason (strict: they must start passing when fixed).
+PENDING: dict[tuple[str, str], str] = {
+    ("test_einsum", "test_functional"): "einsum on torch tensors: issue 7, in progress",
+    ("test_packing", "test_pack_unpack_against_numpy"): "pack/unpack on torch tensors: "
+    "issue 7, in progress",
+    ("test_other", "test_torch_compile_for_functions"): "pack/unpack/einsum on torch tensors: "
+    "issue 7, in progress",
 }
 
 _IMPORT = re.compile(r"^from einops(?:\.einops|\.packing)? import ", re.MULTILINE)
+_TORCH_LAYERS_IMPORT = re.compile(r"^(\s*)from einops\.layers\.torch import ", re.MULTILINE)
 
 
 def load(module: str) -> dict[str, Any]:
@@ -104,6 +137,8 @@ def load(module: str) -> dict[str, Any]:
     assert spec is not None and spec.origin is not None
     with open(spec.origin, encoding="utf-8") as file:
         source = _IMPORT.sub("from einops_compat import ", file.read())
+    source = _TORCH_LAYERS_IMPORT.sub(r"\1from einops_compat_torch_layers import ", source)
+    _use_our_torch_layers()
     copy = types.ModuleType(f"einops_suite_{module}")
     copy.__file__ = spec.origin
     copy.__package__ = "einops.tests"  # its relative imports are einops' own
@@ -114,5 +149,10 @@ def load(module: str) -> dict[str, Any]:
     for name, value in namespace.items():
         if name.startswith("test") and getattr(value, "__module__", None) == copy.__name__:
             reason = NOT_APPLICABLE.get((module, name))
-            tests[name] = pytest.mark.skip(reason=reason)(value) if reason else value
+            pending = PENDING.get((module, name))
+            if reason:
+                value = pytest.mark.skip(reason=reason)(value)
+            elif pending:
+                value = pytest.mark.xfail(reason=pending, strict=True)(value)
+            tests[name] = value
     return tests

@@ -1,0 +1,141 @@
+"""Array types other than numpy arrays and ``rearrange.Tensor``: torch, dask, array API.
+
+A backend is detected from the array's type alone, never by importing a framework: a
+torch tensor can only exist once the caller has imported torch, so the module is
+looked up in ``sys.modules``. Each backend module provides
+
+* ``matches(x)``            — cheap: is ``x`` one of its arrays?
+* ``describe(x)``           — an :class:`ArrayInfo` (the layout the planner sees)
+* ``lower(plan, reduction)``— the plan as a runner ``x -> result`` of the framework's own
+                              ops (views stay views, autograd and devices keep working)
+* ``stack(xs)``             — a list of its arrays stacked on a new first axis
+* ``describe_copy(...)``    — optional: how a copy step will be done, for explain
+
+and the same plan (:func:`rearrange.plan.plan_transform`) drives every one of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..errors import ArgumentTypeError, RearrangeError
+from ..layout import Layout
+
+__all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array"]
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayInfo:
+    """What the planner needs to know about a foreign array."""
+
+    layout: Layout          # strides in elements; C-contiguous for arrays without strides
+    dtype: str              # the dtype's name, e.g. "float32", "bfloat16"
+    itemsize: int
+    has_strides: bool       # False: the framework hides memory layout (dask, array API)
+    key: tuple              # everything about the array a lowered runner depends on
+
+
+# Checked in order: the first whose ``matches`` accepts the array wins (the generic
+# array-API backend last, since torch and dask arrays may also expose the protocol).
+_BACKEND_MODULES = ("_torch", "_array_api")
+_loaded: list[Any] = []
+
+
+def _backends() -> list[Any]:
+    if not _loaded:
+        _loaded.extend(importlib.import_module(f".{name}", __name__) for name in _BACKEND_MODULES)
+    return _loaded
+
+
+def backend_for(x: Any) -> Any | None:
+    """The backend module for ``x``, or None for types no backend knows."""
+    for backend in _backends():
+        if backend.matches(x):
+            return backend
+    return None
+
+
+def foreign_input(x: Any, op: str) -> tuple[Any, Any] | None:
+    """``(backend, array)`` for a foreign array or a list/tuple of them (stacked on a
+    new first axis, as einops does), else None."""
+    if isinstance(x, (list, tuple)) and x:
+        backend = backend_for(x[0])
+        if backend is None:
+            return None
+        if not all(backend.matches(item) for item in x):
+            kinds = sorted({type(item).__name__ for item in x})
+            raise ArgumentTypeError(f"{op}() got a list mixing array types: {', '.join(kinds)}")
+        shapes = {tuple(item.shape) for item in x}
+        if len(shapes) > 1:
+            raise RearrangeError(
+                f"{op}() stacks a list of arrays, which needs equal shapes; got "
+                f"{[tuple(item.shape) for item in x]}")
+        return backend, backend.stack(list(x))
+    backend = backend_for(x)
+    return None if backend is None else (backend, x)
+
+
+# ---------------------------------------------------------------------- runners
+
+_CACHE_SIZE = 1024
+_runners: dict[tuple, Callable[[Any], Any]] = {}
+_lock = threading.Lock()
+
+
+def plan_for_array(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
+                   copy: bool | None, axes_lengths: Mapping[str, Any]) -> Any:
+    """The plan of ``op`` for a foreign array ``x`` (explain and the runners use it)."""
+    from ..api import _plan_for
+    from ..ops import _plan_layout
+
+    info = backend.describe(x)
+    describe_copy = getattr(backend, "describe_copy", None)
+    if op == "rearrange":
+        plan = _plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize)
+    else:
+        plan = _plan_layout(op, info.layout, info.dtype, info.itemsize, "elements", pattern,
+                            reduction, copy, axes_lengths)
+    if describe_copy is not None:
+        plan = describe_copy(plan, x, info)
+    return plan
+
+
+def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
+                  copy: bool | None, axes_lengths: Mapping[str, Any]) -> Any:
+    """rearrange / reduce / repeat of a foreign array, through its backend's ops."""
+    info = backend.describe(x)
+    key = (backend.__name__, op, pattern, reduction, copy, info.key, *axes_lengths.items())
+    try:
+        runner = _runners.get(key)
+    except TypeError:  # unhashable lengths or reduction: planning reports which
+        runner = None
+    if runner is None:
+        plan = plan_for_array(backend, x, op, pattern, reduction, copy, axes_lengths)
+        if copy is False and not plan.is_view:
+            from ..api import _refuse_copy
+
+            raise _refuse_copy(plan)
+        runner = backend.lower(plan, reduction)
+        try:
+            with _lock:
+                if len(_runners) >= _CACHE_SIZE:
+                    _runners.pop(next(iter(_runners)))
+                _runners[key] = runner
+        except TypeError:
+            pass
+    return runner(x)
+
+
+def cache_clear() -> None:
+    with _lock:
+        _runners.clear()
+
+
+# ---------------------------------------------------------------------- reductions
+
+def reduction_error(reduction: Any, error: Exception) -> RearrangeError:
+    name = reduction if isinstance(reduction, str) else repr(reduction)
+    return RearrangeError(f"reduction {name} failed: {type(error).__name__}: {error}")

@@ -1,0 +1,108 @@
+"""Any array library implementing the Python array API standard (``__array_namespace__``).
+
+The standard hides memory layout, so the plan is made for a C-contiguous input and
+lowered through the namespace's functions: ``reshape``, ``permute_dims``,
+``broadcast_to`` and its reductions. A copy step is left to ``reshape`` (which copies
+exactly when it must); ``copy=True`` asks ``asarray(..., copy=True)`` for a fresh array.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..layout import Layout
+from ..plan import Plan
+from . import ArrayInfo, reduction_error
+
+Runner = Callable[[Any], Any]
+
+
+def matches(x: Any) -> bool:
+    return hasattr(type(x), "__array_namespace__") and hasattr(x, "shape")
+
+
+def describe(x: Any) -> ArrayInfo:
+    shape = tuple(int(s) for s in x.shape)
+    dtype = str(x.dtype).rsplit(".", 1)[-1]
+    itemsize = _itemsize(x)
+    return ArrayInfo(Layout.contiguous(shape), dtype, itemsize, False, (type(x), shape, str(x.dtype)))
+
+
+def _itemsize(x: Any) -> int:
+    xp = x.__array_namespace__()
+    try:
+        info = xp.finfo(x.dtype) if xp.isdtype(x.dtype, ("real floating", "complex floating")) \
+            else xp.iinfo(x.dtype)
+        return info.bits // 8 * (2 if xp.isdtype(x.dtype, "complex floating") else 1)
+    except (TypeError, ValueError, AttributeError):
+        return 1  # bool
+
+
+def stack(xs: list[Any]) -> Any:
+    return xs[0].__array_namespace__().stack(xs)
+
+
+def lower(plan: Plan, reduction: Any) -> Runner:
+    steps = []
+    for step in plan.steps:
+        args = step.args
+        if step.op in ("split", "unsqueeze", "merge"):
+            steps.append(lambda xp, x, shape=args: xp.reshape(x, shape))
+        elif step.op == "permute":
+            steps.append(lambda xp, x, order=args: xp.permute_dims(x, order))
+        elif step.op == "expand":
+            steps.append(lambda xp, x, shape=args: xp.broadcast_to(x, shape))
+        elif step.op == "reduce":
+            steps.append(_reducer(reduction, args))
+        elif step.op == "copy" and step is plan.steps[-1] and plan.copy_requested:
+            steps.append(lambda xp, x: xp.asarray(x, copy=True))
+        # other copy steps: the merging reshape after them copies as needed
+
+    def run(x: Any) -> Any:
+        xp = x.__array_namespace__()
+        for stage in steps:
+            x = stage(xp, x)
+        return x
+    return run
+
+
+def _reducer(reduction: Any, dims: tuple[int, ...]) -> Callable[[Any, Any], Any]:
+    if callable(reduction):
+        return lambda xp, x: reduction(x, dims)
+
+    def to_float(xp: Any, x: Any) -> Any:
+        if xp.isdtype(x.dtype, ("real floating", "complex floating")):
+            return x
+        return xp.astype(x, xp.float64)
+
+    def logsumexp(xp: Any, x: Any) -> Any:
+        x = to_float(xp, x)
+        if x.size == 0:
+            return xp.log(xp.sum(xp.exp(x), axis=dims))
+        peak = xp.max(x, axis=dims, keepdims=True)
+        peak = xp.where(xp.isfinite(peak), peak, xp.zeros_like(peak))
+        return xp.log(xp.sum(xp.exp(x - peak), axis=dims)) + xp.squeeze(peak, axis=dims)
+
+    table: dict[str, Callable[[Any, Any], Any]] = {
+        "sum": lambda xp, x: xp.sum(x, axis=dims),
+        "mean": lambda xp, x: xp.mean(to_float(xp, x), axis=dims),
+        "min": lambda xp, x: xp.min(x, axis=dims),
+        "max": lambda xp, x: xp.max(x, axis=dims),
+        "prod": lambda xp, x: xp.prod(x, axis=dims),
+        "any": lambda xp, x: xp.any(x, axis=dims),
+        "all": lambda xp, x: xp.all(x, axis=dims),
+        "var": lambda xp, x: xp.var(to_float(xp, x), axis=dims, correction=0),
+        "std": lambda xp, x: xp.std(to_float(xp, x), axis=dims, correction=0),
+        "logsumexp": logsumexp,
+        "argmax": lambda xp, x: xp.argmax(x, axis=dims[0]),
+        "argmin": lambda xp, x: xp.argmin(x, axis=dims[0]),
+        "count_nonzero": lambda xp, x: xp.count_nonzero(x, axis=dims),
+    }
+    reduce = table[reduction]
+
+    def run(xp: Any, x: Any) -> Any:
+        try:
+            return reduce(xp, x)
+        except (ValueError, RuntimeError, IndexError) as error:
+            raise reduction_error(reduction, error) from None
+    return run

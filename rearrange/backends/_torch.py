@@ -1,0 +1,191 @@
+"""PyTorch tensors: the plan lowered to torch's own ops.
+
+Views are ``view``/``permute``/``expand`` (the planner's view test is torch's own
+``computeStride``, so a planned view never copies and ``view`` never fails); reductions
+are torch reductions; so autograd, devices and ``torch.compile`` see ordinary torch ops.
+A copy step of a CPU tensor that autograd does not record uses the package's copy kernel
+where the benchmark shows it faster than torch's (every variant except the small-copy
+``numpy`` one), and ``tensor.contiguous()`` otherwise; explain says which.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable
+
+from ..layout import Layout
+from ..plan import Plan
+from . import ArrayInfo, reduction_error
+
+Runner = Callable[[Any], Any]
+
+
+def _torch() -> Any:
+    return sys.modules["torch"]
+
+
+def matches(x: Any) -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor):
+        return False
+    if not _registered:
+        allow_in_compiled_graph()
+    return True
+
+
+_registered: list[bool] = []
+
+
+def allow_in_compiled_graph() -> None:
+    """Register the operations with ``torch.compiler.allow_in_graph``: under
+    ``torch.compile`` each call becomes one node of the graph, traced through its torch
+    ops, instead of a graph break. Done on the first torch tensor seen, on ``import
+    rearrange`` when torch is already imported, and by ``rearrange.layers.torch``."""
+    if _registered:
+        return
+    _registered.append(True)
+    import rearrange
+
+    torch = _torch()
+    for name in ("rearrange", "reduce", "repeat", "einsum"):
+        torch.compiler.allow_in_graph(getattr(rearrange, name))
+
+
+def describe(x: Any) -> ArrayInfo:
+    shape = tuple(x.shape)
+    strides = tuple(x.stride())
+    dtype = str(x.dtype).removeprefix("torch.")
+    return ArrayInfo(Layout(shape, strides, 0), dtype, x.element_size(), True,
+                     (shape, strides, x.dtype, x.device.type))
+
+
+def stack(xs: list[Any]) -> Any:
+    return _torch().stack(xs)
+
+
+# Numpy dtypes the kernel can view a CPU tensor's memory as (others: torch copies).
+_NUMPY_VIEWABLE = frozenset({
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "complex64", "complex128", "uint16", "uint32", "uint64",
+})
+
+
+def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
+    """Name torch's copy where torch copies: off the CPU, for dtypes numpy cannot view,
+    and for copies small enough that a kernel call costs more than it saves."""
+    steps = list(plan.steps)
+    for k, step in enumerate(steps):
+        if not step.is_copy:
+            continue
+        kernel = step.kernel
+        if x.device.type != "cpu" or info.dtype not in _NUMPY_VIEWABLE or kernel is None \
+                or kernel.variant in ("numpy", "empty"):
+            why = (f"{x.device.type} tensor" if x.device.type != "cpu"
+                   else f"{info.dtype} has no numpy view" if info.dtype not in _NUMPY_VIEWABLE
+                   else "small: torch's own copy costs less than a kernel call")
+            replacement = _torch_copy_kernel(kernel, f"tensor.contiguous(): {why}")
+        else:
+            replacement = dataclasses.replace(
+                kernel, reason=kernel.reason + "; torch's .contiguous() instead when autograd "
+                "records the copy")
+        steps[k] = dataclasses.replace(step, kernel=replacement)
+    return dataclasses.replace(plan, steps=tuple(steps))
+
+
+def _torch_copy_kernel(kernel: Any, reason: str) -> Any:
+    from ..kernel import CopyKernel
+
+    if kernel is None:
+        return CopyKernel("torch", 0, (), (), None, 1, reason)
+    return dataclasses.replace(kernel, variant="torch", reason=reason)
+
+
+# ---------------------------------------------------------------------- lowering
+
+def lower(plan: Plan, reduction: Any) -> Runner:
+    stages: list[Runner] = []
+    for step in plan.steps:
+        if step.op in ("split", "unsqueeze", "merge"):
+            stages.append(_view(step.args))
+        elif step.op == "permute":
+            stages.append(_permute(step.args))
+        elif step.op == "expand":
+            stages.append(_expand(step.args))
+        elif step.op == "reduce":
+            stages.append(_reducer(reduction, step.args))
+        elif step.op == "copy":
+            stages.append(_copier(step.kernel, step is plan.steps[-1] and plan.copy_requested))
+        else:  # pragma: no cover - plan_transform makes no other steps
+            raise AssertionError(f"unknown step {step.op}")
+
+    def run(x: Any) -> Any:
+        for stage in stages:
+            x = stage(x)
+        return x
+    return run
+
+
+def _view(shape: tuple[int, ...]) -> Runner:
+    return lambda x: x.view(shape)
+
+
+def _permute(order: tuple[int, ...]) -> Runner:
+    return lambda x: x.permute(order)
+
+
+def _expand(shape: tuple[int, ...]) -> Runner:
+    return lambda x: x.expand(shape)
+
+
+def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
+    torch = _torch()
+    use_kernel = kernel is not None and kernel.variant != "torch"
+
+    def copy(x: Any) -> Any:
+        if use_kernel and not (x.requires_grad and torch.is_grad_enabled()) \
+                and not torch.compiler.is_compiling():
+            from .. import kernel as K
+
+            out = torch.empty(x.shape, dtype=x.dtype)
+            K.copy_into(out.numpy(), x.detach().numpy())
+            return out
+        if fresh_even_if_contiguous:
+            return x.clone(memory_format=torch.contiguous_format)
+        return x.contiguous()
+    return copy
+
+
+def _reducer(reduction: Any, dims: tuple[int, ...]) -> Runner:
+    torch = _torch()
+    if callable(reduction):
+        return lambda x: reduction(x, dims)
+    first = dims[0]
+
+    def to_float(x: Any) -> Any:
+        # numpy's promotion: integer and bool means (and friends) are float64
+        return x if x.is_floating_point() or x.is_complex() else x.to(torch.float64)
+
+    table: dict[str, Callable[[Any], Any]] = {
+        "sum": lambda x: x.sum(dim=dims),
+        "mean": lambda x: to_float(x).mean(dim=dims),
+        "min": lambda x: x.amin(dim=dims),
+        "max": lambda x: x.amax(dim=dims),
+        "prod": lambda x: x.flatten(first).prod(dim=-1) if len(dims) > 1 else x.prod(dim=first),
+        "any": lambda x: x.any(dim=dims),
+        "all": lambda x: x.all(dim=dims),
+        "var": lambda x: to_float(x).var(dim=dims, correction=0),
+        "std": lambda x: to_float(x).std(dim=dims, correction=0),
+        "logsumexp": lambda x: torch.logsumexp(to_float(x), dim=dims),
+        "argmax": lambda x: x.argmax(dim=first),
+        "argmin": lambda x: x.argmin(dim=first),
+        "count_nonzero": lambda x: torch.count_nonzero(x, dim=dims),
+    }
+    reduce = table[reduction]
+
+    def run(x: Any) -> Any:
+        try:
+            return reduce(x)
+        except (RuntimeError, IndexError) as error:  # e.g. amax over a zero-size dim
+            raise reduction_error(reduction, error) from None
+    return run

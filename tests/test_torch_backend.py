@@ -1,0 +1,156 @@
+"""torch tensors: results, views and gradients against einops on torch; layers; compile."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import einops
+import numpy as np
+import pytest
+import torch
+
+import rearrange as ra
+from corpus import load
+from rearrange.layers.torch import Rearrange, Reduce
+
+REARRANGE = load("rearrange")
+REDUCE = load("reduce")
+REPEAT = load("repeat")
+EINOPS_REDUCTIONS = ("min", "max", "sum", "mean", "prod", "any", "all")
+
+
+def _input(shape, requires_grad=False) -> torch.Tensor:
+    x = torch.arange(math.prod(shape), dtype=torch.float64).reshape(shape) / 7
+    return x.requires_grad_(requires_grad)
+
+
+def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("entry", REARRANGE)
+def test_rearrange_corpus_matches_einops_on_torch(entry: dict) -> None:
+    example = entry["example"]
+    x = _input(example["shape"], requires_grad=True)
+    lengths = example["axes_lengths"]
+    expected = einops.rearrange(x, entry["pattern"], **lengths)
+    got = ra.rearrange(x, entry["pattern"], **lengths)
+    assert isinstance(got, torch.Tensor) and got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    if _shares_storage(expected, x) and x.numel():
+        assert _shares_storage(got, x), "einops returned a view, rearrange copied"
+    upstream = torch.randn(expected.shape, dtype=torch.float64)
+    (grad_ours,) = torch.autograd.grad(got, x, upstream)
+    (grad_theirs,) = torch.autograd.grad(expected, x, upstream)
+    torch.testing.assert_close(grad_ours, grad_theirs, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("entry", REDUCE)
+def test_reduce_corpus_matches_einops_on_torch(entry: dict) -> None:
+    example = entry["example"]
+    reduction = entry["reduction"] if entry["reduction"] in EINOPS_REDUCTIONS else "sum"
+    x = _input(example["shape"], requires_grad=reduction not in ("any", "all"))
+    lengths = example["axes_lengths"]
+    expected = einops.reduce(x, entry["pattern"], reduction, **lengths)
+    got = ra.reduce(x, entry["pattern"], reduction, **lengths)
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected)
+    if x.requires_grad:
+        upstream = torch.randn(expected.shape, dtype=torch.float64)
+        (grad_ours,) = torch.autograd.grad(got, x, upstream)
+        (grad_theirs,) = torch.autograd.grad(expected, x, upstream)
+        torch.testing.assert_close(grad_ours, grad_theirs)
+
+
+@pytest.mark.parametrize("entry", REPEAT)
+def test_repeat_corpus_matches_einops_on_torch(entry: dict) -> None:
+    example = entry["example"]
+    x = _input(example["shape"], requires_grad=True)
+    lengths = example["axes_lengths"]
+    expected = einops.repeat(x, entry["pattern"], **lengths)
+    got = ra.repeat(x, entry["pattern"], **lengths)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    plan = ra.explain(x.detach(), entry["pattern"], op="repeat", **lengths)
+    assert _shares_storage(got, x) == plan.is_view or x.numel() == 0
+    upstream = torch.randn(expected.shape, dtype=torch.float64)
+    (grad_ours,) = torch.autograd.grad(got, x, upstream)
+    (grad_theirs,) = torch.autograd.grad(expected, x, upstream)
+    torch.testing.assert_close(grad_ours, grad_theirs)
+
+
+def test_copy_false_raises_before_torch_copies() -> None:
+    x = torch.zeros(4, 6)
+    with pytest.raises(ra.NoViewError, match=r"cannot merge \(w h\)"):
+        ra.rearrange(x, "h w -> (w h)", copy=False)
+    assert _shares_storage(ra.rearrange(x, "h w -> (h w)", copy=False), x)
+    fresh = ra.rearrange(x, "h w -> (h w)", copy=True)
+    assert not _shares_storage(fresh, x) and fresh.is_contiguous()
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_large_cpu_copies_use_the_kernel_unless_autograd_records_them(requires_grad) -> None:
+    x = torch.randn(512, 384, requires_grad=requires_grad)
+    plan = ra.explain(x.detach(), "h w -> (w h)")
+    copy_step = next(step for step in plan.steps if step.is_copy)
+    assert copy_step.kernel.variant == "tiled-transpose"
+    assert "torch's .contiguous() instead when autograd records the copy" in copy_step.kernel.reason
+    got = ra.rearrange(x, "h w -> (w h)")
+    torch.testing.assert_close(got, x.t().reshape(-1), rtol=0, atol=0)
+    assert (got.grad_fn is not None) == requires_grad
+    small = ra.explain(torch.zeros(3, 4), "h w -> (w h)")
+    assert next(s for s in small.steps if s.is_copy).kernel.variant == "torch"
+
+
+def test_integer_mean_and_new_reductions_on_torch() -> None:
+    x = torch.arange(12).reshape(3, 4)
+    got = ra.reduce(x, "a b -> a", "mean")
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, torch.tensor(x.numpy().mean(axis=1)))
+    y = torch.randn(3, 4, 5, dtype=torch.float64)
+    for reduction in ("var", "std", "logsumexp", "count_nonzero", "prod"):
+        torch.testing.assert_close(
+            ra.reduce(y, "a b c -> c a", reduction),
+            torch.as_tensor(ra.reduce(y.numpy(), "a b c -> c a", reduction)))
+    torch.testing.assert_close(ra.reduce(y, "a b c -> a c", "argmax"), y.argmax(dim=1))
+
+
+def test_layers_in_sequential_pickle_and_repr() -> None:
+    model = torch.nn.Sequential(Rearrange("b c (h p) (w q) -> b (h w) (p q c)", p=2, q=2),
+                                torch.nn.Linear(12, 5), Reduce("b n d -> b d", "max"))
+    x = torch.randn(2, 3, 8, 8)
+    expected = model(x)
+    again = pickle.loads(pickle.dumps(model))
+    torch.testing.assert_close(again(x), expected)
+    assert repr(model[0]) == "Rearrange('b c (h p) (w q) -> b (h w) (p q c)', p=2, q=2)"
+    with pytest.raises(ra.RearrangeError):
+        model(torch.randn(2, 3, 7, 8))
+    with pytest.raises(ra.PatternError, match="appears only on the right side"):
+        Rearrange("a b -> a b c")
+    with pytest.raises(ra.RearrangeError, match="unknown reduction"):
+        Reduce("a b -> a", "median")
+
+
+def test_torch_compile_makes_one_graph() -> None:
+    """fullgraph=True fails on any graph break."""
+    def f(x):
+        y = ra.rearrange(x, "b h t d -> b t (h d)")
+        y = ra.repeat(y, "b t c -> b t c r", r=2)
+        return ra.reduce(y, "b t c r -> b c", "mean")
+
+    model = torch.nn.Sequential(Rearrange("b h t d -> b t (h d)"), Reduce("b t c -> b c", "max"))
+    x = torch.randn(2, 4, 8, 3, requires_grad=True)
+    compiled = torch.compile(f, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(x), f(x))
+    compiled_model = torch.compile(model, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled_model(x), model(x))
+    compiled(x).sum().backward()
+    assert x.grad is not None
+
+
+def test_explain_reports_torch_inputs() -> None:
+    x = torch.zeros(2, 3, 4)[:, :, ::2]
+    plan = ra.explain(x, "a b c -> a (c b)")
+    assert plan.input.strides == (12, 4, 2)
+    assert plan.dtype == "float32"
+    assert not plan.is_view
