@@ -92,6 +92,7 @@ class Plan:
     copy_requested: bool | None = None
     stride_unit: str = "elements"
     reduction: str | None = None   # reduce: the reduction's name (a callable's __name__)
+    notes: tuple[str, ...] = ()    # what a backend adds, e.g. dask's chunks, one line each
 
     # ------------------------------------------------------------------ summary
 
@@ -149,6 +150,7 @@ class Plan:
             "reduction": self.reduction,
             "read_only": self.read_only,
             "steps": [step.to_dict() for step in self.steps],
+            "notes": list(self.notes),
         }
 
     def dump(self, fp: IO[str] | None = None, **json_options: Any) -> str | None:
@@ -449,6 +451,9 @@ def format_plan(plan: Plan) -> str:
         if step is not None and step.kernel is not None:
             indent = " " * (2 + sum(widths[:5]) + 2 * 5)
             lines.append(indent + "kernel " + _describe_kernel(step.kernel))
+    if plan.notes:
+        lines.append("")
+        lines.extend(f"  note     {note}" for note in plan.notes)
     return "\n".join(lines)
 
 
