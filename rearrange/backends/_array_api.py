@@ -8,6 +8,7 @@ exactly when it must); ``copy=True`` asks ``asarray(..., copy=True)`` for a fres
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from ..layout import Layout
@@ -106,3 +107,12 @@ def _reducer(reduction: Any, dims: tuple[int, ...]) -> Callable[[Any, Any], Any]
         except (ValueError, RuntimeError, IndexError) as error:
             raise reduction_error(reduction, error) from None
     return run
+
+
+def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
+    """No kernel here: the namespace's ``reshape`` copies where the plan shows a copy."""
+    steps = tuple(dataclasses.replace(step, kernel=None) if step.is_copy else step
+                  for step in plan.steps)
+    note = (f"array API ({type(x).__module__.split('.')[0]}): memory layout is hidden, so the "
+            "plan assumes a C-contiguous input; the namespace's reshape makes any copy")
+    return dataclasses.replace(plan, steps=steps, notes=(*plan.notes, note))
