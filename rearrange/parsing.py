@@ -42,6 +42,11 @@ __all__ = [
     "TRANSFORM_OPS",
     "parse_transform",
     "pattern_error",
+    "PackPattern",
+    "ShapePattern",
+    "SHAPE_OPS",
+    "parse_pack",
+    "parse_shape_pattern",
 ]
 
 # The operations whose patterns are transforms ("lhs -> rhs").
@@ -663,3 +668,276 @@ def _parse_transform_cached(text: str, op: str) -> TransformPattern:
 
 parse_transform.cache_info = _parse_transform_cached.cache_info  # type: ignore[attr-defined]
 parse_transform.cache_clear = _parse_transform_cached.cache_clear  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- one-tensor patterns
+#
+# Patterns of one tensor: ``"b * d"`` (pack, unpack) and ``"b _ (h w) c"`` (parse_shape,
+# check_shape). Both are parsed by lark itself (their start rules ``pack`` and ``shape``)
+# and cached, so a warm call is one lookup; syntax errors go through `_syntax_error`,
+# with clearer words first for what only these start rules meet.
+
+SHAPE_OPS = ("parse_shape", "check_shape")
+
+
+@dataclass(frozen=True, slots=True)
+class PackPattern:
+    """A checked pack/unpack pattern such as ``"b * d"``: axis names around one ``*``.
+
+    ``*`` stands for the dims that are packed: any number of them (zero included) in each
+    unpacked tensor, exactly one dim in the packed tensor.
+    """
+
+    text: str
+    before: tuple[AxisName, ...]  # the axes left of '*', in order
+    after: tuple[AxisName, ...]   # the axes right of '*', in order
+    star_start: int               # text[star_start:star_end] == "*"
+    star_end: int
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The axis names, ``*`` left out."""
+        return tuple(axis.name for axis in (*self.before, *self.after))
+
+
+@dataclass(frozen=True, slots=True)
+class ShapePattern:
+    """A checked shape pattern: one group per dim of one tensor (``...``: any number).
+
+    ``_`` is an :class:`AxisName` named ``"_"``: a dim that is not read. For
+    ``op="parse_shape"`` every group is a unit, a single name or a single number; for
+    ``op="check_shape"`` groups may compose axes and a name may appear more than once.
+    """
+
+    text: str
+    op: str   # "parse_shape" or "check_shape": the checks it passed
+    side: Side
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The distinct axis names in order of first appearance, ``_`` left out."""
+        return tuple(dict.fromkeys(name for name in self.side.names if name != "_"))
+
+
+def parse_pack(text: str) -> PackPattern:
+    """Parse and check a pack/unpack pattern: axis names and exactly one ``*``, each
+    name a valid identifier that appears once. Results are cached
+    (``parse_pack.cache_info()``).
+
+    >>> p = parse_pack("b * d")
+    >>> p.names, p.star_start
+    (('b', 'd'), 2)
+    """
+    if not isinstance(text, str):
+        raise ArgumentTypeError(f"a pattern must be a str, not {type(text).__name__}")
+    return _parse_pack_cached(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_pack_cached(text: str) -> PackPattern:
+    tree = _parse_with_lark(text, "pack", _pack_syntax_error)
+    before: list[AxisName] = []
+    after: list[AxisName] = []
+    star = None
+    seen: set[str] = set()
+    previous = None
+    for token in tree.children:
+        if previous is not None and previous.end_pos == token.start_pos:
+            # einops splits pack patterns at whitespace: "b*" would be one axis name.
+            raise pattern_error(
+                f"expected a space between {previous.value!r} and {token.value!r}",
+                text, previous.start_pos, token.end_pos,
+            )
+        previous = token
+        if token.type == "STAR":
+            star = token
+            continue
+        name = token.value
+        reason = _invalid_name_reason(name)
+        if reason is not None:
+            raise pattern_error(
+                f"invalid axis name {name!r}: {reason}", text, token.start_pos, token.end_pos
+            )
+        if name in seen:
+            raise pattern_error(
+                f"axis {name!r} appears twice; each axis may appear once in a pack pattern",
+                text, token.start_pos, token.end_pos,
+            )
+        seen.add(name)
+        (before if star is None else after).append(AxisName(name, token.start_pos, token.end_pos))
+    assert star is not None  # the grammar requires it
+    return PackPattern(text, tuple(before), tuple(after), star.start_pos, star.end_pos)
+
+
+def _pack_syntax_error(error: Exception, text: str) -> PatternError | None:
+    """Messages for the syntax errors only pack patterns meet; None: the general one."""
+    token = getattr(error, "token", None)
+    if token is not None:
+        if token.type == "STAR":
+            return pattern_error(
+                "a pack pattern has exactly one '*'; found a second '*'",
+                text, token.start_pos, token.end_pos,
+            )
+        if token.type == "$END" and "STAR" in error.expected:  # type: ignore[attr-defined]
+            stripped = text.strip()
+            first = text.find(stripped[0]) if stripped else len(text)
+            return pattern_error(
+                "a pack pattern needs one '*' where the packed axes go; found none",
+                text, first, first + len(stripped),
+            )
+        return None
+    position = error.pos_in_stream  # type: ignore[attr-defined]
+    for found, why in (
+        ("...", "'*' already stands for any number of axes"),
+        ("->", "pack and unpack patterns describe one tensor"),
+        ("(", "groups are not allowed"),
+        (")", "groups are not allowed"),
+    ):
+        if text.startswith(found, position):
+            return pattern_error(
+                f"unexpected {found!r}: a pack pattern holds axis names and one '*'; {why}",
+                text, position, position + len(found),
+            )
+    return None
+
+
+def parse_shape_pattern(text: str, op: str = "parse_shape") -> ShapePattern:
+    """Parse and check the pattern of ``parse_shape`` or ``check_shape`` (``op``).
+
+    Both take names, ``_`` (a dim not read), numbers, units (``1``, ``()``) and at most
+    one ``...`` outside parentheses. ``parse_shape`` reads one length per dim, as einops
+    does: no compositions, no name twice. ``check_shape`` also takes compositions such as
+    ``(h w)`` and repeated names (their lengths must agree). Results are cached.
+
+    >>> p = parse_shape_pattern("b _ (h w) c", "check_shape")
+    >>> p.names, p.side.groups[2].bracketed
+    (('b', 'h', 'w', 'c'), True)
+    """
+    if not isinstance(text, str):
+        raise ArgumentTypeError(f"a pattern must be a str, not {type(text).__name__}")
+    return _parse_shape_pattern_cached(text, op)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_shape_pattern_cached(text: str, op: str) -> ShapePattern:
+    if op not in SHAPE_OPS:
+        raise RearrangeError(f"op must be one of {', '.join(map(repr, SHAPE_OPS))}, not {op!r}")
+    tree = _parse_with_lark(text, "shape", _shape_syntax_error)
+    previous = None
+    for token in tree.scan_values(lambda value: hasattr(value, "type")):
+        if (previous is not None and previous.end_pos == token.start_pos
+                and previous.type in _MEMBER_TERMINALS and token.type in _MEMBER_TERMINALS):
+            # "a..." lexes as `a` then `...`; einops reads one identifier "a…" and rejects it.
+            raise pattern_error(
+                f"expected a space between {previous.value!r} and {token.value!r}",
+                text, previous.start_pos, token.end_pos,
+            )
+        previous = token
+    groups = []
+    for term in tree.children[0].children:
+        if hasattr(term, "type"):  # a bare NAME, INT or ELLIPSIS
+            member = _shape_member(term, text)
+            groups.append(Group(() if member is None else (member,), False,
+                                term.start_pos, term.end_pos))
+        else:  # group: LPAR member* RPAR
+            tokens = term.children
+            members = tuple(m for m in map(lambda t: _shape_member(t, text), tokens[1:-1])
+                            if m is not None)
+            groups.append(Group(members, True, tokens[0].start_pos, tokens[-1].end_pos))
+    side = _side(tuple(groups), 0)
+    _check_shape_side(side, op, text)
+    return ShapePattern(text, op, side)
+
+
+def _shape_member(token: Any, text: str) -> Member | None:
+    """The AST node of one NAME / INT / ELLIPSIS token; None for the number 1 (a unit)."""
+    start, end = token.start_pos, token.end_pos
+    if token.type == "NAME":
+        return AxisName(token.value, start, end)
+    if token.type == "ELLIPSIS":
+        return EllipsisAxis(start, end)
+    if len(token.value) > 18:  # also keeps int() below Python's digit limit
+        raise pattern_error(
+            f"anonymous axis of {len(token.value)} digits; expected an axis length of at most "
+            "18 digits", text, start, end,
+        )
+    value = int(token.value)
+    if value == 0:
+        raise pattern_error(
+            "anonymous axis of length 0; a number in a pattern is an axis length and must be "
+            "at least 1", text, start, end,
+        )
+    return None if value == 1 else AnonymousAxis(value, start, end)
+
+
+def _check_shape_side(side: Side, op: str, text: str) -> None:
+    seen: set[str] = set()
+    ellipsis_seen = False
+    for group in side.groups:
+        if op == "parse_shape" and len(group.members) > 1:
+            raise pattern_error(
+                f"composition {text[group.start:group.end]} in parse_shape, which reads one "
+                "length per dim; check_shape takes compositions (with their lengths)",
+                text, group.start, group.end,
+            )
+        for member in group.members:
+            kind = type(member)
+            if kind is EllipsisAxis:
+                if ellipsis_seen:
+                    raise pattern_error(
+                        "'...' appears twice; a shape pattern may hold one ellipsis at most",
+                        text, member.start, member.end,
+                    )
+                ellipsis_seen = True
+                if group.bracketed:
+                    raise pattern_error(
+                        "'...' inside parentheses; in a shape pattern it stands for whole dims",
+                        text, member.start, member.end,
+                    )
+            elif kind is AxisName and member.name != "_":
+                reason = _invalid_name_reason(member.name)
+                if reason is not None:
+                    raise pattern_error(
+                        f"invalid axis name {member.name!r}: {reason}",
+                        text, member.start, member.end,
+                    )
+                if member.name in seen and op == "parse_shape":
+                    raise pattern_error(
+                        f"axis {member.name!r} appears twice; parse_shape reads each axis "
+                        "from one dim (check_shape takes repeats and checks they agree)",
+                        text, member.start, member.end,
+                    )
+                seen.add(member.name)
+
+
+def _shape_syntax_error(error: Exception, text: str) -> PatternError | None:
+    """Messages for the syntax errors only shape patterns meet; None: the general one."""
+    if getattr(error, "token", None) is not None:
+        return None
+    position = error.pos_in_stream  # type: ignore[attr-defined]
+    for found in ("->", ",", "*"):
+        if text.startswith(found, position):
+            return pattern_error(
+                f"unexpected {found!r}: a shape pattern describes the dims of one tensor "
+                "(names, '_', numbers, groups and '...')",
+                text, position, position + len(found),
+            )
+    return None
+
+
+def _parse_with_lark(text: str, start: str, special: Any) -> Any:
+    """Lark's tree of ``text`` for the start rule ``start``; a syntax error is raised as
+    ``special(error, text)`` or, when that gives None, the general message."""
+    parser = _get_parser(start)
+    try:
+        return parser.parse(text)
+    except _LARK_ERRORS as error:
+        raise (special(error, text) or _syntax_error(error, text)) from None
+
+
+parse_pack.cache_info = _parse_pack_cached.cache_info  # type: ignore[attr-defined]
+parse_pack.cache_clear = _parse_pack_cached.cache_clear  # type: ignore[attr-defined]
+parse_shape_pattern.cache_info = (  # type: ignore[attr-defined]
+    _parse_shape_pattern_cached.cache_info)
+parse_shape_pattern.cache_clear = (  # type: ignore[attr-defined]
+    _parse_shape_pattern_cached.cache_clear)

@@ -1,0 +1,819 @@
+"""``pack`` and ``unpack``: einops' packing, planned as views and copies of strided memory.
+
+``pack(tensors, "b * d")`` flattens the dims each input has in place of ``*`` and
+concatenates the inputs along that one packed dim; ``unpack(packed, packed_shapes,
+"b * d")`` undoes it. As with ``rearrange``, a pattern is parsed once (cached), planned
+for the shapes (cached by pattern, shapes and dtypes), and the plan executed:
+
+* pack allocates one C-contiguous array and copies every input once, straight into its
+  place — a slice of the packed dim (a view of the output), split into the input's
+  packed dims (always a view) — so no input is reshaped and nothing is copied twice;
+* unpack is views only: a slice of the packed dim, split into the packed dims.
+
+``explain_pack`` and ``explain_unpack`` return that plan (:class:`PackPlan`) without
+touching data: printable, JSON-ready, and convertible to plain numpy or torch code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass
+from typing import IO, Any, NamedTuple, Sequence
+
+import numpy as np
+
+from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .layout import Layout
+from .parsing import PackPattern, parse_pack, pattern_error
+from .shapes import ShapeMismatchError
+from .tensor import Storage, Tensor, _dtype
+
+__all__ = ["pack", "unpack", "explain_pack", "explain_unpack", "PackPlan", "PackStep",
+           "cache_info", "cache_clear"]
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True, slots=True)
+class PackStep:
+    """One operation of a pack or unpack plan and the layout it produces.
+
+    Layouts address the packed array's memory: pack's output, unpack's input.
+    """
+
+    op: str                     # slice | split | copy
+    index: int                  # the input (pack) or output (unpack) this step is for
+    layout: Layout              # the layout after this step
+    is_copy: bool
+    reason: str                 # why this step is a view, or what the copy does
+    args: tuple[int, ...] = ()  # slice: (dim, start, stop); split: the new shape
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "index": self.index,
+            "kind": "copy" if self.is_copy else "view",
+            "args": list(self.args),
+            "shape": list(self.layout.shape),
+            "strides": list(self.layout.strides),
+            "offset": self.layout.offset,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PackPlan:
+    """A pack or unpack for given shapes: printable, serialisable, lowerable.
+
+    For ``op == "pack"`` the inputs are the tensors and the one output the packed array;
+    for ``op == "unpack"`` the one input is the packed array and the outputs its views.
+    Strides and offsets are in elements (``stride_unit == "elements"``), or in bytes for
+    arrays whose byte strides are not multiples of the itemsize.
+    """
+
+    op: str                                     # "pack" or "unpack"
+    pattern: str
+    dtype: str | None                           # the packed array's dtype; None: unknown
+    itemsize: int | None
+    inputs: tuple[Layout, ...]
+    outputs: tuple[Layout, ...]
+    input_dtypes: tuple[str | None, ...]        # one per input
+    input_itemsizes: tuple[int | None, ...]     # one per input
+    packed_shapes: tuple[tuple[int, ...], ...]  # per unpacked tensor: the dims '*' stands for
+    axis: int                                   # the packed dim of the packed array
+    axis_lengths: tuple[tuple[str, int], ...]   # the named axes
+    steps: tuple[PackStep, ...]
+    stride_unit: str = "elements"
+
+    # ------------------------------------------------------------------ summary
+
+    @property
+    def is_view(self) -> bool:
+        """True when every result shares the input's memory (unpack); pack always copies."""
+        return not any(step.is_copy for step in self.steps) and self.op == "unpack"
+
+    @property
+    def copies(self) -> int:
+        return sum(step.is_copy for step in self.steps)
+
+    @property
+    def views(self) -> int:
+        return sum(not step.is_copy for step in self.steps)
+
+    @property
+    def packed(self) -> Layout:
+        """The layout of the packed array: pack's output, unpack's input."""
+        return self.outputs[0] if self.op == "pack" else self.inputs[0]
+
+    @property
+    def bytes_moved(self) -> int | None:
+        """Bytes read plus bytes written (0 for unpack); None when a dtype is unknown."""
+        if self.op == "unpack":
+            return 0
+        if self.itemsize is None or None in self.input_itemsizes:
+            return None
+        read = sum(layout.numel * itemsize  # type: ignore[operator]
+                   for layout, itemsize in zip(self.inputs, self.input_itemsizes))
+        return read + self.packed.numel * self.itemsize
+
+    # ------------------------------------------------------------------ rendering
+
+    def __str__(self) -> str:
+        return _format(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description of the plan."""
+        return {
+            "op": self.op,
+            "pattern": self.pattern,
+            "dtype": self.dtype,
+            "itemsize": self.itemsize,
+            "stride_unit": self.stride_unit,
+            "inputs": [_layout_dict(layout) for layout in self.inputs],
+            "input_dtypes": list(self.input_dtypes),
+            "outputs": [_layout_dict(layout) for layout in self.outputs],
+            "packed_shapes": [list(shape) for shape in self.packed_shapes],
+            "axis": self.axis,
+            "axis_lengths": dict(self.axis_lengths),
+            "is_view": self.is_view,
+            "views": self.views,
+            "copies": self.copies,
+            "bytes_moved": self.bytes_moved,
+            "steps": [step.to_dict() for step in self.steps],
+        }
+
+    def dump(self, fp: IO[str] | None = None, **json_options: Any) -> str | None:
+        """The plan as JSON: written to ``fp``, or returned as a string when ``fp`` is None."""
+        json_options.setdefault("indent", 2)
+        if fp is None:
+            return json.dumps(self.to_dict(), **json_options)
+        json.dump(self.to_dict(), fp, **json_options)
+        return None
+
+    def to_source(self, library: str = "numpy", name: str | None = None,
+                  names: Sequence[str] | None = None) -> str:
+        """The same computation as one expression of plain library calls.
+
+        pack: ``np.concatenate`` / ``torch.cat`` of the inputs reshaped to one packed dim,
+        named ``xs[0]``, ``xs[1]``, ... (``name`` replaces ``xs``; ``names`` names each
+        input); torch inputs whose dtype differs from the result get ``.to(...)``, as
+        ``torch.cat`` promotes differently from numpy. unpack: a list of slices of ``x``
+        (or ``name``) along the packed dim, each split with ``reshape`` (numpy) or
+        ``view`` (torch: it never copies, and a split needs no copy).
+        """
+        if library not in ("numpy", "torch"):
+            raise RearrangeError(f"to_source: library must be 'numpy' or 'torch', got {library!r}")
+        if self.op == "unpack":
+            return self._unpack_source(library, "x" if name is None else name)
+        if names is None:
+            base = "xs" if name is None else name
+            names = [f"{base}[{i}]" for i in range(len(self.inputs))]
+        elif len(names) != len(self.inputs):
+            raise RearrangeError(f"to_source: {len(names)} names for {len(self.inputs)} inputs")
+        parts = []
+        before, after = self.packed.shape[:self.axis], self.packed.shape[self.axis + 1:]
+        for source, layout, shape, dtype in zip(names, self.inputs, self.packed_shapes,
+                                                self.input_dtypes):
+            flat = (*before, math.prod(shape), *after)
+            call = source if layout.shape == flat else f"{source}.reshape({_ints(flat)})"
+            if library == "torch" and dtype is not None and dtype != self.dtype:
+                call += f".to(torch.{self.dtype})"
+            parts.append(call)
+        if library == "numpy":
+            return f"np.concatenate([{', '.join(parts)}], axis={self.axis})"
+        return f"torch.cat([{', '.join(parts)}], dim={self.axis})"
+
+    def _unpack_source(self, library: str, name: str) -> str:
+        items = []
+        for index in range(len(self.outputs)):
+            call = name
+            for step in self.steps:
+                if step.index != index:
+                    continue
+                if step.op == "slice":
+                    dim, start, stop = step.args
+                    call += "[" + ":, " * dim + f"{start}:{stop}]"
+                else:
+                    verb = "reshape" if library == "numpy" else "view"
+                    call += f".{verb}({_ints(step.args)})"
+            items.append(call if call != name else f"{name}[:]")
+        return "[" + ", ".join(items) + "]"
+
+
+def _ints(values: Sequence[int]) -> str:
+    """Arguments of reshape/view: ``2, 3``, ``4,``, or ``()`` for a 0-d shape."""
+    if not values:
+        return "()"
+    if len(values) == 1:
+        return f"{values[0]},"
+    return ", ".join(str(v) for v in values)
+
+
+def _fmt(values: Sequence[int]) -> str:
+    return "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
+
+
+def _layout_dict(layout: Layout) -> dict[str, Any]:
+    return {"shape": list(layout.shape), "strides": list(layout.strides), "offset": layout.offset}
+
+
+def _format(plan: PackPlan) -> str:
+    """The explain table: a header (what, how big, what it costs) and one row per step."""
+    if plan.dtype is None:
+        dtype = "unknown"
+    else:
+        dtype = f"{plan.dtype} ({plan.itemsize} byte{'s' if plan.itemsize != 1 else ''})"
+    if plan.stride_unit == "bytes":
+        dtype += "; strides and offsets in bytes"
+    packing = plan.op == "pack"
+    rows = []  # (label, layout, note)
+    for k, layout in enumerate(plan.inputs):
+        label = f"input {k}" if packing else "input"
+        rows.append((label, layout, f"* = {_fmt(plan.packed_shapes[k])}" if packing else ""))
+    for k, layout in enumerate(plan.outputs):
+        label = "output" if packing else f"output {k}"
+        note = "a new C-contiguous array" if packing else f"* = {_fmt(plan.packed_shapes[k])}"
+        rows.append((label, layout, note))
+    if packing and any(d not in (None, plan.dtype) for d in plan.input_dtypes):
+        # inputs of another dtype than the packed array's: say which, in a column
+        width = max(len(note) for _, _, note in rows[:-1])
+        rows[:-1] = [(label, layout, f"{note:<{width}}  {dtype_k}")
+                     for (label, layout, note), dtype_k in zip(rows[:-1], plan.input_dtypes)]
+    label_width = max(9, *(len(label) + 1 for label, _, _ in rows))
+    shape_width = max(len(_fmt(layout.shape)) for _, layout, _ in rows)
+    strides_width = max(len(_fmt(layout.strides)) for _, layout, _ in rows)
+    offset_width = max(len(str(layout.offset)) for _, layout, _ in rows)
+    axes = " ".join(f"{n}={l}" for n, l in plan.axis_lengths)
+    axes = (axes + ", " if axes else "") + f"* = {plan.packed.shape[plan.axis]} at dim {plan.axis}"
+    if packing:
+        moved = plan.bytes_moved
+        cost = "" if moved is None else f", {moved:,} bytes moved (read + write)"
+        count = len(plan.inputs)
+        verdict = f"copy: {count} input{'s' if count != 1 else ''} copied into a new array{cost}"
+    else:
+        count = len(plan.outputs)
+        verdict = f"view: {count} view{'s' if count != 1 else ''} of the input, no data is moved"
+    lines = [f"{plan.op} '{plan.pattern}'", f"  {'dtype'.ljust(label_width)}{dtype}"]
+    for label, layout, note in rows:
+        lines.append(
+            f"  {label.ljust(label_width)}shape {_fmt(layout.shape):<{shape_width}}  "
+            f"strides {_fmt(layout.strides):<{strides_width}}  "
+            f"offset {layout.offset:<{offset_width}}  {note}".rstrip())
+    lines += [f"  {'axes'.ljust(label_width)}{axes}", f"  {'result'.ljust(label_width)}{verdict}"]
+    if not plan.steps:
+        lines.append("  (no steps: each result is the whole packed array)")
+        return "\n".join(lines)
+    table = [("#", "step", "input" if packing else "output", "shape", "strides", "offset",
+              "kind", "reason")]
+    for number, step in enumerate(plan.steps, 1):
+        table.append((str(number), step.op, str(step.index), _fmt(step.layout.shape),
+                      _fmt(step.layout.strides), str(step.layout.offset),
+                      "copy" if step.is_copy else "view", step.reason))
+    widths = [max(len(row[k]) for row in table) for k in range(7)]
+    lines.append("")
+    for row in table:
+        cells = [row[k].ljust(widths[k]) for k in range(7)] + [row[7]]
+        lines.append(("  " + "  ".join(cells)).rstrip())
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _slice_text(dim: int, start: int, stop: int, name: str) -> str:
+    return f"{name}[" + ":, " * dim + f"{start}:{stop}]"
+
+
+def _split_reason(shape: tuple[int, ...]) -> str:
+    if not shape:
+        return "* -> (): drop the unit dim: always a view"
+    return f"* -> {_fmt(shape)}: splitting one dim is always a view"
+
+
+def _scaled(layout: Layout, factor: int) -> Layout:
+    if factor == 1:
+        return layout
+    return Layout(layout.shape, tuple(s * factor for s in layout.strides), layout.offset * factor)
+
+
+def plan_pack(pattern: PackPattern, layouts: Sequence[Layout], dtypes: Sequence[str | None],
+              itemsizes: Sequence[int | None], dtype: str | None, itemsize: int | None,
+              stride_unit: str = "elements") -> PackPlan:
+    """Plan packing inputs of ``layouts`` (with ``dtypes`` and ``itemsizes``, None where
+    unknown) into one array of ``dtype``.
+
+    Raises :class:`ShapeMismatchError` when an input has too few dims or disagrees with
+    the first input on a named axis.
+    """
+    text = pattern.text
+    n_before, n_after = len(pattern.before), len(pattern.after)
+    named = n_before + n_after
+    for k, layout in enumerate(layouts):
+        if layout.ndim < named:
+            axes = ", ".join(pattern.names)
+            raise ShapeMismatchError(
+                f"input {k} has shape {_fmt(layout.shape)}, {layout.ndim} dim"
+                f"{'s' if layout.ndim != 1 else ''}, but the pattern names {named} ax"
+                f"{'es' if named != 1 else 'is'} besides '*' ({axes}): every input needs at "
+                f"least {named}\n{_caret_text(text, 0, len(text))}")
+    first = layouts[0].shape
+    lengths = first[:n_before] + (first[len(first) - n_after:] if n_after else ())
+    for k, layout in enumerate(layouts[1:], 1):
+        shape = layout.shape
+        mine = shape[:n_before] + (shape[len(shape) - n_after:] if n_after else ())
+        for axis, want, got in zip((*pattern.before, *pattern.after), lengths, mine):
+            if want != got:
+                raise ShapeMismatchError(
+                    f"input {k} has {axis.name}={got} (shape {_fmt(shape)}), but input 0 has "
+                    f"{axis.name}={want} (shape {_fmt(first)}): the inputs must agree on every "
+                    f"axis but '*'\n{_caret_text(text, axis.start, axis.end)}")
+    packed_shapes = tuple(layout.shape[n_before:layout.ndim - n_after] for layout in layouts)
+    sizes = [math.prod(shape) for shape in packed_shapes]
+    total = sum(sizes)
+    before, after = lengths[:n_before], lengths[n_before:]
+    output = Layout.contiguous((*before, total, *after))
+    steps: list[PackStep] = []
+    position = 0
+    for k, (shape, size) in enumerate(zip(packed_shapes, sizes)):
+        place = output
+        if size != total:
+            place = output.slice_dim(n_before, position, position + size, 1)
+            steps.append(PackStep(
+                "slice", k, place, False,
+                f"{_slice_text(n_before, position, position + size, 'output')}: input {k}'s "
+                "place along *: a slice is always a view", (n_before, position, position + size)))
+        if shape != (size,):
+            place = place.split(n_before, shape)
+            steps.append(PackStep("split", k, place, False, _split_reason(shape), place.shape))
+        cast = "" if dtypes[k] in (None, dtype) else f", cast from {dtypes[k]} to {dtype}"
+        steps.append(PackStep("copy", k, place, True, f"input {k} copied into its place{cast}"))
+        position += size
+    if stride_unit == "bytes":  # inputs are in bytes: so is everything else
+        assert itemsize is not None
+        output = _scaled(output, itemsize)
+        steps = [PackStep(s.op, s.index, _scaled(s.layout, itemsize), s.is_copy, s.reason, s.args)
+                 for s in steps]
+    return PackPlan(
+        op="pack", pattern=text, dtype=dtype, itemsize=itemsize, inputs=tuple(layouts),
+        outputs=(output,), input_dtypes=tuple(dtypes), input_itemsizes=tuple(itemsizes),
+        packed_shapes=packed_shapes,
+        axis=n_before, axis_lengths=tuple(zip(pattern.names, lengths)), steps=tuple(steps),
+        stride_unit=stride_unit,
+    )
+
+
+def plan_unpack(pattern: PackPattern, layout: Layout, packed_shapes: Sequence[tuple[int, ...]],
+                dtype: str | None, itemsize: int | None,
+                stride_unit: str = "elements") -> PackPlan:
+    """Plan splitting an array of ``layout`` into views of ``packed_shapes`` (validated
+    tuples of ints; at most one -1 among them all, which is inferred)."""
+    text = pattern.text
+    n_before, n_after = len(pattern.before), len(pattern.after)
+    if layout.ndim != n_before + 1 + n_after:
+        expected = n_before + 1 + n_after
+        raise ShapeMismatchError(
+            f"the input has shape {_fmt(layout.shape)}, {layout.ndim} dim"
+            f"{'s' if layout.ndim != 1 else ''}, but the pattern describes {expected}: the "
+            f"named axes and one packed dim for '*'\n{_caret_text(text, 0, len(text))}")
+    total = layout.shape[n_before]
+    resolved = _resolve_minus_one(packed_shapes, total, text, pattern, layout.shape)
+    steps: list[PackStep] = []
+    outputs = []
+    position = 0
+    for k, shape in enumerate(resolved):
+        size = math.prod(shape)
+        inferred = ""
+        if shape != tuple(packed_shapes[k]):
+            value = shape[packed_shapes[k].index(-1)]
+            inferred = f" (-1 inferred as {value}: {size} of the {total} along * are left for it)"
+        view = layout
+        if size != total:
+            view = layout.slice_dim(n_before, position, position + size, 1)
+            steps.append(PackStep(
+                "slice", k, view, False,
+                f"{_slice_text(n_before, position, position + size, 'x')}: output {k}'s part "
+                f"of *: a slice is always a view{inferred}", (n_before, position, position + size)))
+            inferred = ""
+        if shape != (size,):
+            view = view.split(n_before, shape)
+            steps.append(PackStep("split", k, view, False, _split_reason(shape) + inferred,
+                                  view.shape))
+        outputs.append(view)
+        position += size
+    names = pattern.names
+    lengths = layout.shape[:n_before] + layout.shape[n_before + 1:]
+    return PackPlan(
+        op="unpack", pattern=text, dtype=dtype, itemsize=itemsize, inputs=(layout,),
+        outputs=tuple(outputs), input_dtypes=(dtype,), input_itemsizes=(itemsize,),
+        packed_shapes=tuple(resolved),
+        axis=n_before, axis_lengths=tuple(zip(names, lengths)), steps=tuple(steps),
+        stride_unit=stride_unit,
+    )
+
+
+def _resolve_minus_one(packed_shapes: Sequence[tuple[int, ...]], total: int, text: str,
+                       pattern: PackPattern, shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """``packed_shapes`` with its -1 (if any) replaced, checked to fill ``total``."""
+    star = _caret_text(text, pattern.star_start, pattern.star_end)
+    where = f"the input (shape {_fmt(shape)}) has {total} along '*'"
+    unknown = [k for k, s in enumerate(packed_shapes) if -1 in s]
+    known = sum(math.prod(s) for s in packed_shapes if -1 not in s)
+    shown = [tuple(s) for s in packed_shapes]
+    if not unknown:
+        if known != total:
+            raise ShapeMismatchError(
+                f"the packed shapes {shown} take {known} along '*', but {where}\n{star}")
+        return list(packed_shapes)
+    k = unknown[0]
+    others = math.prod(v for v in packed_shapes[k] if v != -1)
+    rest = total - known
+    if rest < 0:
+        raise ShapeMismatchError(
+            f"the packed shapes {shown} other than {_fmt(packed_shapes[k])} take {known} along "
+            f"'*', but {where}\n{star}")
+    if others == 0 or rest % others:
+        why = ("its other lengths multiply to 0, so -1 could be any length" if others == 0
+               else f"{rest} is not divisible by {others}")
+        raise ShapeMismatchError(
+            f"cannot infer -1 in {_fmt(packed_shapes[k])}: {rest} remain along '*' ({total} "
+            f"minus {known} for the other shapes) and {why}\n{star}")
+    value = rest // others
+    result = list(packed_shapes)
+    result[k] = tuple(value if v == -1 else v for v in packed_shapes[k])
+    return result
+
+
+def _caret_text(text: str, start: int, end: int) -> str:
+    return str(pattern_error("", text, start, max(end, start + 1)))[1:]
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _layout_of(array: np.ndarray) -> tuple[Layout, str]:
+    """The layout of a numpy array in elements, or in bytes when its byte strides are
+    not whole multiples of the itemsize (views of structured fields)."""
+    itemsize = array.itemsize
+    if itemsize and all(s % itemsize == 0 for s in array.strides):
+        return Layout(array.shape, tuple(s // itemsize for s in array.strides), 0), "elements"
+    return Layout(array.shape, array.strides, 0), "bytes"
+
+
+class _Input(NamedTuple):
+    layout: Layout
+    dtype: np.dtype | None  # None: unknown (a shape given to explain without dtype=)
+    unit: str               # "elements" or "bytes": the unit of the layout's strides
+
+
+def _describe(item: Any, where: str) -> _Input:
+    """The layout, dtype and stride unit of a numpy array or a Tensor."""
+    if isinstance(item, Tensor):
+        return _Input(item.layout, item.dtype, "elements")
+    if isinstance(item, np.generic):
+        item = np.asarray(item)
+    if isinstance(item, np.ndarray):
+        layout, unit = _layout_of(item)
+        return _Input(layout, item.dtype, unit)
+    raise ArgumentTypeError(
+        f"{where} is a {type(item).__module__}.{type(item).__name__}; expected a numpy array "
+        "or a rearrange.Tensor")
+
+
+def _shape_tuple(value: Any) -> tuple[int, ...] | None:
+    """``value`` as a tuple of ints if it is a shape (a tuple or list of ints), else None."""
+    if not isinstance(value, (tuple, list)):
+        return None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        return None
+    return tuple(int(v) for v in value)
+
+
+def _result_dtype(dtypes: Sequence[np.dtype]) -> np.dtype:
+    """numpy's promotion, as np.concatenate does it."""
+    try:
+        return np.result_type(*dtypes)
+    except TypeError:  # numpy's DTypePromotionError is a TypeError
+        names = ", ".join(dtype.name for dtype in dtypes)
+        raise ArgumentTypeError(f"pack(): the inputs' dtypes ({names}) have no common dtype "
+                                "that numpy would concatenate them as") from None
+
+
+def _check_sequence(tensors: Any, op: str) -> None:
+    if not isinstance(tensors, (list, tuple)):
+        raise ArgumentTypeError(
+            f"{op}() takes a list or tuple of arrays; got {type(tensors).__module__}."
+            f"{type(tensors).__name__}")
+    if not tensors:
+        raise RearrangeError(f"{op}() got an empty list; expected at least one array")
+
+
+def _context(op: str, pattern: str, shapes: str) -> str:
+    verb = "packing" if op == "pack" else "unpacking"
+    return f"  while {verb} with pattern '{pattern}': {shapes}"
+
+
+def _normalise_packed_shapes(packed_shapes: Any) -> list[tuple[int, ...]]:
+    """packed_shapes as a list of tuples of ints (numpy ints allowed), each entry >= -1,
+    and -1 at most once among them all."""
+    if not isinstance(packed_shapes, (list, tuple)):
+        raise ArgumentTypeError(
+            "unpack(): packed_shapes must be a list of shapes (tuples or lists of ints), as "
+            f"pack returns; got {type(packed_shapes).__name__}")
+    result = []
+    for k, shape in enumerate(packed_shapes):
+        if isinstance(shape, np.ndarray) and shape.ndim == 1:
+            shape = shape.tolist()
+        if not isinstance(shape, (list, tuple)) or not all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in shape):
+            raise ArgumentTypeError(
+                f"unpack(): packed_shapes[{k}] must be a tuple or list of ints; got {shape!r}")
+        shape = tuple(int(v) for v in shape)
+        if any(v < -1 for v in shape):
+            raise RearrangeError(
+                f"unpack(): packed_shapes[{k}] = {shape} has a negative length; only -1 "
+                "(a length to infer) is allowed")
+        result.append(shape)
+    minus_ones = sum(shape.count(-1) for shape in result)
+    if minus_ones > 1:
+        raise RearrangeError(
+            f"unpack(): packed_shapes {result} hold {minus_ones} times -1; at most one length "
+            "can be inferred")
+    return result
+
+
+# --------------------------------------------------------------------------- caches
+
+_CACHE_SIZE = 4096
+# key -> (runner, packed_shapes) for pack; key -> runner for unpack. Reads are single dict
+# lookups; inserts and evictions (oldest first) happen under the lock.
+_pack_cache: dict[tuple, tuple[Any, tuple]] = {}
+_unpack_cache: dict[tuple, Any] = {}
+_lock = threading.Lock()
+_misses = 0
+_PLAIN_INT = frozenset({int})
+
+
+def _remember(cache: dict, key: tuple, entry: Any) -> None:
+    global _misses
+    with _lock:
+        _misses += 1
+        if len(cache) >= _CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        cache[key] = entry
+
+
+def cache_info() -> dict[str, int]:
+    """Sizes of the pack and unpack plan caches and the misses since the last clear."""
+    return {"pack": len(_pack_cache), "unpack": len(_unpack_cache), "misses": _misses,
+            "maxsize": _CACHE_SIZE}
+
+
+def cache_clear() -> None:
+    """Empty the pack and unpack plan caches (parsed patterns too)."""
+    global _misses
+    with _lock:
+        _pack_cache.clear()
+        _unpack_cache.clear()
+        _misses = 0
+    parse_pack.cache_clear()  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- pack
+
+
+def pack(tensors: Sequence[Any], pattern: str) -> tuple[Any, list[tuple[int, ...]]]:
+    """Pack several arrays into one, as einops' ``pack``: the dims each input has in place
+    of ``*`` are flattened, and the inputs concatenated along that dim.
+
+    Returns ``(packed, packed_shapes)``: a new C-contiguous array (a numpy array, or a
+    :class:`rearrange.Tensor` when the first input is one) whose dtype is numpy's
+    promotion of the inputs' dtypes, and per input the shape ``*`` stood for, which
+    :func:`unpack` takes to undo the packing.
+
+    >>> import numpy as np
+    >>> packed, ps = pack([np.zeros((2, 3, 5)), np.zeros((2, 3, 7, 5))], 'i j * k')
+    >>> packed.shape, ps
+    ((2, 3, 8, 5), [(), (7,)])
+    """
+    entry = None
+    if type(tensors) is list or type(tensors) is tuple:
+        try:
+            entry = _pack_cache.get((pattern, *[(type(x), x.shape, x.dtype) for x in tensors]))
+        except (TypeError, AttributeError):  # not arrays, or an unhashable pattern
+            pass
+    if entry is None:
+        entry = _pack_entry(tensors, pattern)
+    run, packed_shapes = entry
+    return run(tensors), list(packed_shapes)
+
+
+def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
+    _check_sequence(tensors, "pack")
+    described = [_describe(x, f"pack(): item {k}") for k, x in enumerate(tensors)]
+    plan, dtype = _plan_pack(pattern, described)
+    to_tensor = isinstance(tensors[0], Tensor)
+    if to_tensor and dtype.kind not in "biufc":
+        raise ArgumentTypeError(f"pack(): a rearrange.Tensor cannot hold dtype {dtype}")
+    entry = (_pack_runner(plan, dtype, to_tensor), plan.packed_shapes)
+    # Every item is an array, a numpy scalar or a Tensor here: all have .shape and .dtype.
+    _remember(_pack_cache, (pattern, *[(type(x), x.shape, x.dtype) for x in tensors]), entry)
+    return entry
+
+
+def _plan_pack(pattern: str, described: Sequence[_Input]) -> tuple[PackPlan, np.dtype | None]:
+    """Parse and plan, with every PatternError given the call's context. Returns the
+    plan and the packed array's dtype (None when some input's dtype is unknown)."""
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    dtypes = [d.dtype for d in described]
+    # `None in dtypes` would be wrong: np.dtype("float64") == None is True.
+    known = not any(d is None for d in dtypes)
+    packed = _result_dtype(dtypes) if known else None  # type: ignore[arg-type]
+    unit = "bytes" if any(d.unit == "bytes" for d in described) else "elements"
+    # a byte-strided input comes from numpy, so its dtype (and itemsize) is known
+    layouts = [d.layout if d.unit == unit
+               else _scaled(d.layout, d.dtype.itemsize)  # type: ignore[union-attr]
+               for d in described]
+    try:
+        plan = plan_pack(
+            parse_pack(pattern), layouts,
+            [None if d is None else d.name for d in dtypes],
+            [None if d is None else d.itemsize for d in dtypes],
+            None if packed is None else packed.name, None if packed is None else packed.itemsize,
+            unit)
+    except PatternError as error:
+        shapes = "input shapes [" + ", ".join(_fmt(d.layout.shape) for d in described) + "]"
+        raise type(error)(f"{error}\n{_context('pack', pattern, shapes)}") from None
+    return plan, packed
+
+
+def _pack_runner(plan: PackPlan, dtype: np.dtype, to_tensor: bool) -> Any:
+    """The plan as numpy calls: a new array of ``dtype``, then per input a view of its
+    place (slice, split) and one np.copyto into it."""
+    shape = plan.packed.shape
+    places: list[list[Any]] = [[None, None] for _ in plan.inputs]  # [index key, split shape]
+    for step in plan.steps:
+        if step.op == "slice":
+            dim, start, stop = step.args
+            places[step.index][0] = (slice(None),) * dim + (slice(start, stop),)
+        elif step.op == "split":
+            places[step.index][1] = step.args
+    places_t = [(Ellipsis if key is None else key, split) for key, split in places]
+    numel = math.prod(shape)
+
+    def fill(out: np.ndarray, tensors: Sequence[Any]) -> None:
+        for x, (key, split) in zip(tensors, places_t):
+            if type(x) is Tensor:
+                x = x.numpy()
+            if split is None:
+                out[key] = x
+            else:
+                out[key].reshape(split)[...] = x  # a one-dim split: always a view
+
+    if to_tensor:
+        layout = Layout.contiguous(shape)
+
+        def run_tensor(tensors: Sequence[Any]) -> Tensor:
+            storage = Storage(np.empty(numel, dtype))
+            fill(storage.array.reshape(shape), tensors)
+            return Tensor._wrap(storage, layout)
+        return run_tensor
+
+    def run(tensors: Sequence[Any]) -> np.ndarray:
+        out = np.empty(shape, dtype)
+        fill(out, tensors)
+        return out
+    return run
+
+
+def explain_pack(tensors_or_shapes: Sequence[Any], pattern: str, *, dtype: Any = None) -> PackPlan:
+    """The plan ``pack`` follows for these inputs, without touching any data.
+
+    Each item is an array, a :class:`rearrange.Tensor` or a shape (a tuple of ints,
+    C-contiguous, of ``dtype``; None: unknown).
+
+    >>> plan = explain_pack([(2, 3, 5), (2, 3, 7, 5)], 'i j * k', dtype='float32')
+    >>> plan.outputs[0].shape, plan.packed_shapes, plan.is_view
+    ((2, 3, 8, 5), ((), (7,)), False)
+    >>> plan.to_source()
+    'np.concatenate([xs[0].reshape(2, 3, 1, 5), xs[1]], axis=2)'
+    """
+    if (isinstance(tensors_or_shapes, (tuple, list)) and tensors_or_shapes
+            and all(type(v) is int for v in tensors_or_shapes)):
+        raise ArgumentTypeError(
+            f"explain_pack() takes a list of inputs (arrays, Tensors or shapes), not one shape; "
+            f"for one input of shape {tuple(tensors_or_shapes)}, pass [{tuple(tensors_or_shapes)}]")
+    _check_sequence(tensors_or_shapes, "explain_pack")
+    resolved = None if dtype is None else _dtype(dtype)
+    described = []
+    for k, item in enumerate(tensors_or_shapes):
+        shape = _shape_tuple(item)
+        if shape is None:
+            described.append(_describe(item, f"explain_pack(): item {k}"))
+        else:
+            described.append(_Input(Layout.contiguous(shape), resolved, "elements"))
+    return _plan_pack(pattern, described)[0]
+
+
+# --------------------------------------------------------------------------- unpack
+
+
+def unpack(tensor: Any, packed_shapes: Sequence[Sequence[int]], pattern: str) -> list[Any]:
+    """Split a packed array into views, as einops' ``unpack``: the packed dim (``*``)
+    is cut into one slice per shape of ``packed_shapes``, and each slice split into that
+    shape. One length among all of ``packed_shapes`` may be -1: it is inferred.
+
+    Every result is a view of ``tensor`` (numpy array or :class:`rearrange.Tensor`).
+
+    >>> import numpy as np
+    >>> packed = np.arange(2 * 8).reshape(2, 8)
+    >>> a, b, c = unpack(packed, [(3,), (2, 2), ()], 'b *')
+    >>> a.shape, b.shape, c.shape, np.shares_memory(b, packed)
+    ((2, 3), (2, 2, 2), (2,), True)
+    """
+    run = None
+    try:
+        shapes = tuple(map(tuple, packed_shapes))
+        if type(tensor) is np.ndarray:
+            run = _unpack_cache.get((pattern, tensor.shape, shapes))
+        elif type(tensor) is Tensor:
+            run = _unpack_cache.get((pattern, tensor.layout, shapes))
+        if run is not None and not _PLAIN_INT.issuperset(type(v) for s in shapes for v in s):
+            run = None  # 3.0 or True equals an int: let the cold path reject it
+    except TypeError:  # not shapes, or an unhashable pattern: the cold path says which
+        run = None
+    if run is None:
+        run = _unpack_entry(tensor, packed_shapes, pattern)
+    return run(tensor)
+
+
+def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
+    if isinstance(tensor, np.generic):
+        tensor = np.asarray(tensor)
+    layout, dtype, unit = _describe(tensor, "unpack(): the packed array")
+    shapes = _normalise_packed_shapes(packed_shapes)
+    plan = _plan_unpack(pattern, layout, shapes, dtype.name, dtype.itemsize, unit)
+    run = _unpack_runner(plan, isinstance(tensor, Tensor))
+    if type(tensor) is np.ndarray:
+        _remember(_unpack_cache, (pattern, tensor.shape, tuple(shapes)), run)
+    elif type(tensor) is Tensor:
+        _remember(_unpack_cache, (pattern, tensor.layout, tuple(shapes)), run)
+    return run  # ndarray subclasses are planned on every call
+
+
+def _plan_unpack(pattern: str, layout: Layout, shapes: list[tuple[int, ...]], dtype: str | None,
+                 itemsize: int | None, unit: str) -> PackPlan:
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    try:
+        parsed = parse_pack(pattern)
+        return plan_unpack(parsed, layout, shapes, dtype, itemsize, unit)
+    except PatternError as error:
+        where = f"input shape {_fmt(layout.shape)}, packed_shapes {shapes}"
+        raise type(error)(f"{error}\n{_context('unpack', pattern, where)}") from None
+
+
+def _unpack_runner(plan: PackPlan, is_tensor: bool) -> Any:
+    """numpy arrays: the plan's slices and splits as indexing and reshape (a split of one
+    dim is always a view); Tensors: the plan's output layouts on the same storage."""
+    if is_tensor:
+        outputs = plan.outputs
+        return lambda t: [t._with(layout) for layout in outputs]
+    places: list[list[Any]] = [[Ellipsis, None] for _ in plan.outputs]
+    for step in plan.steps:
+        if step.op == "slice":
+            dim, start, stop = step.args
+            places[step.index][0] = (slice(None),) * dim + (slice(start, stop),)
+        else:
+            places[step.index][1] = step.args
+    places_t = [tuple(place) for place in places]
+
+    def run(x: np.ndarray) -> list[np.ndarray]:
+        return [x[key] if split is None else x[key].reshape(split) for key, split in places_t]
+    return run
+
+
+def explain_unpack(x_or_shape: Any, packed_shapes: Sequence[Sequence[int]], pattern: str, *,
+                   dtype: Any = None) -> PackPlan:
+    """The plan ``unpack`` follows, without touching any data. ``x_or_shape`` is an
+    array, a :class:`rearrange.Tensor` or a shape (C-contiguous, of ``dtype``).
+
+    >>> plan = explain_unpack((2, 8), [(3,), (2, 2), ()], 'b *')
+    >>> [layout.shape for layout in plan.outputs], plan.is_view
+    ([(2, 3), (2, 2, 2), (2,)], True)
+    >>> plan.to_source('torch')
+    '[x[:, 0:3], x[:, 3:7].view(2, 2, 2), x[:, 7:8].view(2,)]'
+    """
+    shape = _shape_tuple(x_or_shape)
+    if shape is None:
+        layout, resolved, unit = _describe(x_or_shape, "explain_unpack(): the input")
+    else:
+        layout, unit = Layout.contiguous(shape), "elements"
+        resolved = None if dtype is None else _dtype(dtype)
+    dtype_name = None if resolved is None else resolved.name
+    itemsize = None if resolved is None else resolved.itemsize
+    shapes = _normalise_packed_shapes(packed_shapes)
+    return _plan_unpack(pattern, layout, shapes, dtype_name, itemsize, unit)
