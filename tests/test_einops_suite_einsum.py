@@ -1,0 +1,5 @@
+"""einops' own tests of einops/tests/test_einsum.py, run against this package (see einops_shim)."""
+
+from einops_shim import load
+
+globals().update(load("test_einsum"))
