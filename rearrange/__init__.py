@@ -63,7 +63,7 @@ __version__ = "0.1.0"
 # ``from rearrange import einsum``): ``import rearrange`` stays as light as it is.
 _LAZY = {
     "pack": "packing", "unpack": "packing",
-    "parse_shape": "shapes", "check_shape": "shapes",
+    "parse_shape": "shapes", "check_shape": "shapes", "ShapeMismatchError": "shapes",
     "einsum": "contraction",
 }
 

@@ -83,6 +83,15 @@ def cache_clear() -> None:
     _parse_transform_cached.cache_clear()
     build_recipe.cache_clear()
     backends.cache_clear()
+    import sys
+
+    from . import ops
+
+    ops.cache_clear()
+    for name in ("contraction", "packing", "shapes"):  # only those already imported
+        module = sys.modules.get(f"{__package__}.{name}")
+        if module is not None and hasattr(module, "cache_clear"):
+            module.cache_clear()
 
 
 def _remember(key: tuple, entry: Any) -> None:
@@ -571,24 +580,34 @@ def _layout_from(x_or_shape: Any, strides: Sequence[int] | None, dtype: Any) -> 
     return layout, resolved.name, resolved.itemsize, "elements"
 
 
+def _no_lengths(op: str, axes_lengths: Mapping[str, Any]) -> None:
+    if axes_lengths:
+        raise ArgumentTypeError(
+            f"explain(op={op!r}) takes no axis lengths; got {', '.join(axes_lengths)}")
+
+
 def _is_shape(value: Any) -> bool:
     return isinstance(value, (tuple, list)) and all(
         isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
     )
 
 
-_EXPLAINED_OPS = ("rearrange", "reduce", "repeat")
+_EXPLAINED_OPS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack",
+                  "parse_shape", "check_shape")
 
 
 def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: Any = None,
             strides: Sequence[int] | None = None, dtype: Any = None,
-            copy: bool | None = None, **axes_lengths: int) -> Plan:
+            copy: bool | None = None, packed_shapes: Sequence[Sequence[int]] | None = None,
+            **axes_lengths: int) -> Any:
     """The plan an operation follows for this input, without touching any data.
 
-    ``x_or_shape`` is an array, a :class:`rearrange.Tensor`, or a shape; with a shape,
-    ``strides`` (in elements, default C-contiguous) and ``dtype`` describe the rest.
-    ``op`` is ``"rearrange"`` (default), ``"reduce"`` (with ``reduction=``) or
-    ``"repeat"``.
+    ``x_or_shape`` is an array (numpy, ``rearrange.Tensor``, torch, dask, array API) or
+    a shape; with a shape, ``strides`` (in elements, default C-contiguous) and ``dtype``
+    describe the rest. ``op`` is ``"rearrange"`` (default), ``"reduce"`` (with
+    ``reduction=``), ``"repeat"``, ``"einsum"`` and ``"pack"`` (``x_or_shape`` a list
+    of arrays or shapes), ``"unpack"`` (with ``packed_shapes=``), ``"parse_shape"`` or
+    ``"check_shape"``.
 
     >>> import rearrange as ra
     >>> plan = ra.explain((2, 8, 128, 64), 'b h t d -> b t (h d)', dtype='float32')
@@ -602,19 +621,47 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
     if op not in _EXPLAINED_OPS:
         raise RearrangeError(f"explain: op must be one of {', '.join(map(repr, _EXPLAINED_OPS))}, "
                              f"got {op!r}")
+    if op not in ("rearrange", "repeat") and copy is not None:
+        raise ArgumentTypeError(f"copy= applies to op='rearrange' or 'repeat', not op={op!r}")
+    if op != "reduce" and reduction is not None:
+        raise ArgumentTypeError(f"reduction= applies to op='reduce', not op={op!r}")
+    if op != "unpack" and packed_shapes is not None:
+        raise ArgumentTypeError(f"packed_shapes= applies to op='unpack', not op={op!r}")
+    if op == "einsum":
+        from .contraction import explain_einsum
+
+        return explain_einsum(x_or_shape, pattern, strides=strides, dtype=dtype, **axes_lengths)
+    if op in ("pack", "unpack", "parse_shape", "check_shape") and strides is not None:
+        raise ArgumentTypeError(f"strides= does not apply to op={op!r}")
+    if op == "pack":
+        from .packing import explain_pack
+
+        _no_lengths(op, axes_lengths)
+        return explain_pack(x_or_shape, pattern, dtype=dtype)
+    if op == "unpack":
+        from .packing import explain_unpack
+
+        _no_lengths(op, axes_lengths)
+        if packed_shapes is None:
+            raise ArgumentTypeError("explain(op='unpack') needs packed_shapes=")
+        return explain_unpack(x_or_shape, packed_shapes, pattern, dtype=dtype)
+    if op in ("parse_shape", "check_shape"):
+        from .shapes import explain_shape
+
+        if dtype is not None:
+            raise ArgumentTypeError(f"dtype= does not apply to op={op!r}")
+        if op == "parse_shape":
+            _no_lengths(op, axes_lengths)
+        return explain_shape(x_or_shape, pattern, **axes_lengths)
     if not isinstance(x_or_shape, (np.ndarray, Tensor)) and not _is_shape(x_or_shape):
         foreign = backends.foreign_input(x_or_shape, "explain")
         if foreign is not None:
-            if op != "reduce" and reduction is not None:
-                raise ArgumentTypeError(f"reduction= applies to op='reduce', not op={op!r}")
             return backends.plan_for_array(*foreign, op, pattern, reduction, copy, axes_lengths)
     if op != "rearrange":
         from .ops import explain_transform
 
         return explain_transform(op, x_or_shape, pattern, reduction=reduction, strides=strides,
                                  dtype=dtype, copy=copy, **axes_lengths)
-    if reduction is not None:
-        raise ArgumentTypeError("reduction= applies to op='reduce'")
     layout, dtype_name, itemsize, unit = _layout_from(x_or_shape, strides, dtype)
     return _plan_for(pattern, layout, axes_lengths, copy, dtype_name, itemsize, unit)
 

@@ -45,6 +45,11 @@ _runners: dict[tuple, Runner] = {}
 _runners_lock = threading.Lock()
 
 
+def cache_clear() -> None:
+    with _runners_lock:
+        _runners.clear()
+
+
 def _remember(key: tuple, runner: Runner) -> None:
     with _runners_lock:
         if len(_runners) >= _CACHE_SIZE:

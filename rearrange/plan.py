@@ -230,6 +230,8 @@ _REDUCTION_NAMES = ("min", "max", "sum", "mean", "prod", "any", "all", "var", "s
 
 
 def _ints(values: tuple[int, ...]) -> str:
+    if not values:
+        return "()"
     if len(values) == 1:
         return f"{values[0]},"
     return ", ".join(str(v) for v in values)

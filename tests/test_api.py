@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import pathlib
 import subprocess
 import sys
@@ -246,3 +247,41 @@ def test_bad_lengths_are_refused_even_after_a_cached_good_call(bad) -> None:
         assert ra.rearrange(x, "a (b c) -> a b c", b=np.int64(3)).shape == (2, 3, 2)
         with pytest.raises(ra.PatternError, match=f"axis length b={bad!r} must be a positive integer"):
             ra.rearrange(x, "a (b c) -> a b c", b=bad)
+
+
+@pytest.mark.parametrize("op, args, kwargs, module, function", [
+    ("einsum", ([(2, 3), (3, 4)], "a b, b c -> a c"), {}, "contraction", "explain_einsum"),
+    ("pack", ([(2, 3), (2, 4)], "b *"), {}, "packing", "explain_pack"),
+    ("unpack", ((2, 7), "b *"), {"packed_shapes": [(3,), (4,)]}, "packing", "explain_unpack"),
+    ("check_shape", ((2, 6), "b (h w)"), {"h": 2}, "shapes", "explain_shape"),
+    ("parse_shape", ((2, 6), "b _"), {}, "shapes", "explain_shape"),
+])
+def test_explain_dispatches_every_op(op, args, kwargs, module, function) -> None:
+    import importlib
+
+    explain_op = getattr(importlib.import_module(f"rearrange.{module}"), function)
+    plan = ra.explain(*args, op=op, **kwargs)
+    if op == "unpack":
+        expected = explain_op(args[0], kwargs["packed_shapes"], args[1])
+    else:
+        expected = explain_op(*args, **kwargs)
+    assert str(plan) == str(expected)
+    assert plan.to_dict() == expected.to_dict()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"op": "pack", "reduction": "sum"}, "reduction= applies to op='reduce', not op='pack'"),
+    ({"op": "einsum", "copy": True}, "copy= applies to op='rearrange' or 'repeat'"),
+    ({"op": "unpack"}, "explain(op='unpack') needs packed_shapes="),
+    ({"op": "rearrange", "packed_shapes": [(1,)]}, "packed_shapes= applies to op='unpack'"),
+    ({"op": "pack", "h": 2}, "explain(op='pack') takes no axis lengths; got h"),
+])
+def test_explain_rejects_options_of_other_ops(kwargs, message) -> None:
+    with pytest.raises(ra.ArgumentTypeError, match=re.escape(message)):
+        ra.explain([(2, 3)], "b *", **kwargs)
+
+
+def test_to_source_of_a_zero_d_result_runs() -> None:
+    x = np.ones(1)
+    source = ra.explain(x, "1 ->").to_source()
+    assert eval(source, {"x": x}).shape == () == ra.rearrange(x, "1 ->").shape
