@@ -143,12 +143,14 @@ def _numpy_reduce_runner(plan: Plan, reduction: Any) -> Runner:
     kept_shape = steps["reduce"].layout.shape
     merge = steps["merge"].args if "merge" in steps else None
 
-    def run(x: np.ndarray) -> np.ndarray:
+    def run(x: np.ndarray) -> Any:
         y = x if split is None else x.reshape(split)
         if perm is not None:
             y = y.transpose(perm)
         y = _apply_reduction(reduction, y, axis, kept_shape)
-        return y if merge is None else y.reshape(merge)
+        if merge is not None:
+            return y.reshape(merge)
+        return y[()] if y.ndim == 0 else y   # a full reduction is a numpy scalar, as in numpy
     return run
 
 
