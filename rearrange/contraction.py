@@ -32,7 +32,7 @@ from typing import IO, Any, Mapping, Sequence
 
 import numpy as np
 
-from . import api
+from . import api, backends
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import (
@@ -1015,6 +1015,7 @@ _PLAN_CACHE_SIZE = 1024
 # (pattern, per input (shape, byte strides, dtype) or ("tensor", layout, dtype), axis
 # lengths) -> _Runner. Reads are single dict lookups; inserts happen under the lock.
 _plans: dict[tuple, _Runner] = {}
+_foreign_plans: dict[tuple, EinsumPlan] = {}   # torch, dask, array-API inputs
 _plans_lock = threading.Lock()
 
 
@@ -1029,6 +1030,7 @@ def cache_clear() -> None:
     """Empty the einsum plan cache (parsed patterns included)."""
     with _plans_lock:
         _plans.clear()
+        _foreign_plans.clear()
     _parse_einsum_cached.cache_clear()
 
 
@@ -1107,6 +1109,10 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
                 if runner is not None:
                     return runner(tensors_and_pattern[:-1])
     tensors, pattern = _split_arguments(tensors_and_pattern)
+    if tensors and not isinstance(tensors[0], (np.ndarray, np.generic, Tensor)):
+        backend = backends.backend_for(tensors[0])
+        if backend is not None:
+            return _einsum_foreign(backend, tensors, pattern, api._canonical_lengths(axes_lengths))
     arrays, as_tensor = _checked_inputs(tensors)
     axes_lengths = api._canonical_lengths(axes_lengths)
     if as_tensor:
@@ -1123,6 +1129,46 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
         if key is not None and type(pattern) is str:
             _remember(key, runner)
     return runner(arrays)
+
+
+def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
+                    axes_lengths: Mapping[str, Any]) -> Any:
+    """einsum of torch, dask or array-API arrays: the same plan, with each input's
+    rearranges and the contraction done by the array's own library."""
+    for k, tensor in enumerate(tensors):
+        if not backend.matches(tensor):
+            raise ArgumentTypeError(
+                f"rearrange.einsum takes inputs of one array type; argument 0 is "
+                f"{_kind(tensors[0])}, argument {k} is {_kind(tensor)}")
+    infos = [backend.describe(t) for t in tensors]
+    key = (backend.__name__, pattern, *(info.key for info in infos), *axes_lengths.items())
+    try:
+        plan = _foreign_plans.get(key)
+    except TypeError:
+        key, plan = None, None
+    if plan is None:
+        operands = [_Operand(info.layout, _numpy_name(info.dtype), info.itemsize, "elements", None)
+                    for info in infos]
+        plan = _plan_with_context(pattern, operands, axes_lengths)
+        if key is not None:
+            with _plans_lock:
+                if len(_foreign_plans) >= _PLAN_CACHE_SIZE:
+                    _foreign_plans.pop(next(iter(_foreign_plans)))
+                _foreign_plans[key] = plan
+    operands = [t if p is None else api.rearrange(t, p.pattern, **dict(p.axes_lengths))
+                for t, p in zip(tensors, plan.preparations or (None,) * len(tensors))]
+    result = backend.einsum(plan.subscripts, *operands)
+    if plan.output_pattern is not None:
+        result = api.rearrange(result, plan.output_pattern)
+    return result
+
+
+def _numpy_name(dtype: str) -> str | None:
+    """The dtype's name if numpy knows it (bfloat16 it does not: the plan leaves it out)."""
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return None
 
 
 def _checked_inputs(tensors: Sequence[Any]) -> tuple[list[Any], bool]:

@@ -24,6 +24,7 @@ from typing import IO, Any, NamedTuple, Sequence
 
 import numpy as np
 
+from . import backends
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error
@@ -612,6 +613,9 @@ def pack(tensors: Sequence[Any], pattern: str) -> tuple[Any, list[tuple[int, ...
 
 def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
     _check_sequence(tensors, "pack")
+    backend = _foreign_backend(tensors[0])
+    if backend is not None:
+        return _pack_foreign_entry(backend, tensors, pattern)
     described = [_describe(x, f"pack(): item {k}") for k, x in enumerate(tensors)]
     plan, dtype = _plan_pack(pattern, described)
     to_tensor = isinstance(tensors[0], Tensor)
@@ -750,7 +754,60 @@ def unpack(tensor: Any, packed_shapes: Sequence[Sequence[int]], pattern: str) ->
     return run(tensor)
 
 
+def _foreign_backend(x: Any) -> Any:
+    """The backend of a torch, dask or array-API array; None for numpy and Tensor."""
+    if isinstance(x, (np.ndarray, np.generic, Tensor)):
+        return None
+    return backends.backend_for(x)
+
+
+def _pack_foreign_entry(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[Any, tuple]:
+    """pack of torch, dask or array-API arrays: the plan checks shapes (dtypes are the
+    library's business); each input is reshaped to one packed dim, then concatenated by
+    the library, so autograd, devices and laziness carry through."""
+    for k, x in enumerate(tensors):
+        if not backend.matches(x):
+            raise ArgumentTypeError(
+                f"pack(): item {k} is a {type(x).__module__}.{type(x).__name__}; every item "
+                f"must be of the first one's type ({type(tensors[0]).__name__})")
+    described = [_Input(Layout.contiguous(tuple(int(n) for n in x.shape)), None, "elements")
+                 for x in tensors]
+    plan, _ = _plan_pack(pattern, described)
+    axis = plan.axis
+    shapes = [(layout.shape[:axis], math.prod(packed), layout.shape[axis + len(packed):])
+              for layout, packed in zip(plan.inputs, plan.packed_shapes)]
+
+    def run(xs: Sequence[Any]) -> Any:
+        pieces = [backend.reshape(x, (*before, size, *after))
+                  for x, (before, size, after) in zip(xs, shapes)]
+        return backend.concat(pieces, axis)
+    return run, plan.packed_shapes
+
+
+def _unpack_foreign(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) -> Any:
+    """unpack of torch, dask or array-API arrays: slices then reshapes, by the library
+    (views wherever the library makes them: torch always can here)."""
+    shape = tuple(int(n) for n in tensor.shape)
+    plan = _plan_unpack(pattern, Layout.contiguous(shape), _normalise_packed_shapes(packed_shapes),
+                        None, None, "elements")
+    axis = plan.axis
+    places = []
+    start = 0
+    for output, packed in zip(plan.outputs, plan.packed_shapes):
+        size = math.prod(packed)
+        index = (slice(None),) * axis + (slice(start, start + size), Ellipsis)
+        places.append((index, output.shape))
+        start += size
+
+    def run(x: Any) -> list[Any]:
+        return [backend.reshape(x[index], out_shape) for index, out_shape in places]
+    return run
+
+
 def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
+    backend = _foreign_backend(tensor)
+    if backend is not None:
+        return _unpack_foreign(backend, tensor, packed_shapes, pattern)
     if isinstance(tensor, np.generic):
         tensor = np.asarray(tensor)
     layout, dtype, unit = _describe(tensor, "unpack(): the packed array")

@@ -67,3 +67,24 @@ def test_copy_flags_and_explain() -> None:
     integer = xp.asarray(np.arange(6).reshape(2, 3))
     assert ra.reduce(integer, "a b -> a", "mean").dtype == xp.float64
     assert [int(v) for v in _numpy(ra.reduce(integer, "a b -> a", "argmax"))] == [2, 2]
+
+
+def test_pack_unpack_einsum_parse_shape() -> None:
+    x, a = _pair((2, 3, 4))
+    y, b = _pair((2, 3))
+    packed, shapes = ra.pack([a, b], "i j *")
+    expected, expected_shapes = ra.pack([x, y], "i j *")
+    np.testing.assert_array_equal(_numpy(packed), expected)
+    assert shapes == expected_shapes
+    for got, want in zip(ra.unpack(packed, shapes, "i j *"), ra.unpack(expected, shapes, "i j *")):
+        np.testing.assert_array_equal(_numpy(got), want)
+    w_np, w = _pair((4, 5))
+    for pattern, operands in [("a b c, c d -> (a d) b", ((x, w_np), (a, w))),
+                              ("a b c, a b c ->", ((x, x), (a, a))),
+                              ("... c -> c ...", ((x,), (a,))),
+                              ("a b c, a b -> c", ((x, y), (a, b)))]:
+        np.testing.assert_allclose(_numpy(ra.einsum(*operands[1], pattern)),
+                                   ra.einsum(*operands[0], pattern))
+    with pytest.raises(ra.RearrangeError, match="diagonal"):
+        ra.einsum(xp.asarray(np.ones((3, 3))), "a a -> a")
+    assert ra.parse_shape(a, "b _ w") == {"b": 2, "w": 4}

@@ -154,3 +154,24 @@ def test_explain_reports_torch_inputs() -> None:
     assert plan.input.strides == (12, 4, 2)
     assert plan.dtype == "float32"
     assert not plan.is_view
+
+
+def test_pack_unpack_einsum_parse_shape_on_torch() -> None:
+    a = torch.randn(2, 3, 4, requires_grad=True)
+    b = torch.randn(2, 3, requires_grad=True)
+    packed, shapes = ra.pack([a, b], "i j *")
+    expected, expected_shapes = einops.pack([a, b], "i j *")
+    torch.testing.assert_close(packed, expected, rtol=0, atol=0)
+    assert shapes == expected_shapes
+    pieces = ra.unpack(packed, shapes, "i j *")
+    assert all(_shares_storage(p, packed) for p in pieces)
+    torch.testing.assert_close(pieces[0], a, rtol=0, atol=0)
+    w = torch.randn(12, 5, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(2, 12, dtype=torch.float64)
+    got = ra.einsum(x, w, "b (h d), (h d) e -> b h e", h=3)
+    expected = torch.einsum("bhd,hde->bhe", x.reshape(2, 3, 4), w.reshape(3, 4, 5))
+    torch.testing.assert_close(got, expected)
+    got.sum().backward()
+    assert w.grad is not None
+    assert ra.parse_shape(a, "b _ w") == einops.parse_shape(a, "b _ w")
+    assert ra.check_shape(a, "b (h) (w)") == {"b": 2, "h": 3, "w": 4}

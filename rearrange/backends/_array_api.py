@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
 from . import ArrayInfo, reduction_error
@@ -116,3 +117,52 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
     note = (f"array API ({type(x).__module__.split('.')[0]}): memory layout is hidden, so the "
             "plan assumes a C-contiguous input; the namespace's reshape makes any copy")
     return dataclasses.replace(plan, steps=steps, notes=(*plan.notes, note))
+
+
+# ---------------------------------------------------------------------- pack, unpack, einsum
+
+def reshape(x: Any, shape: tuple[int, ...]) -> Any:
+    return x.__array_namespace__().reshape(x, shape)
+
+
+def concat(xs: list[Any], axis: int) -> Any:
+    return xs[0].__array_namespace__().concat(xs, axis=axis)
+
+
+def einsum(subscripts: str, *xs: Any) -> Any:
+    """numpy-style einsum from the standard's functions alone (the standard has none):
+    every operand is permuted and broadcast to one axis order, multiplied, and the
+    summed axes reduced. The product is materialised, so this trades memory for
+    portability; a repeated letter within one operand (a diagonal) is not supported."""
+    xp = xs[0].__array_namespace__()
+    inputs, output = subscripts.split("->")
+    terms = _expand_ellipses(inputs.split(","), output, [x.ndim for x in xs])
+    inputs_terms, output_term = terms[:-1], terms[-1]
+    for term in inputs_terms:
+        if len(set(term)) != len(term):
+            raise RearrangeError(
+                f"einsum {subscripts!r}: an axis repeated within one input (a diagonal) is "
+                "not supported for array-API arrays")
+    summed = sorted({c for term in inputs_terms for c in term} - set(output_term))
+    order = list(output_term) + summed
+    product = None
+    for x, term in zip(xs, inputs_terms):
+        present = [c for c in order if c in term]
+        x = xp.permute_dims(x, tuple(term.index(c) for c in present))
+        x = xp.reshape(x, tuple(x.shape[present.index(c)] if c in term else 1 for c in order))
+        product = x if product is None else product * x
+    if summed:
+        product = xp.sum(product, axis=tuple(range(len(output_term), len(order))))
+    shape = tuple(product.shape[:len(output_term)])
+    return product if shape == tuple(product.shape) else xp.reshape(product, shape)
+
+
+def _expand_ellipses(inputs: list[str], output: str, ndims: list[int]) -> list[str]:
+    """Each term with its '...' replaced by letters: right-aligned, as broadcasting does."""
+    used = set("".join(inputs) + output)
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used]
+    counts = [ndim - (len(term) - 3) if "..." in term else 0 for term, ndim in zip(inputs, ndims)]
+    width = max(counts, default=0)
+    letters = "".join(spare[:width])
+    expanded = [term.replace("...", letters[width - k:]) for term, k in zip(inputs, counts)]
+    return expanded + [output.replace("...", letters)]

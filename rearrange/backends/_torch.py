@@ -48,7 +48,7 @@ def allow_in_compiled_graph() -> None:
     import rearrange
 
     torch = _torch()
-    for name in ("rearrange", "reduce", "repeat", "einsum"):
+    for name in ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack"):
         torch.compiler.allow_in_graph(getattr(rearrange, name))
 
 
@@ -189,3 +189,17 @@ def _reducer(reduction: Any, dims: tuple[int, ...]) -> Runner:
         except (RuntimeError, IndexError) as error:  # e.g. amax over a zero-size dim
             raise reduction_error(reduction, error) from None
     return run
+
+
+# ---------------------------------------------------------------------- pack, unpack, einsum
+
+def reshape(x: Any, shape: tuple[int, ...]) -> Any:
+    return x.reshape(shape)
+
+
+def concat(xs: list[Any], axis: int) -> Any:
+    return _torch().cat(xs, dim=axis)
+
+
+def einsum(subscripts: str, *xs: Any) -> Any:
+    return _torch().einsum(subscripts, *xs)
