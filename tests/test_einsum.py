@@ -682,9 +682,9 @@ X = np.ones((5, 4, 3))
     (lambda: ra.einsum([1.0, 2.0], "a -> a"),
      "rearrange.einsum takes numpy arrays or rearrange.Tensors, then the pattern; argument 0 "
      "is list"),
-    (lambda: ra.einsum(torch.ones(3), "a -> a"),
-     "rearrange.einsum takes numpy arrays or rearrange.Tensors, then the pattern; argument 0 "
-     "is torch.Tensor"),
+    (lambda: ra.einsum(torch.ones(3), np.ones(3), "a, a -> a"),
+     "rearrange.einsum takes inputs of one array type; argument 0 is torch.Tensor, argument 1 "
+     "is numpy.ndarray"),
     (lambda: ra.einsum(np.ones(3), ra.ones(3), "a, a -> a"),
      "rearrange.einsum takes numpy arrays or rearrange.Tensors, not a mix: argument 0 is a "
      "numpy array and argument 1 a rearrange.Tensor; convert one (rearrange.from_numpy(a), "
