@@ -44,6 +44,7 @@ _PLAIN_INT = frozenset({int})
 # with that pattern: a one-entry inline cache that spares the warm path hashing the key.
 _last_seen: dict[str, tuple] = {}
 _ndarray = np.ndarray
+_foreign_types = backends.by_type   # torch.Tensor -> the torch backend, ... (once seen)
 _plans_lock = threading.Lock()
 _plan_misses = 0
 
@@ -385,6 +386,12 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
         copy, out, axes_lengths = _keyword_axes(pattern, "rearrange", copy, out, axes_lengths)
     if out is not None:
         return _rearrange_into(tensor, pattern, copy, axes_lengths, out)
+    backend = _foreign_types.get(type(tensor))
+    if backend is not None:
+        if axes_lengths and not _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
+            axes_lengths = _canonical_lengths(axes_lengths)
+        return backends.run_transform(backend, tensor, "rearrange", pattern, None, copy,
+                                      axes_lengths)
     return _rearrange_general(tensor, pattern, copy, axes_lengths)
 
 

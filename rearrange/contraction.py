@@ -1140,13 +1140,13 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
             raise ArgumentTypeError(
                 f"rearrange.einsum takes inputs of one array type; argument 0 is "
                 f"{_kind(tensors[0])}, argument {k} is {_kind(tensor)}")
-    infos = [backend.describe(t) for t in tensors]
-    key = (backend.__name__, pattern, *(info.key for info in infos), *axes_lengths.items())
+    key = (backend.__name__, pattern, *map(backend.cache_key, tensors), *axes_lengths.items())
     try:
         plan = _foreign_plans.get(key)
     except TypeError:
         key, plan = None, None
     if plan is None:
+        infos = [backend.describe(t) for t in tensors]
         operands = [_Operand(info.layout, _numpy_name(info.dtype), info.itemsize, "elements", None)
                     for info in infos]
         plan = _plan_with_context(pattern, operands, axes_lengths)

@@ -214,10 +214,13 @@ def _tensor_runner(plan: Plan, reduction: Any) -> Runner:
 def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
          axes_lengths: Mapping[str, Any]) -> Any:
     if not isinstance(tensor, (np.ndarray, Tensor)):
-        foreign = backends.foreign_input(tensor, op)
+        backend = backends.by_type.get(type(tensor))
+        foreign = (backend, tensor) if backend is not None else backends.foreign_input(tensor, op)
         if foreign is not None:
-            if op == "reduce":
+            if op == "reduce" and reduction not in _NUMPY_REDUCERS:
                 _check_reduction(reduction)
+            if axes_lengths and not all(type(v) is int for v in axes_lengths.values()):
+                axes_lengths = _canonical_lengths(axes_lengths)
             return backends.run_transform(*foreign, op, pattern, reduction, copy, axes_lengths)
     array = _as_array(tensor, op)
     is_tensor = isinstance(array, Tensor)

@@ -285,3 +285,11 @@ def test_to_source_of_a_zero_d_result_runs() -> None:
     x = np.ones(1)
     source = ra.explain(x, "1 ->").to_source()
     assert eval(source, {"x": x}).shape == () == ra.rearrange(x, "1 ->").shape
+
+
+def test_numpy_arrays_never_take_the_array_api_path() -> None:
+    """numpy arrays have __array_namespace__ too; explain of a list of them must not
+    make later numpy calls go through the generic array-API backend."""
+    ra.explain([np.zeros((2, 3)), np.zeros((2, 3))], "n a b -> a (b n)")
+    got = ra.rearrange(np.zeros((4, 5), dtype=bool), "h w -> w h", copy=True)
+    assert got.flags.c_contiguous and got.flags.writeable

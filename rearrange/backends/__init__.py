@@ -5,6 +5,7 @@ torch tensor can only exist once the caller has imported torch, so the module is
 looked up in ``sys.modules``. Each backend module provides
 
 * ``matches(x)``            — cheap: is ``x`` one of its arrays?
+* ``cache_key(x)``          — cheap and hashable: all of ``x`` a lowered runner depends on
 * ``describe(x)``           — an :class:`ArrayInfo` (the layout the planner sees)
 * ``lower(plan, reduction)``— the plan as a runner ``x -> result`` of the framework's own
                               ops (views stay views, autograd and devices keep working)
@@ -21,8 +22,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from ..errors import ArgumentTypeError, RearrangeError
 from ..layout import Layout
+from ..tensor import Tensor
 
 __all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array"]
 
@@ -35,7 +39,6 @@ class ArrayInfo:
     dtype: str              # the dtype's name, e.g. "float32", "bfloat16"
     itemsize: int
     has_strides: bool       # False: the framework hides memory layout (dask, array API)
-    key: tuple              # everything about the array a lowered runner depends on
 
 
 # Checked in order: the first whose ``matches`` accepts the array wins (the generic
@@ -50,10 +53,20 @@ def _backends() -> list[Any]:
     return _loaded
 
 
+#: type -> its backend, for types seen before: the warm path's one lookup. A type's
+#: backend never changes (``matches`` depends on the type alone).
+by_type: dict[type, Any] = {}
+
+
 def backend_for(x: Any) -> Any | None:
-    """The backend module for ``x``, or None for types no backend knows."""
+    """The backend module for ``x``, or None for numpy arrays, Tensors (the package's
+    own paths, although numpy arrays expose ``__array_namespace__`` too) and types no
+    backend knows."""
+    if isinstance(x, (np.ndarray, np.generic, Tensor)):
+        return None
     for backend in _backends():
         if backend.matches(x):
+            by_type[type(x)] = backend
             return backend
     return None
 
@@ -106,8 +119,8 @@ def plan_for_array(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
 def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
                   copy: bool | None, axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange / reduce / repeat of a foreign array, through its backend's ops."""
-    info = backend.describe(x)
-    key = (backend.__name__, op, pattern, reduction, copy, info.key, *axes_lengths.items())
+    key = (backend.__name__, op, pattern, reduction, copy, backend.cache_key(x),
+           *axes_lengths.items())
     try:
         runner = _runners.get(key)
     except TypeError:  # unhashable lengths or reduction: planning reports which

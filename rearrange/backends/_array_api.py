@@ -23,11 +23,14 @@ def matches(x: Any) -> bool:
     return hasattr(type(x), "__array_namespace__") and hasattr(x, "shape")
 
 
+def cache_key(x: Any) -> tuple:
+    return type(x), tuple(x.shape), str(x.dtype)
+
+
 def describe(x: Any) -> ArrayInfo:
     shape = tuple(int(s) for s in x.shape)
     dtype = str(x.dtype).rsplit(".", 1)[-1]
-    itemsize = _itemsize(x)
-    return ArrayInfo(Layout.contiguous(shape), dtype, itemsize, False, (type(x), shape, str(x.dtype)))
+    return ArrayInfo(Layout.contiguous(shape), dtype, _itemsize(x), False)
 
 
 def _itemsize(x: Any) -> int:

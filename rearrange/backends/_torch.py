@@ -52,12 +52,15 @@ def allow_in_compiled_graph() -> None:
         torch.compiler.allow_in_graph(getattr(rearrange, name))
 
 
+def cache_key(x: Any) -> tuple:
+    return x.shape, x.stride(), x.dtype, x.device
+
+
 def describe(x: Any) -> ArrayInfo:
     shape = tuple(x.shape)
     strides = tuple(x.stride())
     dtype = str(x.dtype).removeprefix("torch.")
-    return ArrayInfo(Layout(shape, strides, 0), dtype, x.element_size(), True,
-                     (shape, strides, x.dtype, x.device.type))
+    return ArrayInfo(Layout(shape, strides, 0), dtype, x.element_size(), True)
 
 
 def stack(xs: list[Any]) -> Any:
@@ -105,7 +108,11 @@ def _torch_copy_kernel(kernel: Any, reason: str) -> Any:
 
 def lower(plan: Plan, reduction: Any) -> Runner:
     stages: list[Runner] = []
-    for step in plan.steps:
+    steps = plan.steps
+    k = 0
+    while k < len(steps):
+        step = steps[k]
+        following = steps[k + 1] if k + 1 < len(steps) else None
         if step.op in ("split", "unsqueeze", "merge"):
             stages.append(_view(step.args))
         elif step.op == "permute":
@@ -114,16 +121,32 @@ def lower(plan: Plan, reduction: Any) -> Runner:
             stages.append(_expand(step.args))
         elif step.op == "reduce":
             stages.append(_reducer(reduction, step.args))
+        elif step.op == "copy" and step.kernel is not None and step.kernel.variant == "torch" \
+                and following is not None and following.op == "merge":
+            stages.append(_reshape(following.args))  # torch's reshape is that very copy
+            k += 1
         elif step.op == "copy":
-            stages.append(_copier(step.kernel, step is plan.steps[-1] and plan.copy_requested))
+            stages.append(_copier(step.kernel, step is steps[-1] and plan.copy_requested))
         else:  # pragma: no cover - plan_transform makes no other steps
             raise AssertionError(f"unknown step {step.op}")
+        k += 1
+    if not stages:
+        return lambda x: x.view(x.shape)   # a new tensor object, like einops' identity views
+    if len(stages) == 1:
+        return stages[0]
+    if len(stages) == 2:
+        first, second = stages
+        return lambda x: second(first(x))
 
     def run(x: Any) -> Any:
         for stage in stages:
             x = stage(x)
         return x
     return run
+
+
+def _reshape(shape: tuple[int, ...]) -> Runner:
+    return lambda x: x.reshape(shape)
 
 
 def _view(shape: tuple[int, ...]) -> Runner:
