@@ -17,6 +17,10 @@ from rearrange.layers.torch import Rearrange, Reduce
 REARRANGE = load("rearrange")
 REDUCE = load("reduce")
 REPEAT = load("repeat")
+PACK = load("pack")
+UNPACK = load("unpack")
+EINSUM = load("einsum")
+PARSE_SHAPE = load("parse_shape")
 EINOPS_REDUCTIONS = ("min", "max", "sum", "mean", "prod", "any", "all")
 
 
@@ -175,3 +179,48 @@ def test_pack_unpack_einsum_parse_shape_on_torch() -> None:
     assert w.grad is not None
     assert ra.parse_shape(a, "b _ w") == einops.parse_shape(a, "b _ w")
     assert ra.check_shape(a, "b (h) (w)") == {"b": 2, "h": 3, "w": 4}
+
+
+@pytest.mark.parametrize("entry", PACK)
+def test_pack_corpus_matches_einops_on_torch(entry: dict) -> None:
+    xs = [_input(shape, requires_grad=True) for shape in entry["example"]["shape"]]
+    expected, expected_shapes = einops.pack(xs, entry["pattern"])
+    got, shapes = ra.pack(xs, entry["pattern"])
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert shapes == expected_shapes
+    upstream = torch.randn(expected.shape, dtype=torch.float64)
+    grads_ours = torch.autograd.grad(got, xs, upstream)
+    grads_theirs = torch.autograd.grad(expected, xs, upstream)
+    for ours, theirs in zip(grads_ours, grads_theirs):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("entry", UNPACK)
+def test_unpack_corpus_matches_einops_on_torch(entry: dict) -> None:
+    example = entry["example"]
+    x = _input(example["shape"])
+    expected = einops.unpack(x, example["packed_shapes"], entry["pattern"])
+    got = ra.unpack(x, example["packed_shapes"], entry["pattern"])
+    assert len(got) == len(expected)
+    for ours, theirs in zip(got, expected):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+        assert _shares_storage(ours, x) or ours.numel() == 0
+
+
+@pytest.mark.parametrize("entry", EINSUM)
+def test_einsum_corpus_matches_einops_on_torch(entry: dict) -> None:
+    xs = [_input(shape, requires_grad=True) for shape in entry["example"]["shape"]]
+    lengths = entry["example"]["axes_lengths"]
+    expected = einops.einsum(*xs, entry["pattern"], **lengths)
+    got = ra.einsum(*xs, entry["pattern"], **lengths)
+    torch.testing.assert_close(got, expected)
+    upstream = torch.randn(expected.shape, dtype=torch.float64)
+    for ours, theirs in zip(torch.autograd.grad(got, xs, upstream),
+                            torch.autograd.grad(expected, xs, upstream)):
+        torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("entry", PARSE_SHAPE)
+def test_parse_shape_corpus_matches_einops_on_torch(entry: dict) -> None:
+    x = torch.zeros(entry["example"]["shape"])
+    assert ra.parse_shape(x, entry["pattern"]) == einops.parse_shape(x, entry["pattern"])
