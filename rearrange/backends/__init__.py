@@ -43,7 +43,7 @@ class ArrayInfo:
 
 # Checked in order: the first whose ``matches`` accepts the array wins (the generic
 # array-API backend last, since torch and dask arrays may also expose the protocol).
-_BACKEND_MODULES = ("_torch", "_array_api")
+_BACKEND_MODULES = ("_torch", "_dask", "_array_api")
 _loaded: list[Any] = []
 
 
