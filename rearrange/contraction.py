@@ -22,7 +22,6 @@ the same axis of another input; the dims ``...`` stands for broadcast across inp
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 import string
@@ -47,7 +46,7 @@ from .parsing import (
     _syntax_error,
     pattern_error,
 )
-from .plan import Plan
+from .plan import JsonDump, Plan
 from .tensor import Storage, Tensor
 
 __all__ = ["einsum", "explain_einsum", "parse_einsum", "EinsumPattern", "EinsumPlan", "EinsumStep"]
@@ -262,7 +261,7 @@ class InputPreparation:
 
 
 @dataclass(frozen=True, slots=True)
-class EinsumPlan:
+class EinsumPlan(JsonDump):
     """The calls ``einsum`` makes for these inputs: printable, serialisable, lowerable.
 
     Invariant: ``contraction`` is C-contiguous (numpy.einsum writes into a fresh array)
@@ -343,14 +342,6 @@ class EinsumPlan:
             "copies": self.copies,
             "steps": [step.to_dict() for step in self.steps],
         }
-
-    def dump(self, fp: IO[str] | None = None, **json_options: Any) -> str | None:
-        """The plan as JSON: written to ``fp``, or returned as a string when ``fp`` is None."""
-        json_options.setdefault("indent", 2)
-        if fp is None:
-            return json.dumps(self.to_dict(), **json_options)
-        json.dump(self.to_dict(), fp, **json_options)
-        return None
 
     def to_source(self, library: str = "numpy", names: Sequence[str] | None = None) -> str:
         """The same computation as one expression of plain library calls on the inputs

@@ -26,6 +26,7 @@ from .api import (
     _as_array, _canonical_lengths, _context, _keyword_axes, _layout_from, _numpy_layout,
     _plan_for, _refuse_copy, rearrange,
 )
+from .api import _tensor_runner as _rearrange_tensor_runner  # repeat plans are its shape
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import parse_transform, pattern_error
@@ -195,18 +196,7 @@ def _tensor_runner(plan: Plan, reduction: Any) -> Runner:
             flat = np.ascontiguousarray(result).reshape(-1)
             return Tensor._wrap(Storage(flat), Layout.contiguous(output.shape))
         return run_reduce
-    copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
-    output = plan.output
-    if copy_index is None:
-        return lambda t: t._with(output)
-    source = plan.steps[copy_index - 1].layout if copy_index else plan.input
-
-    def run_copy(t: Tensor) -> Tensor:
-        view = t._with(source).numpy()
-        flat = np.empty(view.size, view.dtype)
-        kernel.copy_into(flat.reshape(view.shape), view)
-        return Tensor._wrap(Storage(flat), output)
-    return run_copy
+    return _rearrange_tensor_runner(plan)  # views, then at most one kernel copy
 
 
 # ---------------------------------------------------------------------- shared front

@@ -16,7 +16,6 @@ touching data: printable, JSON-ready, and convertible to plain numpy or torch co
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from . import backends
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error
+from .plan import JsonDump
 from .shapes import ShapeMismatchError
 from .tensor import Storage, Tensor, _dtype
 
@@ -66,7 +66,7 @@ class PackStep:
 
 
 @dataclass(frozen=True, slots=True)
-class PackPlan:
+class PackPlan(JsonDump):
     """A pack or unpack for given shapes: printable, serialisable, lowerable.
 
     For ``op == "pack"`` the inputs are the tensors and the one output the packed array;
@@ -145,14 +145,6 @@ class PackPlan:
             "bytes_moved": self.bytes_moved,
             "steps": [step.to_dict() for step in self.steps],
         }
-
-    def dump(self, fp: IO[str] | None = None, **json_options: Any) -> str | None:
-        """The plan as JSON: written to ``fp``, or returned as a string when ``fp`` is None."""
-        json_options.setdefault("indent", 2)
-        if fp is None:
-            return json.dumps(self.to_dict(), **json_options)
-        json.dump(self.to_dict(), fp, **json_options)
-        return None
 
     def to_source(self, library: str = "numpy", name: str | None = None,
                   names: Sequence[str] | None = None) -> str:

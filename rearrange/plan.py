@@ -27,7 +27,7 @@ from .errors import RearrangeError
 from .layout import Layout
 from .recipe import Recipe, solve_lengths
 
-__all__ = ["Step", "Plan", "plan_transform"]
+__all__ = ["Step", "Plan", "JsonDump", "plan_transform"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +73,25 @@ class Step:
         return data
 
 
+class JsonDump:
+    """``dump()`` for every plan class: its ``to_dict()`` as JSON."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - every plan defines it
+        raise NotImplementedError
+
+    def dump(self, fp: IO[str] | None = None, **json_options: Any) -> str | None:
+        """The plan as JSON: written to ``fp``, or returned as a string when ``fp`` is None."""
+        json_options.setdefault("indent", 2)
+        if fp is None:
+            return json.dumps(self.to_dict(), **json_options)
+        json.dump(self.to_dict(), fp, **json_options)
+        return None
+
+
 @dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(JsonDump):
     """A compiled rearrangement for one input layout: printable, serialisable, lowerable.
 
     Layout units: strides and offsets are in elements (``stride_unit == "elements"``),
@@ -152,14 +169,6 @@ class Plan:
             "steps": [step.to_dict() for step in self.steps],
             "notes": list(self.notes),
         }
-
-    def dump(self, fp: IO[str] | None = None, **json_options: Any) -> str | None:
-        """The plan as JSON: written to ``fp``, or returned as a string when ``fp`` is None."""
-        json_options.setdefault("indent", 2)
-        if fp is None:
-            return json.dumps(self.to_dict(), **json_options)
-        json.dump(self.to_dict(), fp, **json_options)
-        return None
 
     def to_source(self, library: str = "numpy", name: str = "x") -> str:
         """The same computation as plain library calls on a variable ``name``.

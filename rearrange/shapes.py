@@ -21,7 +21,6 @@ solved for one shape.
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 import threading
@@ -30,6 +29,7 @@ from typing import IO, Any, Mapping, Sequence
 
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .parsing import AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error
+from .plan import JsonDump
 
 __all__ = ["parse_shape", "check_shape", "explain_shape", "ShapeMismatchError", "ShapePlan",
            "ShapeRow"]
@@ -233,7 +233,7 @@ class ShapeRow:
 
 
 @dataclass(frozen=True, slots=True)
-class ShapePlan:
+class ShapePlan(JsonDump):
     """How a shape fits a pattern: each dim against the pattern, and every axis length.
 
     Printable (``str``), JSON-ready (``to_dict``, ``dump``); reading a shape moves no
@@ -282,14 +282,6 @@ class ShapePlan:
             "is_view": self.is_view,
             "rows": [row.to_dict() for row in self.rows],
         }
-
-    def dump(self, fp: IO[str] | None = None, **json_options: Any) -> str | None:
-        """The plan as JSON: written to ``fp``, or returned as a string when ``fp`` is None."""
-        json_options.setdefault("indent", 2)
-        if fp is None:
-            return json.dumps(self.to_dict(), **json_options)
-        json.dump(self.to_dict(), fp, **json_options)
-        return None
 
 
 def check_shape(x: Any, pattern: str, **axes_lengths: int) -> dict[str, int]:
