@@ -185,9 +185,8 @@ def _tensor_runner(plan: Plan, reduction: Any) -> Runner:
     """rearrange.Tensor inputs: views through layouts, numpy for the data steps."""
     steps = _steps(plan)
     if "reduce" in steps:
-        permuted = next((step.layout for step in plan.steps if step.op in ("split", "permute")),
-                        plan.input)
-        permuted = steps["permute"].layout if "permute" in steps else permuted
+        k = plan.steps.index(steps["reduce"])
+        permuted = plan.steps[k - 1].layout if k else plan.input   # what the reduction reads
         axis, kept_shape = steps["reduce"].args, steps["reduce"].layout.shape
         output = plan.output
 
