@@ -21,9 +21,11 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
 ``empty``               zero-size: nothing to move.
 ``contiguous-memcpy``   the source is contiguous after fusion: memcpy, split over threads.
 ``inner-contiguous``    source-fastest dim == destination-fastest dim: panels of rows,
-                        the two outer dims blocked HPTT-style when rows are short; large
-                        destinations are written through an L1 staging buffer as whole
-                        non-temporal lines.
+                        each row prefetched where the work unit two ahead reads it; the
+                        two outer dims blocked HPTT-style when the rows are short and a
+                        panel would read more than 64 source streams; large destinations
+                        are written through an L1 staging buffer as whole non-temporal
+                        lines.
 ``strided-rows``        the destination-fastest dim is also the source's smallest stride,
                         but that stride is not 1 (step slices, reversed, broadcast 0).
 ``tiled-transpose``     source-fastest dim (stride 1) != destination-fastest dim, both
@@ -31,7 +33,10 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         transposed with shuffles and stored as whole 64-byte destination
                         lines — non-temporally (bypassing the caches) when the destination
                         is large; the tile columns continue into the dim before the
-                        destination-fastest one, so short rows still make long lines.
+                        destination-fastest one, so short rows still make long lines. The
+                        last tile of a column block ends at the last row (rewriting a few
+                        rows with the same values); columns outside the blocks are copied
+                        one destination row at a time.
 ``small-inner-dim``     one of the two fastest dims is short (NHWC→NCHW with C=3): the
                         short dim is the outer loop of a panel that stays in L1; for 2, 3
                         or 4 channels the loop has constant strides, which LLVM vectorises
@@ -94,18 +99,19 @@ SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner
 TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
 PANEL_BYTES = 8 << 10            # small-inner-dim panels: bytes per panel
 ROW_CHUNK_BYTES = 64 << 10       # a work unit of rows moves about this many bytes
-ROW_BLOCK_BYTES = 4096           # short rows: blocks of two outer dims, runs of this size
+ROW_BLOCK_BYTES = 4096           # short rows: blocks of two outer dims, runs of this size,
+ROW_STREAMS_MAX = 64             # when a panel would read more source streams than this
 TILE_BLOCK_BYTES = 1024          # the same for the panels of tiled transposes
 STAGE_BYTES = 16 << 10           # per-thread staging buffer of the write-combining stream
-PREFETCH_ROWS = 8                # rows of up to PREFETCH_ROW_BYTES: prefetch this far ahead
-PREFETCH_ROW_BYTES = 4096
+PREFETCH_ROW_BYTES = 4096        # rows up to this long are prefetched in software,
+PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units later
 CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads) each
 TILE_PREFETCH_LINES = {1: 2}     # register tiles, per unit: prefetch this many lines ahead
 
 # SIMD tile geometry per unit size: (Ka, Kb) elements — Ka along the source-fastest dim
 # (one vector load per source row), Kb along the destination-fastest dim (one or two
 # whole cache lines per destination row). Chosen by measurement (in-cache and DRAM).
-_SIMD_TILE = {1: (32, 64), 2: (32, 32), 4: (16, 32), 8: (8, 16)}
+_SIMD_TILE = {1: (64, 64), 2: (32, 32), 4: (16, 32), 8: (8, 16)}
 # With groups of two units moving together (16-byte items as two 8-byte units).
 _SIMD_TILE_G2 = {1: (16, 32), 2: (16, 16), 4: (8, 16), 8: (4, 8)}
 
@@ -476,7 +482,8 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
     if v in ("contiguous-memcpy", "inner-contiguous", "strided-rows"):
         nb, sb = shape[-1], sstr[-1]
         outer({d - 1})
-        _block_rows(it, nb * u, ROW_BLOCK_BYTES)
+        if it and it[-3] > ROW_STREAMS_MAX:
+            _block_rows(it, nb * u, ROW_BLOCK_BYTES)
         # The panel: rows along the innermost remaining dim (nr of them, tr per work
         # unit), or chunks of one long row.
         nr, sr, dr = 1, 0, 0
@@ -503,8 +510,11 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
                 p[_P_NT] = _STAGED_NT
             elif sb == 1 and nb * u >= 2 * LINE:
                 p[_P_NT] = _DIRECT_NT
-        if sb == 1 and nb * u <= PREFETCH_ROW_BYTES and nr > 1:
-            p[_P_PF] = PREFETCH_ROWS
+        if sb == 1 and nb * u <= PREFETCH_ROW_BYTES and it:
+            # Each panel row is prefetched where the work unit PREFETCH_UNITS_AHEAD
+            # later reads its row (the source rows of short-row copies are many
+            # interleaved streams, more than the hardware prefetchers follow).
+            p[_P_PF] = PREFETCH_UNITS_AHEAD * it[-2]
     elif v == "tiled-transpose":
         g = 2 if (k.tile == _SIMD_TILE_G2.get(u) and sstr[-1] == 1 and shape[-1] == 2) else 1
         bdim = d - 1 if g == 1 else d - 2
@@ -1029,8 +1039,8 @@ def _panel_rows(d, s, tok, doff, soff, er, sr, dr, eb, sb, nt, pf, buf, cap, wst
     for r in range(er):
         dp = doff + r * dr
         sp = soff + r * sr
-        if pf and sb == 1 and r + pf < er:
-            a = s + (sp + pf * sr) * u
+        if pf and sb == 1:
+            a = s + (sp + pf) * u
             for q in range(0, eb * u, LINE):
                 _prefetch(a + q)
         if nt == _STAGED_NT:
@@ -1247,73 +1257,93 @@ def _interleave(t, staged, s, tok, toff, soff, n, sb, m):
 def _strip_g(d, s, tok, doff, soff, ea, j0, j1, da, nb, sb, sb2, g):
     """Columns j0..j1-1 of a tiled-transpose panel, scalar: dst[i*da + j*g + x] =
     src[i*g + (j // nb)*sb2 + (j % nb)*sb + x] for i < ea; doff / soff are the panel's
-    column-0 offsets."""
-    for j in range(j0, j1):
-        q = j // nb
-        sp = soff + q * sb2 + (j - q * nb) * sb
-        dp = doff + j * g
-        for i in range(ea):
+    column-0 offsets. Destination rows outermost: each is written as one contiguous run
+    from a few source rows."""
+    q0 = j0 // nb
+    r0 = j0 - q0 * nb
+    jump = sb2 - nb * sb
+    for i in range(ea):
+        sp = soff + i * g + q0 * sb2 + r0 * sb
+        dp = doff + i * da + j0 * g
+        r = r0
+        for j in range(j1 - j0):
             for x in range(g):
-                _st(d, dp + i * da + x, _ld(s, sp + i * g + x, tok))
+                _st(d, dp + x, _ld(s, sp + x, tok))
+            dp += g
+            sp += sb
+            r += 1
+            if r == nb:
+                r = 0
+                sp += jump
 
 
 @_jit()
-def _panel_simd(d, s, tok, doff, soff, jb, na, p):
-    """One column block of a tiled transpose: Kb destination columns over the ``na``
-    rows of the source-fastest dim, in register tiles; plus the scalar strips at the
-    edges. Columns run over (b2, b): column j reads source row (j // nb)*sb2 + (j % nb)*sb."""
+def _column_block(d, s, tok, c0, soff, j0, na, p, nt, pf):
+    """Destination columns j0..j0+Kb-1 of a tiled-transpose panel over all its ``na``
+    rows (na >= Ka), in register tiles; the last tile is moved up to end at row na,
+    rewriting rows the one before it wrote (with the same values). Columns run over
+    (b2, b): column j reads source row (j // nb)*sb2 + (j % nb)*sb. ``c0`` / ``soff``:
+    the panel's column-0 offsets; ``nt``: non-temporal stores (the rows of every tile
+    start on a line)."""
     u = _unit(tok)
     da = p[_P_DA]
     nb = p[_P_NB]
     sb = p[_P_SB]
-    sb2 = p[_P_SB2]
     g = p[_P_G]
     ka = p[_P_TA]
     kb = p[_P_TB]
-    js = p[_P_JSTART]
-    ncols = nb * p[_P_NR]
-    # This block's first column and where (if at all) it crosses into the next b2.
-    j0 = js + jb * kb
+    # Where (if at all) the block's columns cross into the next b2.
     q = j0 // nb
     jr = j0 - q * nb
-    cs = soff + q * sb2 + jr * sb       # source offset of column j0
     split = nb - jr                     # columns before the crossing (>= kb: none)
-    jump = sb2 - nb * sb
-    c0 = doff - j0 * g                  # the panel's column 0 in the destination
-    nfull = na // ka
+    jump = p[_P_SB2] - nb * sb
     dstep = ka * da * u
     sstep = ka * g * u
-    da0 = d + doff * u
-    sa0 = s + cs * u
-    nt = p[_P_NT]
-    pf = p[_P_PF] if split >= kb else 0
-    for ia in range(nfull):
-        if pf and (ia * sstep) % LINE == 0:
+    da0 = d + (c0 + j0 * g) * u
+    sa0 = s + (soff + q * p[_P_SB2] + jr * sb) * u
+    nfull = na // ka
+    if split < kb:
+        pf = 0
+    for i in range(nfull + (na > nfull * ka)):
+        dt = da0 + i * dstep
+        st = sa0 + i * sstep
+        if i == nfull:                  # the last rows: a tile ending at row na
+            dt = da0 + (na - ka) * da * u
+            st = sa0 + (na - ka) * g * u
+        elif pf and (i * sstep) % LINE == 0:
             # The source lines pf lines ahead of this tile: a tile reads kb rows, more
             # streams than the hardware prefetchers follow.
-            ahead = sa0 + ia * sstep + pf * LINE
             for r in range(kb):
-                _prefetch(ahead + r * sb * u)
+                _prefetch(st + pf * LINE + r * sb * u)
         if g == 1:
             if nt:
-                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 1, True)
+                _tile(dt, da, st, sb, split, jump, tok, 1, True)
             else:
-                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 1, False)
+                _tile(dt, da, st, sb, split, jump, tok, 1, False)
         else:
             if nt:
-                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 2, True)
+                _tile(dt, da, st, sb, split, jump, tok, 2, True)
             else:
-                _tile(da0 + ia * dstep, da, sa0 + ia * sstep, sb, split, jump, tok, 2, False)
-    # Destination rows below the last full tile, for this block's columns.
-    rest = na - nfull * ka
-    r0 = nfull * ka
-    if rest:
-        _strip_g(d, s, tok, c0 + r0 * da, soff + r0 * g, rest, j0, j0 + kb, da, nb, sb, sb2, g)
-    # Column strips before the first block and after the last one.
-    if jb == 0 and js:
-        _strip_g(d, s, tok, c0, soff, na, 0, js, da, nb, sb, sb2, g)
+                _tile(dt, da, st, sb, split, jump, tok, 2, False)
+
+
+@_jit()
+def _panel_simd(d, s, tok, doff, soff, jb, na, p):
+    """Column block ``jb`` of a tiled transpose (``doff``: the destination offset of its
+    first column, ``soff``: the source offset of the panel's column 0); the first and
+    the last block also copy the columns before and after the blocks (the first block
+    starts where destination rows meet a line, for non-temporal stores)."""
+    kb = p[_P_TB]
+    g = p[_P_G]
+    j0 = p[_P_JSTART] + jb * kb
+    c0 = doff - j0 * g
+    _column_block(d, s, tok, c0, soff, j0, na, p, p[_P_NT], p[_P_PF])
+    ncols = p[_P_NB] * p[_P_NR]
+    if jb == 0 and j0:
+        _strip_g(d, s, tok, c0, soff, na, 0, j0, p[_P_DA], p[_P_NB], p[_P_SB], p[_P_SB2], g)
     if jb == p[_P_NKB] - 1 and j0 + kb < ncols:
-        _strip_g(d, s, tok, c0, soff, na, j0 + kb, ncols, da, nb, sb, sb2, g)
+        _strip_g(d, s, tok, c0, soff, na, j0 + kb, ncols, p[_P_DA], p[_P_NB], p[_P_SB],
+                 p[_P_SB2], g)
 
 
 def _run(lo, hi, d, s, itp, pp, tok):
