@@ -32,9 +32,10 @@ import sys
 import time
 from typing import Callable
 
-# Idle OpenMP workers (torch's, numba's) spin for a while after every parallel call; on
-# a shared machine that steals the cores from whichever contender runs next. Every
-# contender sleeps instead, unless the caller chose (--spin keeps the libraries' default).
+# Idle OpenMP workers (torch's; the copy kernel's own workers sleep) spin for a while
+# after every parallel call; on a shared machine that steals the cores from whichever
+# contender runs next. They sleep instead, unless the caller chose (--spin keeps torch's
+# default).
 if "--spin" not in sys.argv:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -52,13 +52,8 @@ def set_threads(n: int, libs: dict[str, Any]) -> dict[str, int]:
     if torch is not None:
         torch.set_num_threads(n)
         applied["torch"] = torch.get_num_threads()
-    numba = sys.modules.get("numba")
-    if numba is not None:  # only once something imported it (rearrange's copy kernel)
-        try:
-            numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-            applied["numba"] = numba.get_num_threads()
-        except Exception as error:  # noqa: BLE001 - a threading layer may be unavailable
-            applied["numba"] = f"not set: {error}"
+    # numba's own thread count is left alone: the copy kernel runs on its own workers,
+    # and setting it would start numba's OpenMP pool next to torch's for nothing.
     return applied
 
 

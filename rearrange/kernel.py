@@ -43,35 +43,44 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         as interleaved loads or stores.
 ``tiled``               any other pair of fastest dims: scalar tiles sized for L1.
 
-Threads: copies from 2 MiB are split over threads with ``numba.prange``; the threads take
-chunks of the destination from a shared counter, so one that the OS deschedules delays
-one chunk, not its whole share. The count is :func:`set_num_threads`; its default is the
-environment variable ``REARRANGE_NUM_THREADS``, else the CPUs this process may run on
-(``os.sched_getaffinity``, else ``os.cpu_count()``), capped by numba's pool size
-(``NUMBA_NUM_THREADS``). numba picks its threading layer as usual (``tbb``, ``omp``,
-``workqueue``; ``NUMBA_THREADING_LAYER`` to choose). A copy that starts while another
-thread of this process is inside a multithreaded copy runs single-threaded (the
-``workqueue`` layer cannot run two parallel regions at once), and so does every copy in a
-process forked after a multithreaded copy (GNU OpenMP does not survive ``fork``). Unless
-``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is set, the first kernel call sets
-``OMP_WAIT_POLICY=PASSIVE`` before numba loads OpenMP: idle workers then sleep instead of
-spinning for ~300k iterations after each copy, which on a busy machine took the core the
-next call needed (2 threads ran 5x slower than 1 on a shared 2-core box).
+Threads: copies from 2 MiB are split over threads. The calling thread starts at once and
+takes chunks of the destination from a shared counter; worker threads of this module
+(Python threads that run the compiled kernel with the GIL released, started on the first
+multithreaded copy) take chunks from the same counter as they wake up. The copy returns
+when every chunk is done; the caller waits only for chunks a worker has started, never
+for a worker the OS has not run yet — on a busy machine a multithreaded copy then costs
+about what a single-threaded one does (with OpenMP's barrier it could cost many times
+more). The count is :func:`set_num_threads`; its default is the environment variable
+``REARRANGE_NUM_THREADS``, else the CPUs this process may run on
+(``os.sched_getaffinity``, else ``os.cpu_count()``); workers are capped at one fewer than
+the CPUs. numba's own thread pool (OpenMP, TBB) is not used, so nothing here sets or
+reads ``OMP_*`` / ``NUMBA_NUM_THREADS``; copies from several Python threads at once share
+the workers, and a forked child starts its own.
+
+Fresh destinations: a destination of 24 MiB or more that the process has not touched
+yet (a new ``np.empty`` of that size is a fresh mapping, ``mincore`` says) is page-faulted
+as it is written, and the faults zero its lines into the caches. ``small-inner-dim`` and
+``tiled`` copies then use regular stores (non-temporal ones would first evict those
+lines); row copies instead populate the destination's pages first
+(``MADV_POPULATE_WRITE``, split over the copy's threads; where that is missing, one
+atomic write per page) and then stream past the caches; tiled transposes keep their
+non-temporal stores. Each was the fastest of the three ways for its variant here.
 
 Compilation and disk cache: the first copy imports numba and compiles the kernel for its
-unit size (~5 s; ``warmup()`` compiles all four). The kernel is a C-ABI function per unit
-size that small jitted drivers (serial, ``prange``) call by address, so its machine code
-is generated once, not again inside each driver. Everything is compiled with
-``cache=True``: numba writes the cache next to this file (``__pycache__``) when that
-directory is writable, else to the user cache dir (``~/.cache/numba`` on Linux);
-``NUMBA_CACHE_DIR`` overrides both. A read-only install therefore still caches, per
-user; with a warm cache a fresh process's first copy costs ~0.3 s (the numba import).
+unit size (~5 s; ``warmup()`` compiles all four). The kernel is one C-ABI function per unit
+size (``numba.cfunc``), called through ctypes by the caller and the workers alike. It is
+compiled with ``cache=True``: numba writes the cache next to this file (``__pycache__``)
+when that directory is writable, else to the user cache dir (``~/.cache/numba`` on
+Linux); ``NUMBA_CACHE_DIR`` overrides both. A read-only install therefore still caches,
+per user; with a warm cache a fresh process's first copy costs ~0.25 s (mostly the numba
+import).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -107,6 +116,9 @@ PREFETCH_ROW_BYTES = 4096        # rows up to this long are prefetched in softwa
 PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units later
 CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads) each
 TILE_PREFETCH_LINES = {1: 2}     # register tiles, per unit: prefetch this many lines ahead
+PAGE = 4096                      # bytes per (small) page
+POPULATE_STEP_BYTES = 2 << 20    # destinations are populated in slices of whole huge pages
+MADV_POPULATE_WRITE = 23         # Linux >= 5.14: fault pages in writable, one call
 
 # SIMD tile geometry per unit size: (Ka, Kb) elements — Ka along the source-fastest dim
 # (one vector load per source row), Kb along the destination-fastest dim (one or two
@@ -320,12 +332,15 @@ _ROWS, _SIMD, _TILE = 0, 1, 2
 # as whole non-temporal lines.
 _REGULAR, _DIRECT_NT, _STAGED_NT = 0, 1, 2
 # Layout of the int64 parameter vector handed to the kernels.
+# The control block one copy's threads share (int64): chunks claimed, work units done,
+# then the populate slices (claimed, count, first byte, end, bytes per slice) and the
+# address of madvise (0: touch the pages instead).
+(_C_NEXT, _C_DONE, _C_NWORK, _C_CHUNK, _C_POP_NEXT, _C_POP_N, _C_POP_START, _C_POP_END,
+ _C_POP_STEP, _C_MADVISE, _C_LEN) = range(11)
 (_P_KIND, _P_NA, _P_SA, _P_DA, _P_NB, _P_SB, _P_TA, _P_TB, _P_NR, _P_SR, _P_DR, _P_TR,
  _P_ORDER, _P_NT, _P_JSTART, _P_NKB, _P_G, _P_SOFF, _P_DOFF, _P_ITA, _P_ITB, _P_ITR,
  _P_PF, _P_SB2, _P_STAGE, _P_LEN) = range(26)
 
-_parallel_lock = threading.Lock()
-_parallel_pid: int | None = None   # the process that first ran a parallel region
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
@@ -377,11 +392,16 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if kernel.variant == "contiguous-memcpy" and kernel.threads == 1:
         np.copyto(dst, src, casting="no")           # numpy's memcpy: the same thing
         return
-    # Streams into a destination the process has not touched yet (a fresh np.empty of
-    # this size is a new mapping) use regular stores: the page faults have just zeroed
-    # those lines into the caches, so non-temporal stores would only evict them.
+    # A destination the process has not touched yet (a fresh np.empty of this size is a
+    # new mapping) is page-faulted as it is written; the faults zero its lines into the
+    # caches. Panels then use regular stores (non-temporal ones would first have to
+    # evict those lines); row copies have their pages populated first instead (all of
+    # them, across the copy's threads), then stream past the caches.
+    populate = False
     fresh = (kernel.variant not in ("tiled-transpose", "contiguous-memcpy") and
              dst.nbytes >= NONTEMPORAL_MIN_BYTES and _untouched(daddr, dst.nbytes))
+    if fresh and kernel.variant in ("inner-contiguous", "strided-rows"):
+        populate, fresh = True, False
     if given:       # a plan that is likely to come back: its lowering is kept
         key = (id(kernel), daddr % LINE, fresh, src.shape, src.strides)
         low = _lowered.get(key)
@@ -398,25 +418,10 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
             if len(_lowered) >= 256:
                 _lowered.clear()
             low = _lowered[key] = (kernel,) + _lower(kernel, daddr % LINE, fresh)
-        _, nwork, threads, itv, pv, tok, fn, ita, pa = low
+        low = low[1:]
     else:
-        nwork, threads, itv, pv, tok, fn, ita, pa = _lower(kernel, daddr % LINE, fresh)
-    if threads > 1 and _parallel_ok() and _parallel_lock.acquire(blocking=False):
-        try:
-            old = _numba.get_num_threads()
-            _numba.set_num_threads(threads)
-            try:
-                chunks = min(nwork, threads * CHUNKS_PER_THREAD)
-                counter = np.zeros(1, np.int64)
-                _run_parallel(fn, threads, nwork, -(-nwork // chunks),
-                              counter.__array_interface__["data"][0],
-                              daddr, saddr, ita, pa, tok)
-            finally:
-                _numba.set_num_threads(old)
-        finally:
-            _parallel_lock.release()
-    else:
-        _run_serial(fn, nwork, daddr, saddr, ita, pa, tok)
+        low = _lower(kernel, daddr % LINE, fresh)
+    _execute(low, daddr, saddr, dst.nbytes if populate else 0)
 
 
 # Plans made by copy_into itself: (shape, strides, itemsize, kind, threads) -> plan.
@@ -424,6 +429,134 @@ _plans: dict[tuple, CopyKernel] = {}
 # Lowered plans: (id(plan), destination address mod LINE) -> (plan, lowering). The plan
 # is kept to make the id unambiguous.
 _lowered: dict[tuple[int, int], tuple] = {}
+
+
+def _execute(low: tuple, daddr: int, saddr: int, populate_bytes: int) -> None:
+    """Run a lowered copy: on this thread, joined by pool workers if it has several.
+
+    The calling thread works from the start and takes whatever the workers have not
+    taken: a worker that the OS wakes late finds nothing left and touches nothing, so a
+    busy machine costs the copy at most its single-thread time, not a wait for a
+    descheduled thread. It waits only for chunks a worker has started."""
+    nwork, threads, itv, pv, runner, ita, pa = low
+    ctrl = _ControlBlock()
+    ctrl[_C_NWORK] = nwork
+    if populate_bytes:
+        start = -(-daddr // PAGE) * PAGE
+        end = (daddr + populate_bytes) // PAGE * PAGE
+        if end > start:
+            step = max(POPULATE_STEP_BYTES, -(-(end - start) // (threads * 4)))
+            step = -(-step // POPULATE_STEP_BYTES) * POPULATE_STEP_BYTES
+            ctrl[_C_POP_N] = -(-(end - start) // step)
+            ctrl[_C_POP_START], ctrl[_C_POP_END], ctrl[_C_POP_STEP] = start, end, step
+            ctrl[_C_MADVISE] = _madvise_address()
+    args = (ctrl, daddr, saddr, ita, pa, 0)
+    if threads > 1:
+        ctrl[_C_CHUNK] = -(-nwork // min(nwork, threads * CHUNKS_PER_THREAD))
+        job = _Job(runner, args, (itv, pv))
+        _pool.submit(job, threads - 1)
+        runner(*args)
+        if ctrl[_C_DONE] != nwork:
+            _wait(job)
+    else:
+        ctrl[_C_CHUNK] = nwork
+        runner(*args)
+
+
+def _wait(job: "_Job") -> None:
+    """Until the workers' chunks are done, whatever interrupts the wait (KeyboardInterrupt
+    is raised after it): a worker must not write the destination after the copy returns."""
+    interrupted = None
+    while True:
+        try:
+            job.finished.wait()
+            break
+        except BaseException as error:  # noqa: BLE001 - re-raised below
+            interrupted = error
+    if interrupted is not None:
+        raise interrupted
+
+
+class _Job:
+    """One multithreaded copy as the pool workers see it. It holds what the runner
+    reads (the control block in ``args``, the iteration space and parameters in
+    ``keep``), so that a worker that starts after the copy has returned still reads
+    valid memory."""
+
+    __slots__ = ("runner", "args", "keep", "finished")
+
+    def __init__(self, runner, args, keep):
+        self.runner = runner
+        self.args = args
+        self.keep = keep
+        self.finished = threading.Event()
+
+    def work(self) -> None:
+        self.runner(*self.args)
+        ctrl = self.args[0]
+        if ctrl[_C_DONE] == ctrl[_C_NWORK]:
+            self.finished.set()
+
+
+class _Pool:
+    """Worker threads (Python threads that call the compiled runner with the GIL
+    released), started as copies ask for them: the largest thread count asked for minus
+    one, at most one fewer than the CPUs. After fork the child starts its own."""
+
+    def __init__(self) -> None:
+        import queue
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.workers: list[threading.Thread] = []
+        self.lock = threading.Lock()
+
+    def submit(self, job: _Job, helpers: int) -> None:
+        helpers = min(helpers, _MAX_HELPERS)
+        if len(self.workers) < helpers:
+            with self.lock:
+                while len(self.workers) < helpers:
+                    t = threading.Thread(target=self._serve, name="rearrange-copy",
+                                         daemon=True)
+                    t.start()
+                    self.workers.append(t)
+        for _ in range(helpers):
+            self.jobs.put(job)
+
+    def _serve(self) -> None:
+        jobs = self.jobs
+        while True:
+            jobs.get().work()
+
+
+# More workers than CPUs would only take turns.
+_MAX_HELPERS = max(1, os.cpu_count() or 1) - 1
+_pool = _Pool()
+
+
+def _reset_pool_in_child() -> None:
+    global _pool
+    _pool = _Pool()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pool_in_child)
+
+
+_madvise_addr: int | None = None
+
+
+def _madvise_address() -> int:
+    """The address of libc's madvise where MADV_POPULATE_WRITE may exist (Linux), else 0:
+    the runner then writes a byte per page instead (also where the kernel refuses)."""
+    global _madvise_addr
+    if _madvise_addr is None:
+        _madvise_addr = 0
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+                _madvise_addr = ctypes.cast(ctypes.CDLL(None).madvise, ctypes.c_void_p).value
+            except (OSError, AttributeError):
+                pass
+    return _madvise_addr
 
 
 _mincore = None
@@ -581,11 +714,7 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
     nwork = math.prod(it[0::3])
     itv = np.array([len(it) // 3] + it, dtype=np.int64)
     pv = np.array(p, dtype=np.int64)
-    threads = min(k.threads, nwork)
-    if threads > 1:
-        threads = min(threads, _jit_pool_size())
-    tok = _UNIT_DTYPES[u](0)
-    return (nwork, threads, itv, pv, tok, _run_address(tok),
+    return (nwork, min(k.threads, nwork), itv, pv, _runner(u),
             itv.__array_interface__["data"][0], pv.__array_interface__["data"][0])
 
 
@@ -625,20 +754,6 @@ def _block_rows(it: list[int], row_bytes: int, block_bytes: int) -> None:
             new += it[3 * k:3 * k + 3]
     new += [na // ta, sa * ta, da * ta, nb // tb, sb * tb, db * tb, ta, sa, da, tb, sb, db]
     it[:] = new
-
-
-def _parallel_ok() -> bool:
-    """False in a process forked after a parallel region ran (OpenMP is not fork-safe)."""
-    global _parallel_pid
-    pid = os.getpid()
-    if _parallel_pid is None:
-        _parallel_pid = pid
-    return pid == _parallel_pid
-
-
-def _jit_pool_size() -> int:
-    _materialise()
-    return int(_numba.config.NUMBA_NUM_THREADS)
 
 
 # ---------------------------------------------------------------------------- lazy JIT
@@ -685,17 +800,10 @@ def _materialise() -> None:
     with _build_lock:
         if _built:
             return
-        # GNU OpenMP workers spin for ~300k iterations after each parallel region; copies
-        # are short bursts between Python work, and on a busy machine the spinning
-        # thread steals the core the next call needs (2 threads ran 5x slower than 1 on
-        # a shared 2-core box). Sleep instead, unless the user chose.
-        if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
         import numba
 
         g = globals()
         g.update(_define_intrinsics())
-        g["prange"] = numba.prange
         g["carray"] = numba.carray
         g["_numba"] = numba
         for name, (func, options) in _registry.items():
@@ -704,50 +812,47 @@ def _materialise() -> None:
 
 
 def warmup() -> list[str]:
-    """Compile (or load from the disk cache) every kernel for every unit size now.
+    """Compile (or load from the disk cache) the kernel for every unit size now.
 
-    Returns what it compiled, e.g. ``['_run[uint8]', '_run_serial[uint8]', ...]``.
+    Returns what it compiled: ``['_run[uint8]', '_run[uint16]', '_run[uint32]',
+    '_run[uint64]']``.
     """
-    _materialise()
-    done = []
-    itv = np.zeros(1, np.int64)
-    pv = np.zeros(_P_LEN, np.int64)
-    ita = itv.__array_interface__["data"][0]
-    pa = pv.__array_interface__["data"][0]
-    counter = np.zeros(1, np.int64)
-    ca = counter.__array_interface__["data"][0]
-    for t in _UNIT_DTYPES.values():
-        tok = t(0)
-        fn = _run_address(tok)
-        _run_serial(fn, 0, 0, 0, ita, pa, tok)
-        _run_parallel(fn, 1, 0, 1, ca, 0, 0, ita, pa, tok)
-        done += [f"_run[{t.__name__}]", f"_run_serial[{t.__name__}]",
-                 f"_run_parallel[{t.__name__}]"]
-    return done
+    return [f"_run[{_UNIT_DTYPES[u].__name__}]" for u in _UNIT_DTYPES if _runner(u)]
 
 
-_run_cfuncs: dict[int, object] = {}
+_runners: dict[int, object] = {}
+_compiled_runs: dict[int, object] = {}
+# The ctypes type of a control block, set with the first runner: made and passed faster
+# than a numpy array.
+_ControlBlock = None
 
 
-def _run_address(tok) -> int:
-    """The address of _run compiled for the unit of ``tok``, a C-ABI function compiled
-    once per unit (and cached on disk). The serial and parallel drivers call it through
-    this pointer: linked in instead, numba would generate its machine code again inside
-    each of them."""
-    u = tok.itemsize
-    f = _run_cfuncs.get(u)
+def _runner(u: int):
+    """_run compiled for u-byte units: a C-ABI function (cached on disk), called through
+    ctypes, which releases the GIL for the call."""
+    global _ControlBlock
+    f = _runners.get(u)
     if f is None:
         _materialise()
         with _build_lock:
-            f = _run_cfuncs.get(u)
+            f = _runners.get(u)
             if f is None:
+                import ctypes
                 from numba import types
-                sig = types.void(types.int64, types.int64, types.int64, types.int64,
-                                 types.CPointer(types.int64), types.CPointer(types.int64),
-                                 _numba.from_dtype(np.dtype(type(tok))))
-                f = _run_cfuncs[u] = _numba.cfunc(sig, cache=True, nopython=True,
-                                                  error_model="numpy")(_run)
-    return f.address
+                i64p = types.CPointer(types.int64)
+                unit = _numba.from_dtype(np.dtype(_UNIT_DTYPES[u]))
+                sig = types.void(i64p, types.int64, types.int64, i64p, i64p, unit)
+                compiled = _numba.cfunc(sig, cache=True, nopython=True,
+                                        error_model="numpy")(_run)
+                c_unit = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32,
+                          8: ctypes.c_uint64}[u]
+                proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+                                         ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                                         c_unit)
+                _ControlBlock = ctypes.c_int64 * _C_LEN
+                _compiled_runs[u] = compiled      # keeps the machine code alive
+                f = _runners[u] = proto(compiled.address)
+    return f
 
 
 def _define_intrinsics() -> dict:
@@ -844,31 +949,43 @@ def _define_intrinsics() -> dict:
         return sig, codegen
 
     @intrinsic
-    def _fetch_add(typingctx, addr, val):
-        """Atomically add val to the int64 at addr; returns the previous value."""
-        sig = types.int64(types.int64, types.int64)
+    def _fetch_add(typingctx, block, field, val):
+        """Atomically add val to block[field] (an int64 array given by pointer); returns
+        the previous value."""
+        sig = types.int64(block, types.int64, types.int64)
 
         def codegen(context, builder, signature, args):
-            p = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
-            return builder.atomic_rmw("add", p, args[1], "monotonic")
+            p = builder.gep(args[0], [args[1]])
+            return builder.atomic_rmw("add", p, args[2], "monotonic")
         return sig, codegen
 
     @intrinsic
-    def _call_run(typingctx, fn, lo, hi, d, s, itaddr, paddr, tok):
-        """Call the C-ABI _run at address fn."""
-        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
-                         types.int64, types.int64, tok)
+    def _touch(typingctx, addr):
+        """Fault the page at addr in, writable: an atomic add of 0 to its first byte,
+        which leaves the byte as it is even while another thread writes it."""
+        sig = types.void(types.int64)
+
+        def codegen(context, builder, signature, args):
+            i8 = ir.IntType(8)
+            builder.atomic_rmw("add", builder.inttoptr(args[0], i8.as_pointer()),
+                               ir.Constant(i8, 0), "monotonic")
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _call_madvise(typingctx, fn, addr, length):
+        """madvise(addr, length, MADV_POPULATE_WRITE) through libc's function at address
+        fn; returns its result (0 on success)."""
+        sig = types.int64(types.int64, types.int64, types.int64)
 
         def codegen(context, builder, signature, args):
             i64 = ir.IntType(64)
-            t = context.get_value_type(signature.args[7])
-            fnty = ir.FunctionType(ir.VoidType(), [i64, i64, i64, i64, i64.as_pointer(),
-                                                   i64.as_pointer(), t])
+            i8p = ir.IntType(8).as_pointer()
+            fnty = ir.FunctionType(i32, [i8p, i64, i32])
             f = builder.inttoptr(args[0], fnty.as_pointer())
-            builder.call(f, [args[1], args[2], args[3], args[4],
-                             builder.inttoptr(args[5], i64.as_pointer()),
-                             builder.inttoptr(args[6], i64.as_pointer()), args[7]])
-            return context.get_dummy_value()
+            r = builder.call(f, [builder.inttoptr(args[1], i8p), args[2],
+                                 ir.Constant(i32, MADV_POPULATE_WRITE)])
+            return builder.sext(r, i64)
         return sig, codegen
 
     @intrinsic
@@ -969,16 +1086,12 @@ def _define_intrinsics() -> dict:
             "_stb": make_store("stage"), "_line_nt": make_line_nt("src"),
             "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
             "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add,
-            "_call_run": _call_run}
+            "_call_madvise": _call_madvise, "_touch": _touch}
 
 
 # Placeholders: rebound by _materialise() before anything is compiled.
-def prange(*args):  # pragma: no cover - replaced by numba.prange
-    return range(*args)
-
-
 _ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
-_fetch_add = _call_run = carray = None
+_fetch_add = _call_madvise = _touch = carray = None
 _numba = None
 
 
@@ -1346,90 +1459,95 @@ def _panel_simd(d, s, tok, doff, soff, jb, na, p):
                  p[_P_SB2], g)
 
 
-def _run(lo, hi, d, s, itp, pp, tok):
-    """Work units lo..hi-1 of the iteration space ``it`` ([m, (count, src step, dst step)
-    x m], the last dim fastest), each one panel of kind p[_P_KIND]. Compiled as a C-ABI
-    function per unit (_run_address); ``it`` and ``p`` arrive as pointers."""
-    if hi <= lo:
-        return
+def _run(cp, d, s, itp, pp, tok):
+    """One thread's share of a copy: the pages of the destination it claims to populate,
+    then the chunks of work units it claims, both from the shared control block ``c``
+    (_C_* fields; the copy's threads all run this on the same block). Work units are the
+    iteration space ``it`` ([m, (count, src step, dst step) x m], the last dim fastest),
+    each one panel of kind p[_P_KIND]. Compiled as a C-ABI function per unit (_runner);
+    ``c``, ``it`` and ``p`` arrive as pointers. A thread that starts after the others have
+    claimed everything returns without touching either array."""
+    c = carray(cp, (_C_LEN,))
+    npop = c[_C_POP_N]
+    while npop:
+        k = _fetch_add(cp, _C_POP_NEXT, 1)
+        if k >= npop:
+            break
+        a = c[_C_POP_START] + k * c[_C_POP_STEP]
+        e = min(c[_C_POP_END], a + c[_C_POP_STEP])
+        if c[_C_MADVISE] == 0 or _call_madvise(c[_C_MADVISE], a, e - a) != 0:
+            for q in range(a, e, PAGE):
+                _touch(q)
+    nwork = c[_C_NWORK]
+    chunk = c[_C_CHUNK]
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (_P_LEN,))
     m = it[0]
     idx = np.zeros(m + 1, np.int64)
-    soff = p[_P_SOFF]
-    doff = p[_P_DOFF]
-    rem = lo
-    for k in range(m - 1, -1, -1):
-        n = it[1 + 3 * k]
-        q = rem // n
-        r = rem - q * n
-        idx[k] = r
-        soff += r * it[2 + 3 * k]
-        doff += r * it[3 + 3 * k]
-        rem = q
     u = _unit(tok)
     stage = np.empty(p[_P_STAGE] + LINE, np.uint8)
     buf = stage.ctypes.data
     buf += (-buf) % LINE
     cap = p[_P_STAGE] // u
-    wst = lo - lo      # runtime zeros: literal ones would type the helpers' calls twice
-    wln = lo - lo
+    wst = nwork - nwork      # runtime zeros: literal ones would type the helpers' calls twice
+    wln = nwork - nwork
     kind = p[_P_KIND]
     nt = p[_P_NT]
     ita = p[_P_ITA]
     itb = p[_P_ITB]
     itr = p[_P_ITR]
-    for w in range(lo, hi):
-        if kind == _ROWS:
-            eb = p[_P_NB]
-            if itb >= 0:
-                eb = min(p[_P_TB], eb - idx[itb] * p[_P_TB])
-            er = p[_P_NR]
-            if itr >= 0:
-                er = min(p[_P_TR], er - idx[itr] * p[_P_TR])
-            wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[_P_SR], p[_P_DR], eb,
-                                   p[_P_SB], nt, p[_P_PF], buf, cap, wst, wln)
-        elif kind == _SIMD:
-            _panel_simd(d, s, tok, doff, soff, idx[itb], p[_P_NA], p)
-        else:
-            ea = p[_P_NA]
-            eb = p[_P_NB]
-            if ita >= 0:
-                ea = min(p[_P_TA], ea - idx[ita] * p[_P_TA])
-            if itb >= 0:
-                eb = min(p[_P_TB], eb - idx[itb] * p[_P_TB])
-            wst, wln = _panel_tile(d, s, tok, doff, soff, ea, eb, p[_P_SA], p[_P_DA],
-                                   p[_P_SB], p[_P_ORDER], nt, buf, cap, wst, wln)
-        # Odometer: the next work unit.
-        k = m - 1
-        while k >= 0:
-            idx[k] += 1
-            soff += it[2 + 3 * k]
-            doff += it[3 + 3 * k]
-            if idx[k] < it[1 + 3 * k]:
-                break
-            soff -= it[1 + 3 * k] * it[2 + 3 * k]
-            doff -= it[1 + 3 * k] * it[3 + 3 * k]
-            idx[k] = 0
-            k -= 1
+    done = nwork - nwork
+    while True:
+        lo = _fetch_add(cp, _C_NEXT, 1) * chunk
+        if lo >= nwork:
+            break
+        hi = min(nwork, lo + chunk)
+        done += hi - lo
+        soff = p[_P_SOFF]
+        doff = p[_P_DOFF]
+        rem = lo
+        for k in range(m - 1, -1, -1):
+            n = it[1 + 3 * k]
+            q = rem // n
+            r = rem - q * n
+            idx[k] = r
+            soff += r * it[2 + 3 * k]
+            doff += r * it[3 + 3 * k]
+            rem = q
+        for w in range(lo, hi):
+            if kind == _ROWS:
+                eb = p[_P_NB]
+                if itb >= 0:
+                    eb = min(p[_P_TB], eb - idx[itb] * p[_P_TB])
+                er = p[_P_NR]
+                if itr >= 0:
+                    er = min(p[_P_TR], er - idx[itr] * p[_P_TR])
+                wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[_P_SR], p[_P_DR], eb,
+                                       p[_P_SB], nt, p[_P_PF], buf, cap, wst, wln)
+            elif kind == _SIMD:
+                _panel_simd(d, s, tok, doff, soff, idx[itb], p[_P_NA], p)
+            else:
+                ea = p[_P_NA]
+                eb = p[_P_NB]
+                if ita >= 0:
+                    ea = min(p[_P_TA], ea - idx[ita] * p[_P_TA])
+                if itb >= 0:
+                    eb = min(p[_P_TB], eb - idx[itb] * p[_P_TB])
+                wst, wln = _panel_tile(d, s, tok, doff, soff, ea, eb, p[_P_SA], p[_P_DA],
+                                       p[_P_SB], p[_P_ORDER], nt, buf, cap, wst, wln)
+            # Odometer: the next work unit.
+            k = m - 1
+            while k >= 0:
+                idx[k] += 1
+                soff += it[2 + 3 * k]
+                doff += it[3 + 3 * k]
+                if idx[k] < it[1 + 3 * k]:
+                    break
+                soff -= it[1 + 3 * k] * it[2 + 3 * k]
+                doff -= it[1 + 3 * k] * it[3 + 3 * k]
+                idx[k] = 0
+                k -= 1
     _stream_flush(d, tok, buf, wst, wln, True)
+    # The stores (non-temporal ones too) are ordered before the count that publishes them.
     _sfence()
-
-
-@_jit()
-def _run_serial(fn, nwork, d, s, itaddr, paddr, tok):
-    """All work units on this thread (fn: _run_address)."""
-    _call_run(fn, 0, nwork, d, s, itaddr, paddr, tok)
-
-
-@_jit(parallel=True)
-def _run_parallel(fn, nthreads, nwork, chunk, counter, d, s, itaddr, paddr, tok):
-    """The work units in chunks of ``chunk``, which nthreads threads take in turn from
-    the shared counter at address ``counter`` (so a thread the OS descheduled holds up
-    one chunk, not its share of the copy)."""
-    for t in prange(nthreads):
-        while True:
-            lo = _fetch_add(counter, 1) * chunk
-            if lo >= nwork:
-                break
-            _call_run(fn, lo, min(nwork, lo + chunk), d, s, itaddr, paddr, tok)
+    _fetch_add(cp, _C_DONE, done)

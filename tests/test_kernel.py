@@ -59,14 +59,18 @@ def threads(request):
     K.set_num_threads(before)
 
 
-@pytest.fixture(params=[False, True], ids=["cached", "nontemporal"])
+@pytest.fixture(params=["cached", "nontemporal", "fresh"])
 def small_thresholds(request, monkeypatch):
-    """Let tiny arrays reach the kernels, threads and (param) non-temporal stores."""
+    """Let tiny arrays reach the kernels, threads and (param) non-temporal stores, or the
+    paths for destinations never touched before (populated first, or regular stores)."""
+    streaming = request.param != "cached"
     monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
     monkeypatch.setattr(K, "ROWS_NUMPY_MAX_BYTES", 0)
     monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
-    monkeypatch.setattr(K, "NONTEMPORAL_MIN_BYTES", 0 if request.param else 1 << 62)
-    monkeypatch.setattr(K, "NONTEMPORAL_TILE_MIN_BYTES", 0 if request.param else 1 << 62)
+    monkeypatch.setattr(K, "NONTEMPORAL_MIN_BYTES", 0 if streaming else 1 << 62)
+    monkeypatch.setattr(K, "NONTEMPORAL_TILE_MIN_BYTES", 0 if streaming else 1 << 62)
+    if request.param == "fresh":
+        monkeypatch.setattr(K, "_untouched", lambda addr, nbytes: True)
     return request.param
 
 
@@ -350,7 +354,8 @@ def test_concurrent_copies_from_python_threads(monkeypatch) -> None:
 
 
 def test_copy_in_a_forked_child_after_a_parallel_copy() -> None:
-    """OpenMP does not survive fork: the child copies single-threaded, and does not hang."""
+    """The child of a fork (which inherits no worker threads) starts its own, copies
+    right, and does not hang."""
     code = """
 import os, sys, numpy as np, rearrange.kernel as K
 x = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)
@@ -359,8 +364,9 @@ K.copy_into(out, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
 pid = os.fork()
 if pid == 0:
     o = np.empty_like(out)
-    K.copy_into(o, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
-    os._exit(0 if (o == x.T).all() else 1)
+    for _ in range(20):
+        K.copy_into(o, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
+    os._exit(0 if (o == x.T).all() and len(K._pool.workers) == 1 else 1)
 _, status = os.waitpid(pid, 0)
 print(os.waitstatus_to_exitcode(status))
 """
@@ -368,6 +374,65 @@ print(os.waitstatus_to_exitcode(status))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "PYTHONPATH": root})
     assert out.stdout.strip() == "0", out.stderr
+
+
+def test_multithreaded_copies_leave_the_environment_and_numba_threads_alone() -> None:
+    """Copies run on the kernel's own workers: no OpenMP / numba thread pool is started
+    and no environment variable is set."""
+    code = """
+import os, numpy as np, rearrange.kernel as K
+x = np.random.default_rng(0).random((2048, 2048), dtype=np.float32)
+before = dict(os.environ)
+out = np.empty((2048, 2048), np.float32)
+K.copy_into(out, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
+from numba.np.ufunc import parallel
+print(dict(os.environ) == before, parallel._is_initialized, bool((out == x.T).all()))
+"""
+    assert _python(code) == "True False True"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
+    """The calling thread does every chunk no worker has taken; a worker that starts
+    after the copy returned finds nothing left and writes nothing."""
+    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
+    monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
+    jobs = []
+    monkeypatch.setattr(K._pool, "submit", lambda job, helpers: jobs.append(job))
+    x = random_array((300, 400), np.float32, np.random.default_rng(5))
+    out = np.empty((400, 300), np.float32)
+    K.copy_into(out, x.T, K.plan_copy(out.shape, x.T.strides, 4, threads=threads))
+    assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
+    assert len(jobs) == (threads > 1)
+    out[...] = -1
+    for job in jobs:
+        job.work()                          # the late worker
+        assert job.finished.is_set()
+    assert (out == -1).all()
+
+
+@pytest.mark.parametrize("madvise", [True, False], ids=["madvise", "touch"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_row_copy_into_a_fresh_destination_populates_it_first(threads, madvise,
+                                                               monkeypatch) -> None:
+    """A row copy into pages never touched (here a new 32 MiB mapping) populates them
+    first — MADV_POPULATE_WRITE, or a write per page where that is missing — then
+    copies; the pages around the destination are not written."""
+    if not madvise:
+        monkeypatch.setattr(K, "_madvise_addr", 0)
+    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
+    monkeypatch.setattr(K, "_num_threads", threads)
+    x = random_array((4, 8, 1024, 256), np.float32, np.random.default_rng(2))
+    src = x.transpose(0, 2, 1, 3)
+    plan = K.plan_copy(src.shape, src.strides, 4)
+    assert (plan.variant, plan.threads) == ("inner-contiguous", threads)
+    raw = np.empty(src.nbytes + 3 * 4096, np.uint8)
+    raw[:4096] = 7
+    raw[-4096:] = 7
+    dst = raw[4096 + 4:4096 + 4 + src.nbytes].view(np.float32).reshape(src.shape)
+    K.copy_into(dst, src)
+    assert dst.tobytes() == np.ascontiguousarray(src).tobytes()
+    assert (raw[:4096] == 7).all() and (raw[-4096:] == 7).all()
 
 
 def test_untouched_destination_is_detected() -> None:
