@@ -9,6 +9,7 @@ import einops
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 import rearrange as ra
 from corpus import load
@@ -224,3 +225,51 @@ def test_einsum_corpus_matches_einops_on_torch(entry: dict) -> None:
 def test_parse_shape_corpus_matches_einops_on_torch(entry: dict) -> None:
     x = torch.zeros(entry["example"]["shape"])
     assert ra.parse_shape(x, entry["pattern"]) == einops.parse_shape(x, entry["pattern"])
+
+
+@st.composite
+def strided_tensors(draw):
+    """CPU tensors that are views: permuted, stepped slices, expanded (stride 0),
+    storage offsets, size 0/1 dims, complex conjugate views."""
+    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=1, max_size=4)))
+    base = torch.arange(1, 1 + math.prod(s * 2 + 1 for s in shape), dtype=torch.float64)
+    x = base.reshape([s * 2 + 1 for s in shape])
+    x = x[tuple(slice(1 if s else 0, None if not s else 1 + s * draw(st.sampled_from([1, 2])),
+                      draw(st.sampled_from([1, 2]))) for s in shape)]
+    x = x[tuple(slice(0, s) for s in shape)]
+    if draw(st.booleans()):
+        x = x.permute(draw(st.permutations(range(x.ndim))))
+    if draw(st.booleans()) and x.ndim:
+        dim = draw(st.integers(0, x.ndim - 1))
+        if x.shape[dim] == 1:
+            x = x.expand(*[4 if d == dim else -1 for d in range(x.ndim)])
+    if draw(st.booleans()):
+        x = torch.complex(x, -x).conj()
+    return x
+
+
+@settings(deadline=None)
+@given(strided_tensors(), st.data())
+def test_rearrange_of_random_torch_layouts_matches_einops(x, data) -> None:
+    names = "abcd"[:x.ndim]
+    order = data.draw(st.permutations(list(names)))
+    cut = data.draw(st.integers(0, len(order)))
+    right = " ".join(order[:cut]) + (" (" + " ".join(order[cut:]) + ")" if cut < len(order) else "")
+    pattern = f"{' '.join(names)} -> {right}"
+    expected = einops.rearrange(x, pattern)
+    for copy in (None, True):
+        got = ra.rearrange(x, pattern, copy=copy)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.complex(torch.randn(300, 200), torch.randn(300, 200)).conj(),
+    lambda: torch.randn(300, 200).neg().conj_physical(),
+    lambda: torch.randn(1, 400).expand(300, 400),
+    lambda: torch.randn(310, 210)[5:305, 5:205],
+    lambda: torch.randn(300, 400)[:, ::2],
+], ids=["conj-view", "plain", "expanded", "offset", "stepped"])
+def test_large_copies_of_unusual_torch_views(make) -> None:
+    """Copies the kernel may take: its numpy view of the memory must mean the values."""
+    x = make()
+    torch.testing.assert_close(ra.rearrange(x, "h w -> (w h)"), x.t().reshape(-1), rtol=0, atol=0)

@@ -166,8 +166,11 @@ def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
     use_kernel = kernel is not None and kernel.variant != "torch"
 
     def copy(x: Any) -> Any:
+        # the kernel reads the tensor's memory through numpy: not for a copy autograd
+        # must record, not while compiling (fake tensors have no memory), and not for
+        # lazily conjugated/negated views (their memory is not their values)
         if use_kernel and not (x.requires_grad and torch.is_grad_enabled()) \
-                and not torch.compiler.is_compiling():
+                and not torch.compiler.is_compiling() and not x.is_conj() and not x.is_neg():
             from .. import kernel as K
 
             out = torch.empty(x.shape, dtype=x.dtype)
