@@ -61,10 +61,10 @@ Fresh destinations: a destination of 24 MiB or more that the process has not tou
 yet (a new ``np.empty`` of that size is a fresh mapping, ``mincore`` says) is page-faulted
 as it is written, and the faults zero its lines into the caches. ``small-inner-dim`` and
 ``tiled`` copies then use regular stores (non-temporal ones would first evict those
-lines); row copies instead populate the destination's pages first
-(``MADV_POPULATE_WRITE``, split over the copy's threads; where that is missing, one
-atomic write per page) and then stream past the caches; tiled transposes keep their
-non-temporal stores. Each was the fastest of the three ways for its variant here.
+lines). Row copies and tiled transposes instead populate the destination's pages first
+(``MADV_POPULATE_WRITE``, split over the copy's threads, which then fault in parallel;
+where that is missing, one atomic write per page) and then stream past the caches. Each
+was the faster way for its variants here.
 
 Compilation and disk cache: the first copy imports numba and compiles the kernel for its
 unit size (~5 s; ``warmup()`` compiles all four). The kernel is one C-ABI function per unit
@@ -395,12 +395,13 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     # A destination the process has not touched yet (a fresh np.empty of this size is a
     # new mapping) is page-faulted as it is written; the faults zero its lines into the
     # caches. Panels then use regular stores (non-temporal ones would first have to
-    # evict those lines); row copies have their pages populated first instead (all of
-    # them, across the copy's threads), then stream past the caches.
+    # evict those lines); row copies and tiled transposes have their pages populated
+    # first instead (all of them, across the copy's threads), then stream past the
+    # caches.
     populate = False
-    fresh = (kernel.variant not in ("tiled-transpose", "contiguous-memcpy") and
+    fresh = (kernel.variant != "contiguous-memcpy" and
              dst.nbytes >= NONTEMPORAL_MIN_BYTES and _untouched(daddr, dst.nbytes))
-    if fresh and kernel.variant in ("inner-contiguous", "strided-rows"):
+    if fresh and kernel.variant in ("inner-contiguous", "strided-rows", "tiled-transpose"):
         populate, fresh = True, False
     if given:       # a plan that is likely to come back: its lowering is kept
         key = (id(kernel), daddr % LINE, fresh, src.shape, src.strides)

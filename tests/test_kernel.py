@@ -437,7 +437,8 @@ def test_row_copy_into_a_fresh_destination_populates_it_first(threads, madvise,
 
 def test_untouched_destination_is_detected() -> None:
     """A fresh large np.empty is a new mapping: its pages are not resident until written
-    (streams then use regular stores). Where mincore is unavailable: always False."""
+    (then panels use regular stores, rows and transposes populate the pages first).
+    Where mincore is unavailable: always False."""
     a = np.empty(64 << 20, np.uint8)
     addr = a.__array_interface__["data"][0]
     fresh = K._untouched(addr, a.nbytes)
