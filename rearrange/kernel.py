@@ -439,7 +439,7 @@ def _execute(low: tuple, daddr: int, saddr: int, populate_bytes: int) -> None:
     taken: a worker that the OS wakes late finds nothing left and touches nothing, so a
     busy machine costs the copy at most its single-thread time, not a wait for a
     descheduled thread. It waits only for chunks a worker has started."""
-    nwork, threads, itv, pv, runner, ita, pa = low
+    nwork, threads, itv, pv, runner, ita, pa, quantum = low
     ctrl = _ControlBlock()
     ctrl[_C_NWORK] = nwork
     if populate_bytes:
@@ -453,7 +453,8 @@ def _execute(low: tuple, daddr: int, saddr: int, populate_bytes: int) -> None:
             ctrl[_C_MADVISE] = _madvise_address()
     args = (ctrl, daddr, saddr, ita, pa, 0)
     if threads > 1:
-        ctrl[_C_CHUNK] = -(-nwork // min(nwork, threads * CHUNKS_PER_THREAD))
+        chunk = -(-nwork // min(nwork, threads * CHUNKS_PER_THREAD))
+        ctrl[_C_CHUNK] = -(-chunk // quantum) * quantum
         job = _Job(runner, args, (itv, pv))
         _pool.submit(job, threads - 1)
         runner(*args)
@@ -592,7 +593,8 @@ def _untouched(addr: int, nbytes: int) -> bool:
 def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
     """A plan as the kernels' iteration space and parameters, for a destination at an
     address = dmod (mod LINE), untouched (``fresh``) or not: (work units, threads,
-    iteration dims, parameters, unit token, _run's address, the two arrays' addresses)."""
+    iteration dims, parameters, the runner, the two arrays' addresses, the number of
+    work units a chunk of a multithreaded copy is a multiple of)."""
     u = k.unit_bytes
     shape, sstr = k.fused_shape, k.src_strides
     d = len(shape)
@@ -606,6 +608,7 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
     nt = nbytes >= NONTEMPORAL_MIN_BYTES and not fresh
     stage = STAGE_BYTES // u
     it: list[int] = []          # iteration dims: (count, src step, dst step) triples
+    quantum = 1
 
     def outer(skip):
         for i in range(d):
@@ -680,6 +683,17 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
         else:
             nt = False
         nkb = (ncols - jstart) // kb
+        if k.threads > 1 and not nt:
+            # Destination rows (or the first block) off the line grid: threads copying
+            # neighbouring column blocks would share the lines where the blocks meet.
+            # They take bands of rows instead (whole bands per chunk of work).
+            band = -(-na // (k.threads * CHUNKS_PER_THREAD))
+            band = max(ka, -(-band // ka) * ka)
+            if na // band > 1:
+                p[_P_ITA] = len(it) // 3
+                it.extend((na // band, band * g, band * da))
+                p[_P_TR] = band
+                quantum = nkb
         p[_P_ITB] = len(it) // 3
         it.extend((nkb, 0, kb * g))       # source offsets of a column block: computed
         p[_P_KIND] = _SIMD
@@ -716,7 +730,7 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
     itv = np.array([len(it) // 3] + it, dtype=np.int64)
     pv = np.array(p, dtype=np.int64)
     return (nwork, min(k.threads, nwork), itv, pv, _runner(u),
-            itv.__array_interface__["data"][0], pv.__array_interface__["data"][0])
+            itv.__array_interface__["data"][0], pv.__array_interface__["data"][0], quantum)
 
 
 def _divisor_near(n: int, target: int) -> int:
@@ -1526,7 +1540,11 @@ def _run(cp, d, s, itp, pp, tok):
                 wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[_P_SR], p[_P_DR], eb,
                                        p[_P_SB], nt, p[_P_PF], buf, cap, wst, wln)
             elif kind == _SIMD:
-                _panel_simd(d, s, tok, doff, soff, idx[itb], p[_P_NA], p)
+                ea = p[_P_NA]
+                if ita >= 0:        # a band of rows (the last one takes the rest)
+                    ea = p[_P_TR] if idx[ita] < it[1 + 3 * ita] - 1 else \
+                        ea - idx[ita] * p[_P_TR]
+                _panel_simd(d, s, tok, doff, soff, idx[itb], ea, p)
             else:
                 ea = p[_P_NA]
                 eb = p[_P_NB]

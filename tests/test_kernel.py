@@ -278,6 +278,24 @@ def test_plan_threads_follow_size() -> None:
     assert K.plan_copy((4096, 4096), (4, 16384), 4, threads=8).threads == 8
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.complex128], ids=["u1", "f4", "c16"])
+@pytest.mark.parametrize("rows", [1001, 1003])
+def test_transpose_off_the_line_grid_is_split_in_bands_of_rows(rows, dtype, monkeypatch) -> None:
+    """Destination rows that do not start on a cache line: two threads get bands of rows
+    (whole bands per chunk), not neighbouring column blocks that share lines."""
+    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
+    x = random_array((rows, 3 * rows // 2), dtype, np.random.default_rng(rows))
+    plan = K.plan_copy(x.T.shape, x.T.strides, x.itemsize, threads=2)
+    assert plan.variant == "tiled-transpose"
+    low = K._lower(plan, 0)
+    params, quantum = low[3], low[-1]
+    assert params[K._P_ITA] >= 0 and params[K._P_TR] % plan.tile[0] == 0
+    assert quantum == params[K._P_NKB]
+    out = np.empty(x.T.shape, dtype)
+    K.copy_into(out, x.T, plan)
+    assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
+
+
 def test_copy_into_checks_arguments() -> None:
     x = np.zeros((3, 4))
     with pytest.raises(ValueError, match="does not match"):
