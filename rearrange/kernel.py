@@ -17,7 +17,8 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
 
 ``numpy``               object dtype (references need refcounts), copies under 32 KiB,
                         0-d, and row copies under 24 MiB on one thread (numpy's own row
-                        loop is as fast there).
+                        loop is as fast there; at run time also under 64 MiB into pages
+                        not touched yet, see below).
 ``empty``               zero-size: nothing to move.
 ``contiguous-memcpy``   the source is contiguous after fusion: memcpy, split over threads.
 ``inner-contiguous``    source-fastest dim == destination-fastest dim: panels of rows,
@@ -63,8 +64,9 @@ as it is written, and the faults zero its lines into the caches. ``small-inner-d
 ``tiled`` copies then use regular stores (non-temporal ones would first evict those
 lines). Row copies and tiled transposes instead populate the destination's pages first
 (``MADV_POPULATE_WRITE``, split over the copy's threads, which then fault in parallel;
-where that is missing, one atomic write per page) and then stream past the caches. Each
-was the faster way for its variants here.
+where that is missing, one atomic write per page) and then stream past the caches —
+except one-thread row copies under 64 MiB, which numpy does (its row loop writes the
+lines while the fault has them in cache). Each was the fastest way for its case here.
 
 Compilation and disk cache: the first copy imports numba and compiles the kernel for its
 unit size (~5 s; ``warmup()`` compiles all four). The kernel is one C-ABI function per unit
@@ -103,6 +105,7 @@ ROWS_NUMPY_MAX_BYTES = 24 << 20  # row copies: numpy's loop is as fast single-th
 THREAD_MIN_BYTES = 1 << 20       # each extra thread needs at least this much to move
 NONTEMPORAL_MIN_BYTES = 24 << 20  # row/panel streams this large bypass the caches
 NONTEMPORAL_TILE_MIN_BYTES = 2 << 20  # register-tile transposes: from this size
+FRESH_ROWS_NUMPY_MAX_BYTES = 64 << 20  # one-thread row copies into untouched pages: numpy
 LINE = 64                        # bytes per cache line (and per non-temporal store)
 SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner-dim" panel
 TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
@@ -402,6 +405,12 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     fresh = (kernel.variant != "contiguous-memcpy" and
              dst.nbytes >= NONTEMPORAL_MIN_BYTES and _untouched(daddr, dst.nbytes))
     if fresh and kernel.variant in ("inner-contiguous", "strided-rows", "tiled-transpose"):
+        if kernel.variant != "tiled-transpose" and kernel.threads == 1 and \
+                dst.nbytes < FRESH_ROWS_NUMPY_MAX_BYTES:
+            # One thread, rows, a destination the last-level cache may hold: numpy's
+            # row loop into the pages as they fault is as fast (up to 64 MiB here).
+            np.copyto(dst, src, casting="no")
+            return
         populate, fresh = True, False
     if given:       # a plan that is likely to come back: its lowering is kept
         key = (id(kernel), daddr % LINE, fresh, src.shape, src.strides)

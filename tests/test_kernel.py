@@ -71,6 +71,7 @@ def small_thresholds(request, monkeypatch):
     monkeypatch.setattr(K, "NONTEMPORAL_TILE_MIN_BYTES", 0 if streaming else 1 << 62)
     if request.param == "fresh":
         monkeypatch.setattr(K, "_untouched", lambda addr, nbytes: True)
+        monkeypatch.setattr(K, "FRESH_ROWS_NUMPY_MAX_BYTES", 0)
     return request.param
 
 
@@ -439,6 +440,7 @@ def test_row_copy_into_a_fresh_destination_populates_it_first(threads, madvise,
     if not madvise:
         monkeypatch.setattr(K, "_madvise_addr", 0)
     monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
+    monkeypatch.setattr(K, "FRESH_ROWS_NUMPY_MAX_BYTES", 0)
     monkeypatch.setattr(K, "_num_threads", threads)
     x = random_array((4, 8, 1024, 256), np.float32, np.random.default_rng(2))
     src = x.transpose(0, 2, 1, 3)
