@@ -334,16 +334,15 @@ _ROWS, _SIMD, _TILE = 0, 1, 2
 # staged: panels contiguous in the destination are gathered in an L1 buffer and leave it
 # as whole non-temporal lines.
 _REGULAR, _DIRECT_NT, _STAGED_NT = 0, 1, 2
-# Layout of the int64 parameter vector handed to the kernels.
 # The control block one copy's threads share (int64): chunks claimed, work units done,
 # then the populate slices (claimed, count, first byte, end, bytes per slice) and the
 # address of madvise (0: touch the pages instead).
 (_C_NEXT, _C_DONE, _C_NWORK, _C_CHUNK, _C_POP_NEXT, _C_POP_N, _C_POP_START, _C_POP_END,
  _C_POP_STEP, _C_MADVISE, _C_LEN) = range(11)
+# Layout of the int64 parameter vector handed to the kernels.
 (_P_KIND, _P_NA, _P_SA, _P_DA, _P_NB, _P_SB, _P_TA, _P_TB, _P_NR, _P_SR, _P_DR, _P_TR,
  _P_ORDER, _P_NT, _P_JSTART, _P_NKB, _P_G, _P_SOFF, _P_DOFF, _P_ITA, _P_ITB, _P_ITR,
  _P_PF, _P_SB2, _P_STAGE, _P_LEN) = range(26)
-
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
