@@ -15,8 +15,8 @@ Two stages, as everywhere in this package:
 
 Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
 
-``numpy``               object dtype (references need refcounts), copies under 32 KiB,
-                        0-d, and row copies under 24 MiB on one thread (numpy's own row
+``numpy``               object dtype (references need refcounts), copies under 32 KiB
+                        (transposes under 64 KiB), 0-d, and row copies under 24 MiB on one thread (numpy's own row
                         loop is as fast there; at run time also under 64 MiB into pages
                         not touched yet, see below).
 ``empty``               zero-size: nothing to move.
@@ -101,6 +101,7 @@ __all__ = [
 # Measured on a 2-core Xeon (AVX-512) shared with other work; see bench/kernel_bench.py.
 
 NUMPY_MAX_BYTES = 32 << 10       # below this, np.copyto beats the kernel call overhead
+TRANSPOSE_NUMPY_MAX_BYTES = 64 << 10  # the same for register-tile transposes
 ROWS_NUMPY_MAX_BYTES = 24 << 20  # row copies: numpy's loop is as fast single-threaded
 THREAD_MIN_BYTES = 1 << 20       # each extra thread needs at least this much to move
 NONTEMPORAL_MIN_BYTES = 24 << 20  # row/panel streams this large bypass the caches
@@ -286,6 +287,10 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
         ncols *= fshape[bdim - 1]     # tile columns continue into the dim before b
     if sa == g and simd is not None and na >= simd[0] and ncols >= 2 * simd[1]:
         ka, kb = simd
+        if nbytes < TRANSPOSE_NUMPY_MAX_BYTES:
+            return CopyKernel("numpy", u, fshape, fstr, None, 1,
+                              f"a transpose of {nbytes} B < {TRANSPOSE_NUMPY_MAX_BYTES} B: "
+                              f"numpy's loop in L1/L2 costs less than a kernel call")
         return make("tiled-transpose", (ka, kb),
                     f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim "
                     f"{bdim}: {ka}x{kb} tiles through vector registers, whole-line stores")

@@ -65,6 +65,7 @@ def small_thresholds(request, monkeypatch):
     paths for destinations never touched before (populated first, or regular stores)."""
     streaming = request.param != "cached"
     monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
+    monkeypatch.setattr(K, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
     monkeypatch.setattr(K, "ROWS_NUMPY_MAX_BYTES", 0)
     monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
     monkeypatch.setattr(K, "NONTEMPORAL_MIN_BYTES", 0 if streaming else 1 << 62)
@@ -264,6 +265,9 @@ def test_plan_numpy_for_objects_and_tiny_copies() -> None:
     assert K.plan_copy((10, 10), (4, 40), 4).variant == "numpy"
     assert K.plan_copy((), (), 8).variant == "numpy"
     assert K.plan_copy((0, 5), (4, 0), 4).variant == "empty"
+    # Transposes: numpy below 64 KiB (in L1/L2 its loop beats a kernel call).
+    assert K.plan_copy((128, 64), (4, 512), 4).variant == "numpy"          # 32 KiB
+    assert K.plan_copy((128, 128), (4, 512), 4).variant == "tiled-transpose"  # 64 KiB
 
 
 def test_plan_broadcast_and_strided_rows(monkeypatch) -> None:
@@ -350,6 +354,7 @@ def test_concurrent_copies_from_python_threads(monkeypatch) -> None:
 
     monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
     monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
+    monkeypatch.setattr(K, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
     xs = [random_array((300, 400), np.float32, np.random.default_rng(i)) for i in range(2)]
     outs = [np.empty((400, 300), np.float32) for _ in xs]
     errors = []
@@ -416,6 +421,7 @@ def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
     after the copy returned finds nothing left and writes nothing."""
     monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
     monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
+    monkeypatch.setattr(K, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
     jobs = []
     monkeypatch.setattr(K._pool, "submit", lambda job, helpers: jobs.append(job))
     x = random_array((300, 400), np.float32, np.random.default_rng(5))
