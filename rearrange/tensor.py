@@ -90,10 +90,13 @@ def manual_seed(seed: _builtin_int) -> None:
 def _dtype(value: object) -> np.dtype:
     """``value`` as one of the numeric dtypes a tensor can hold (bool, ints, floats,
     complex); anything else — objects, strings, dates — is an ArgumentTypeError."""
-    try:
-        dtype = np.dtype(value)
-    except (TypeError, ValueError):
-        raise ArgumentTypeError(f"dtype must be a numpy-compatible dtype, got {value!r}") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # deprecated aliases such as 'a'
+        try:
+            dtype = np.dtype(value)
+        except (TypeError, ValueError, DeprecationWarning):
+            raise ArgumentTypeError(
+                f"dtype must be a numpy-compatible dtype, got {value!r}") from None
     if dtype.kind not in "biufc":
         raise ArgumentTypeError(
             f"dtype must be a bool, integer, floating or complex dtype, got {value!r} ({dtype})"

@@ -504,3 +504,12 @@ def test_layout_arguments_are_not_modified() -> None:
     layout.expand([4, 2, 3])
     assert (shape, strides, order) == ([2, 3], [3, 1], [1, 0])
     assert layout.shape == (2, 3) and layout.strides == (3, 1)
+
+
+def test_deprecated_dtype_aliases_are_refused_without_a_warning() -> None:
+    """np.dtype('a') warns (a deprecated alias of 'S'); found by the junk-argument search."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(rearrange.ArgumentTypeError,
+                           match="dtype must be a numpy-compatible dtype, got 'a'"):
+            rearrange.zeros(2).to("a")
