@@ -199,13 +199,14 @@ def _numpy_view_runner(split, perm, merge) -> Runner:
     return lambda x: x.reshape(split).transpose(perm).reshape(merge)
 
 
-def _numpy_strided_runner(plan: Plan, view: Layout) -> Runner:
-    """The view ``view`` of the input built directly from its strides (never copies)."""
+def _numpy_strided_runner(plan: Plan, view: Layout, writeable: bool = True) -> Runner:
+    """The view ``view`` of the input built directly from its strides (never copies);
+    ``writeable=False`` makes it read-only."""
     scale = plan.itemsize if plan.stride_unit == "elements" else 1
     shape = view.shape
     strides = tuple(s * scale for s in view.strides)
     as_strided = np.lib.stride_tricks.as_strided
-    return lambda x: as_strided(x, shape, strides, subok=True)
+    return lambda x: as_strided(x, shape, strides, subok=True, writeable=writeable)
 
 
 def _numpy_entry(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:

@@ -27,7 +27,7 @@ import re
 import string
 import threading
 from dataclasses import dataclass
-from typing import IO, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from .parsing import (
     _syntax_error,
     pattern_error,
 )
-from .plan import JsonDump, Plan
+from .plan import JsonDump, Plan, _layout_dict
 from .tensor import Storage, Tensor
 
 __all__ = ["einsum", "explain_einsum", "parse_einsum", "EinsumPattern", "EinsumPlan", "EinsumStep"]
@@ -378,10 +378,6 @@ def _shape_arg(shape: tuple[int, ...]) -> str:
     if not shape:
         return "()"
     return f"{shape[0]}," if len(shape) == 1 else ", ".join(map(str, shape))
-
-
-def _layout_dict(layout: Layout) -> dict[str, Any]:
-    return {"shape": list(layout.shape), "strides": list(layout.strides), "offset": layout.offset}
 
 
 @dataclass(frozen=True, slots=True)

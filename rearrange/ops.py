@@ -21,10 +21,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import backends, kernel
+from . import backends
 from .api import (
-    _as_array, _canonical_lengths, _context, _keyword_axes, _layout_from, _numpy_layout,
-    _plan_for, _refuse_copy, rearrange,
+    _as_array, _canonical_lengths, _context, _kernel_runner, _keyword_axes, _layout_from,
+    _numpy_layout, _numpy_strided_runner, _plan_for, _refuse_copy, rearrange,
 )
 from .api import _tensor_runner as _rearrange_tensor_runner  # repeat plans are its shape
 from .errors import ArgumentTypeError, PatternError, RearrangeError
@@ -155,30 +155,14 @@ def _numpy_reduce_runner(plan: Plan, reduction: Any) -> Runner:
     return run
 
 
-def _byte_strides(plan: Plan, layout: Layout) -> tuple[int, ...]:
-    scale = plan.itemsize if plan.stride_unit == "elements" else 1
-    return tuple(s * scale for s in layout.strides)
-
-
 def _numpy_repeat_runner(plan: Plan) -> Runner:
     """The broadcast view (read-only), or a kernel copy of it then the merge."""
-    as_strided = np.lib.stride_tricks.as_strided
     copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
     if copy_index is None:
-        shape, strides = plan.output.shape, _byte_strides(plan, plan.output)
-        return lambda x: as_strided(x, shape, strides, subok=True, writeable=False)
+        return _numpy_strided_runner(plan, plan.output, writeable=False)
     source = plan.steps[copy_index - 1].layout if copy_index else plan.input
-    shape, strides = source.shape, _byte_strides(plan, source)
-    planned = plan.steps[copy_index].kernel
-    threads = kernel.get_num_threads()
-    merge = plan.output.shape
-
-    def run(x: np.ndarray) -> np.ndarray:
-        view = as_strided(x, shape, strides, subok=True, writeable=False)
-        result = np.empty(shape, x.dtype)
-        kernel.copy_into(result, view, planned if kernel.get_num_threads() == threads else None)
-        return result.reshape(merge)
-    return run
+    return _kernel_runner(_numpy_strided_runner(plan, source, writeable=False),
+                          plan.steps[copy_index].kernel, plan.output.shape)
 
 
 def _tensor_runner(plan: Plan, reduction: Any) -> Runner:

@@ -19,15 +19,16 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import IO, Any, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from . import backends
+from .api import _numpy_layout
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error
-from .plan import JsonDump
+from .plan import JsonDump, _layout_dict
 from .shapes import ShapeMismatchError
 from .tensor import Storage, Tensor, _dtype
 
@@ -207,10 +208,6 @@ def _ints(values: Sequence[int]) -> str:
 
 def _fmt(values: Sequence[int]) -> str:
     return "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
-
-
-def _layout_dict(layout: Layout) -> dict[str, Any]:
-    return {"shape": list(layout.shape), "strides": list(layout.strides), "offset": layout.offset}
 
 
 def _format(plan: PackPlan) -> str:
@@ -446,15 +443,6 @@ def _caret_text(text: str, start: int, end: int) -> str:
 # --------------------------------------------------------------------------- inputs
 
 
-def _layout_of(array: np.ndarray) -> tuple[Layout, str]:
-    """The layout of a numpy array in elements, or in bytes when its byte strides are
-    not whole multiples of the itemsize (views of structured fields)."""
-    itemsize = array.itemsize
-    if itemsize and all(s % itemsize == 0 for s in array.strides):
-        return Layout(array.shape, tuple(s // itemsize for s in array.strides), 0), "elements"
-    return Layout(array.shape, array.strides, 0), "bytes"
-
-
 class _Input(NamedTuple):
     layout: Layout
     dtype: np.dtype | None  # None: unknown (a shape given to explain without dtype=)
@@ -468,7 +456,7 @@ def _describe(item: Any, where: str) -> _Input:
     if isinstance(item, np.generic):
         item = np.asarray(item)
     if isinstance(item, np.ndarray):
-        layout, unit = _layout_of(item)
+        layout, unit = _numpy_layout(item)
         return _Input(layout, item.dtype, unit)
     raise ArgumentTypeError(
         f"{where} is a {type(item).__module__}.{type(item).__name__}; expected a numpy array "

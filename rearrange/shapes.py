@@ -25,9 +25,9 @@ import math
 import operator
 import threading
 from dataclasses import dataclass
-from typing import IO, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .errors import ArgumentTypeError, PatternError
 from .parsing import AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error
 from .plan import JsonDump
 

@@ -35,10 +35,10 @@ __all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array"]
 class ArrayInfo:
     """What the planner needs to know about a foreign array."""
 
-    layout: Layout          # strides in elements; C-contiguous for arrays without strides
+    layout: Layout          # strides in elements; C-contiguous where the framework hides
+                            # memory layout (dask, array API)
     dtype: str              # the dtype's name, e.g. "float32", "bfloat16"
     itemsize: int
-    has_strides: bool       # False: the framework hides memory layout (dask, array API)
 
 
 # Checked in order: the first whose ``matches`` accepts the array wins (the generic

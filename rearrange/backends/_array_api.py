@@ -30,7 +30,7 @@ def cache_key(x: Any) -> tuple:
 def describe(x: Any) -> ArrayInfo:
     shape = tuple(int(s) for s in x.shape)
     dtype = str(x.dtype).rsplit(".", 1)[-1]
-    return ArrayInfo(Layout.contiguous(shape), dtype, _itemsize(x), False)
+    return ArrayInfo(Layout.contiguous(shape), dtype, _itemsize(x))
 
 
 def _itemsize(x: Any) -> int:

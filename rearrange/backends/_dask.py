@@ -53,7 +53,7 @@ def cache_key(x: Any) -> tuple:
 
 def describe(x: Any) -> ArrayInfo:
     dtype = np.dtype(x.dtype)
-    return ArrayInfo(Layout.contiguous(_known_shape(x)), dtype.name, dtype.itemsize, False)
+    return ArrayInfo(Layout.contiguous(_known_shape(x)), dtype.name, dtype.itemsize)
 
 
 def _known_shape(x: Any) -> tuple[int, ...]:

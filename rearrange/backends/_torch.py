@@ -60,7 +60,7 @@ def describe(x: Any) -> ArrayInfo:
     shape = tuple(x.shape)
     strides = tuple(x.stride())
     dtype = str(x.dtype).removeprefix("torch.")
-    return ArrayInfo(Layout(shape, strides, 0), dtype, x.element_size(), True)
+    return ArrayInfo(Layout(shape, strides, 0), dtype, x.element_size())
 
 
 def stack(xs: list[Any]) -> Any:
