@@ -190,7 +190,7 @@ def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
         backend = backends.by_type.get(type(tensor))
         foreign = (backend, tensor) if backend is not None else backends.foreign_input(tensor, op)
         if foreign is not None:
-            if op == "reduce" and reduction not in _NUMPY_REDUCERS:
+            if op == "reduce":
                 _check_reduction(reduction)
             if axes_lengths and not all(type(v) is int for v in axes_lengths.values()):
                 axes_lengths = _canonical_lengths(axes_lengths)
