@@ -488,51 +488,108 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
         raise ArgumentTypeError("copy=False asks for a view, out= for a copy into out; pass one")
     array = _as_array(tensor)
     if isinstance(array, Tensor):
-        layout, dtype, itemsize, unit = array.layout, array.dtype, array.element_size(), "elements"
-        if not isinstance(out, Tensor):
-            raise ArgumentTypeError(
-                f"out must be a rearrange.Tensor for a rearrange.Tensor input, got {type(out).__name__}")
-        target = out.numpy() if out.is_contiguous() else None
+        return _tensor_into(array, pattern, axes_lengths, out)
+    if not isinstance(out, np.ndarray):
+        raise ArgumentTypeError(f"out must be a numpy array, got {type(out).__name__}")
+    key = ("out", pattern, array.shape, array.strides, array.dtype, *axes_lengths.items())
+    try:
+        entry = _plans.get(key)
+    except TypeError:
+        entry = None
+    if entry is None:
+        entry = _numpy_into_entry(array, pattern, axes_lengths)
+        try:
+            _remember(key, entry)
+        except TypeError:       # unhashable lengths were refused by planning already
+            pass
+    _check_out(out, entry.output_shape, array.dtype)
+    source = entry.view(array)
+    if np.may_share_memory(out, source) and np.shares_memory(out, source):
+        raise RearrangeError("out overlaps the input; rearrange never writes to its input")
+    if kernel.get_num_threads() != entry.threads:
+        kernel.copy_into(out.reshape(entry.copy_shape), source)     # plans for the new count
+    elif entry.kernel.variant == "numpy":       # tiny (or object) arrays: numpy's loop
+        np.copyto(out.reshape(entry.copy_shape), source, casting="no")
     else:
-        layout, unit = _numpy_layout(array)
-        dtype, itemsize = array.dtype, array.itemsize
-        if not isinstance(out, np.ndarray):
-            raise ArgumentTypeError(f"out must be a numpy array, got {type(out).__name__}")
-        target = out if out.flags.c_contiguous else None
-    key = ("out", pattern, layout, unit, itemsize, *axes_lengths.items())
+        kernel.copy_into(out.reshape(entry.copy_shape), source, entry.kernel)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _IntoEntry:
+    """How ``out=`` runs for one input layout: ``view`` makes the permuted view of the
+    input (every step before the merge, never a copy), which ``kernel`` copies into
+    ``out`` seen with ``copy_shape``; ``kernel`` was planned under the thread setting
+    ``threads`` (it may itself use fewer)."""
+    output_shape: tuple[int, ...]
+    copy_shape: tuple[int, ...]
+    view: Runner
+    kernel: kernel.CopyKernel
+    threads: int
+
+
+def _numpy_into_entry(array: np.ndarray, pattern: str,
+                      axes_lengths: Mapping[str, Any]) -> _IntoEntry:
+    layout, unit = _numpy_layout(array)
+    plan = _plan_for(pattern, layout, axes_lengths, None, array.dtype.name, array.itemsize, unit)
+    split, perm, _, _, _ = _steps_args(plan)
+    before_merge = _before_merge(plan)
+    view = _numpy_view_runner(split, perm, None)
+    sample = view(array)
+    if not _is_expected_view(sample, array, plan, before_merge):
+        view = _numpy_strided_runner(plan, before_merge)
+        sample = view(array)
+    kind = "O" if array.dtype.hasobject else array.dtype.kind
+    threads = kernel.get_num_threads()
+    copy_plan = kernel.plan_copy(sample.shape, sample.strides, array.itemsize, kind, threads)
+    return _IntoEntry(plan.output.shape, before_merge.shape, view, copy_plan, threads)
+
+
+def _before_merge(plan: Plan) -> Layout:
+    """The permuted view: the input split and permuted, before any merge (all views)."""
+    return next((step.layout for step in reversed(plan.steps)
+                 if step.op in ("split", "permute")), plan.input)
+
+
+def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    if out.shape != shape or out.dtype != dtype:
+        raise RearrangeError(
+            f"out has shape {tuple(out.shape)} and dtype {out.dtype}; the result has shape "
+            f"{shape} and dtype {dtype}")
+    if not out.flags.c_contiguous:
+        raise RearrangeError("out must be C-contiguous: the result is written in row-major order")
+    if not out.flags.writeable:
+        raise RearrangeError("out is read-only")
+
+
+def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], out: Any) -> Any:
+    if not isinstance(out, Tensor):
+        raise ArgumentTypeError(
+            f"out must be a rearrange.Tensor for a rearrange.Tensor input, got {type(out).__name__}")
+    layout, itemsize = array.layout, array.element_size()
+    key = ("out", pattern, layout, "elements", itemsize, *axes_lengths.items())
     try:
         plan = _plans.get(key)
     except TypeError:
         plan = None
     if plan is None:
-        plan = _plan_for(pattern, layout, axes_lengths, None, dtype.name, itemsize, unit)
+        plan = _plan_for(pattern, layout, axes_lengths, None, array.dtype.name, itemsize, "elements")
         _remember(key, plan)
-    if tuple(out.shape) != plan.output.shape or out.dtype != dtype:
+    if tuple(out.shape) != plan.output.shape or out.dtype != array.dtype:
         raise RearrangeError(
             f"out has shape {tuple(out.shape)} and dtype {out.dtype}; the result has shape "
-            f"{plan.output.shape} and dtype {dtype}")
-    if target is None:
+            f"{plan.output.shape} and dtype {array.dtype}")
+    if not out.is_contiguous():
         raise RearrangeError("out must be C-contiguous: the result is written in row-major order")
+    target = out.numpy()
     if not target.flags.writeable:
         raise RearrangeError("out is read-only")
-    # The permuted view: the input split and permuted, before any merge (all views).
-    before_merge = next((step.layout for step in reversed(plan.steps)
-                         if step.op in ("split", "permute")), plan.input)
-    if isinstance(array, Tensor):
-        source = array._with(before_merge).numpy()
-    else:
-        scale = itemsize if unit == "elements" else 1
-        source = np.lib.stride_tricks.as_strided(
-            array, before_merge.shape, tuple(s * scale for s in before_merge.strides), subok=True)
+    before_merge = _before_merge(plan)
+    source = array._with(before_merge).numpy()
     if np.may_share_memory(target, source) and np.shares_memory(target, source):
         raise RearrangeError("out overlaps the input; rearrange never writes to its input")
-    _copy_into(target.reshape(before_merge.shape), source)
+    kernel.copy_into(target.reshape(before_merge.shape), source)
     return out
-
-
-def _copy_into(destination: np.ndarray, source: np.ndarray) -> None:
-    """Copy ``source`` (any strides) into the C-contiguous ``destination``."""
-    kernel.copy_into(destination, source)
 
 
 def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | None,

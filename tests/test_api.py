@@ -213,6 +213,30 @@ def test_out_receives_the_result(pattern, shape, lengths) -> None:
     np.testing.assert_array_equal(out_t.numpy(), expected)
 
 
+def test_out_plans_are_kept_per_layout_and_dtype() -> None:
+    """out= remembers its plan per (pattern, shape, strides, dtype): one pattern over
+    inputs of one shape but different strides, dtypes and byte orders, each seen twice,
+    small (numpy's copy) and large (the kernel's), must each come out as numpy says."""
+    base = np.arange(2 * 160 * 130, dtype=np.float64).reshape(2, 160, 130)
+    inputs = []
+    for x in (base, base[:, ::-1], base[..., ::-1], base[:, :3, :4]):
+        inputs += [x, x.astype(np.float32), x.astype(">i4"), x.astype(np.uint8), x.astype(object)]
+    for _ in range(2):
+        for x in inputs:
+            out = np.empty((x.shape[2], x.shape[0] * x.shape[1]), x.dtype)
+            assert ra.rearrange(x, "a b c -> c (a b)", out=out) is out
+            np.testing.assert_array_equal(out, x.transpose(2, 0, 1).reshape(out.shape))
+    threads = ra.get_num_threads()
+    ra.set_num_threads(1 if threads > 1 else 2)
+    try:            # after a thread-count change the copy is planned again
+        x = inputs[0]
+        out = np.empty((x.shape[2], x.shape[0] * x.shape[1]), x.dtype)
+        ra.rearrange(x, "a b c -> c (a b)", out=out)
+        np.testing.assert_array_equal(out, x.transpose(2, 0, 1).reshape(out.shape))
+    finally:
+        ra.set_num_threads(threads)
+
+
 @pytest.mark.parametrize(("out", "message"), [
     (np.empty((4, 5)), "out has shape (4, 5) and dtype float64; the result has shape (4, 6)"),
     (np.empty((4, 6), np.float32), "dtype float32"),
