@@ -273,6 +273,27 @@ def _format(plan: PackPlan) -> str:
 # --------------------------------------------------------------------------- planning
 
 
+def _part_view(whole: Layout, k: int, axis: int, start: int, shape: tuple[int, ...],
+               total: int, steps: list[PackStep], role: str, name: str,
+               note: str = "") -> Layout:
+    """The view of part ``k`` of ``whole`` along the packed ``axis``: the slice from
+    ``start`` (unless the part is the whole axis), split into ``shape`` (unless it is
+    one dim). Appends the steps taken; ``note`` ends the first step's reason."""
+    size = math.prod(shape)
+    view = whole
+    if size != total:
+        view = whole.slice_dim(axis, start, start + size, 1)
+        steps.append(PackStep(
+            "slice", k, view, False,
+            f"{_slice_text(axis, start, start + size, name)}: {role}: a slice is always a "
+            f"view{note}", (axis, start, start + size)))
+        note = ""
+    if shape != (size,):
+        view = view.split(axis, shape)
+        steps.append(PackStep("split", k, view, False, _split_reason(shape) + note, view.shape))
+    return view
+
+
 def _slice_text(dim: int, start: int, stop: int, name: str) -> str:
     return f"{name}[" + ":, " * dim + f"{start}:{stop}]"
 
@@ -328,16 +349,8 @@ def plan_pack(pattern: PackPattern, layouts: Sequence[Layout], dtypes: Sequence[
     steps: list[PackStep] = []
     position = 0
     for k, (shape, size) in enumerate(zip(packed_shapes, sizes)):
-        place = output
-        if size != total:
-            place = output.slice_dim(n_before, position, position + size, 1)
-            steps.append(PackStep(
-                "slice", k, place, False,
-                f"{_slice_text(n_before, position, position + size, 'output')}: input {k}'s "
-                "place along *: a slice is always a view", (n_before, position, position + size)))
-        if shape != (size,):
-            place = place.split(n_before, shape)
-            steps.append(PackStep("split", k, place, False, _split_reason(shape), place.shape))
+        place = _part_view(output, k, n_before, position, shape, total, steps,
+                           f"input {k}'s place along *", "output")
         cast = "" if dtypes[k] in (None, dtype) else f", cast from {dtypes[k]} to {dtype}"
         steps.append(PackStep("copy", k, place, True, f"input {k} copied into its place{cast}"))
         position += size
@@ -379,19 +392,8 @@ def plan_unpack(pattern: PackPattern, layout: Layout, packed_shapes: Sequence[tu
         if shape != tuple(packed_shapes[k]):
             value = shape[packed_shapes[k].index(-1)]
             inferred = f" (-1 inferred as {value}: {size} of the {total} along * are left for it)"
-        view = layout
-        if size != total:
-            view = layout.slice_dim(n_before, position, position + size, 1)
-            steps.append(PackStep(
-                "slice", k, view, False,
-                f"{_slice_text(n_before, position, position + size, 'x')}: output {k}'s part "
-                f"of *: a slice is always a view{inferred}", (n_before, position, position + size)))
-            inferred = ""
-        if shape != (size,):
-            view = view.split(n_before, shape)
-            steps.append(PackStep("split", k, view, False, _split_reason(shape) + inferred,
-                                  view.shape))
-        outputs.append(view)
+        outputs.append(_part_view(layout, k, n_before, position, shape, total, steps,
+                                  f"output {k}'s part of *", "x", inferred))
         position += size
     names = pattern.names
     lengths = layout.shape[:n_before] + layout.shape[n_before + 1:]
