@@ -135,6 +135,11 @@ def test_values_memory_and_copy_modes(case) -> None:
     assert fresh.flags.c_contiguous and fresh.flags.writeable
     assert not np.shares_memory(fresh, x)
 
+    for _ in range(2):      # planned, then from the cache
+        out = np.full(expected.shape, -1, expected.dtype)
+        assert ra.rearrange(x, pattern, out=out, **lengths) is out
+        np.testing.assert_array_equal(out, expected)
+
     if is_view:
         np.testing.assert_array_equal(ra.rearrange(x, pattern, copy=False, **lengths), expected)
     else:
@@ -155,5 +160,8 @@ def test_tensor_input_matches_numpy(case) -> None:
     np.testing.assert_array_equal(got.numpy(), einops.rearrange(x, pattern, **lengths))
     plan = ra.explain(t, pattern, **lengths)
     assert (got.storage().data_ptr() == t.storage().data_ptr()) == plan.is_view
+    out = ra.full(got.shape, -1, dtype=ra.int32)
+    assert ra.rearrange(t, pattern, out=out, **lengths) is out
+    np.testing.assert_array_equal(out.numpy(), got.numpy())
     if plan.is_view:
         assert got.stride() == plan.output.strides
