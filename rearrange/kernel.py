@@ -39,9 +39,14 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         rows with the same values); columns outside the blocks are copied
                         one destination row at a time.
 ``small-inner-dim``     one of the two fastest dims is short (NHWC→NCHW with C=3): the
-                        short dim is the outer loop of a panel that stays in L1; for 2, 3
-                        or 4 channels the loop has constant strides, which LLVM vectorises
-                        as interleaved loads or stores.
+                        short dim is the outer loop of a panel that stays in L1; 2, 3 or
+                        4 channels are split by a loop with constant strides (LLVM
+                        vectorises it as interleaved loads) or interleaved in vector
+                        registers a line of each channel at a time (whole lines out,
+                        non-temporal when large and on the line grid). Panels of one small
+                        tile (ViT patchify's 16x3) run along an outer dim: the one the
+                        source steps through fastest, or with streaming stores the one
+                        that continues the tile in the destination.
 ``tiled``               any other pair of fastest dims: scalar tiles sized for L1.
 
 Threads: copies from 2 MiB are split over threads. The calling thread starts at once and
@@ -333,8 +338,9 @@ def _fuse(shape, strides, itemsize, u):
 
 # ---------------------------------------------------------------------------- execution
 
-# Panel kinds understood by the jitted driver.
-_ROWS, _SIMD, _TILE = 0, 1, 2
+# Panel kinds understood by the jitted driver (_WEAVE: small-inner-dim tiles that
+# interleave 2-4 source rows, stored straight from registers).
+_ROWS, _SIMD, _TILE, _WEAVE = 0, 1, 2, 3
 # Store modes: regular, non-temporal straight from the source (whole aligned lines), or
 # staged: panels contiguous in the destination are gathered in an L1 buffer and leave it
 # as whole non-temporal lines.
@@ -724,6 +730,34 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
         na, nb = shape[adim], shape[bdim]
         outer({adim, bdim})
         nba, nbb = -(-na // ta), -(-nb // tb)
+        weave = ta > tb and sstr[adim] == 1 and dstr[adim] == tb == nb and 2 <= nb <= 4
+        nr = 1
+        if nba == nbb == 1 and ta * tb * u * 2 <= PANEL_BYTES and it:
+            # A panel that would be one small tile (ViT's 16x3, pixel shuffle's 64x2)
+            # takes a run of them along an outer dim, which shares the cost of a work
+            # unit. Streaming stores want the innermost dim (it continues the tile in the
+            # destination: whole lines leave in order), unless a tile reads at most a
+            # line per source row: in the destination's order that makes many
+            # interleaved single-line source streams (ViT: 48), which the prefetchers do
+            # not follow. Then, and whenever stores are regular, the run goes along the
+            # dim the source steps through fastest, the source is prefetched where the
+            # work unit PREFETCH_UNITS_AHEAD later reads it, and the stores are regular
+            # (streaming ones were slower on these runs of a few lines far apart).
+            along_source = not nt or ta * u <= LINE
+            r = len(it) // 3 - 1
+            if along_source:
+                nt = False
+                r = min(range(len(it) // 3), key=lambda i: abs(it[3 * i + 1]))
+            nr, sr, dr = it[3 * r:3 * r + 3]
+            del it[3 * r:3 * r + 3]
+            tr = max(1, min(nr, PANEL_BYTES // (ta * tb * u)))
+            if tr < nr:
+                p[_P_ITR] = len(it) // 3
+                it.extend((-(-nr // tr), tr * sr, tr * dr))
+            p[_P_SR], p[_P_DR], p[_P_TR] = sr, dr, tr
+            if along_source and weave and it:
+                p[_P_PF] = PREFETCH_UNITS_AHEAD * it[-2]
+        p[_P_NR] = nr
         if nbb > 1:
             p[_P_ITB] = len(it) // 3
             it.extend((nbb, tb * sstr[bdim], tb))
@@ -735,10 +769,17 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
         p[_P_NB], p[_P_SB] = nb, sstr[bdim]
         p[_P_TA], p[_P_TB] = ta, tb
         p[_P_ORDER] = 0 if ta <= tb else 1      # the short side of the tile outermost
-        if nt and (dstr[adim] == tb == nb) and ta * tb * 2 <= stage:
+        # Interleaving tiles whose every start is on a line leave as whole lines.
+        lined = dmod == 0 and all(it[i] * u % LINE == 0 for i in range(2, len(it), 3)) and \
+            p[_P_DR] * u % LINE == 0
+        if nt and weave and lined:
+            p[_P_NT] = _DIRECT_NT
+        elif nt and (dstr[adim] == tb == nb) and ta * tb * 2 <= stage:
             p[_P_NT] = _STAGED_NT               # tiles are contiguous in the destination
         elif nt and ta <= tb and ta * tb <= stage and tb * u >= 4 * LINE:
             p[_P_NT] = _DIRECT_NT               # tiles of long rows: staged row by row
+        if weave and p[_P_NT] != _STAGED_NT:
+            p[_P_KIND] = _WEAVE
     nwork = math.prod(it[0::3])
     itv = np.array([len(it) // 3] + it, dtype=np.int64)
     pv = np.array(p, dtype=np.int64)
@@ -1110,16 +1151,78 @@ def _define_intrinsics() -> dict:
             return context.get_dummy_value()
         return sig, codegen
 
+    def gather(builder, rows, picks):
+        """A vector whose lane l is rows[c][i] for (c, i) = picks[l]: the first source's
+        lanes permuted into place, then one two-source shuffle per further source that
+        keeps the lanes already placed (LLVM folds the first into the second)."""
+        n = len(picks)
+        order = sorted({c for c, _ in picks})
+        vec = ir.VectorType(i32, n)
+        acc = builder.shuffle_vector(rows[order[0]], rows[order[0]], ir.Constant(
+            vec, [i if c == order[0] else 0 for c, i in picks]))
+        for c0 in order[1:]:
+            acc = builder.shuffle_vector(acc, rows[c0], ir.Constant(
+                vec, [n + i if c == c0 else l for l, (c, i) in enumerate(picks)]))
+        return acc
+
+    def make_weave(space):
+        @intrinsic
+        def weave(typingctx, daddr, saddr, sstride, tok, ways, nontemporal):
+            """dst[i*m + c] = src[c*sstride + i] for c < m (``ways``: 2, 3 or 4; any other
+            value stores nothing), i < V = 64 / unit: the first V units of m source rows
+            (any alignment) interleaved into m whole lines at daddr, stored non-temporally
+            if ``nontemporal`` (then daddr must be 64-aligned)."""
+            sig = types.void(types.int64, types.int64, types.int64, tok, types.int64,
+                             types.boolean)
+            u = tok.bitwidth // 8
+            lanes = LINE // u
+
+            def emit(builder, t, da, sa, ss, m, nt):
+                vt = ir.VectorType(t, lanes)
+                sp = ptr(builder, sa, t)
+                rows = []
+                for c in range(m):
+                    p = builder.gep(sp, [builder.mul(ir.Constant(ss.type, c), ss)])
+                    v = builder.load(builder.bitcast(p, vt.as_pointer()), align=u)
+                    mark(v, builder.module, "src")
+                    rows.append(v)
+                dp = ptr(builder, da, vt)
+                for k in range(m):
+                    picks = [((k * lanes + l) % m, (k * lanes + l) // m) for l in range(lanes)]
+                    st = builder.store(gather(builder, rows, picks),
+                                       builder.gep(dp, [ir.Constant(i32, k)]),
+                                       align=LINE if nt else u)
+                    mark(st, builder.module, space)
+                    if nt:
+                        st.set_metadata("nontemporal",
+                                        builder.module.add_metadata([ir.Constant(i32, 1)]))
+
+            def codegen(context, builder, signature, args):
+                t = context.get_value_type(signature.args[3])
+                da, sa, ss, ways, nt = args[0], args[1], args[2], args[4], args[5]
+                for m in (2, 3, 4):
+                    is_m = builder.icmp_signed("==", ways, ir.Constant(ways.type, m))
+                    with builder.if_then(is_m):
+                        with builder.if_else(nt) as (streaming, regular):
+                            with streaming:
+                                emit(builder, t, da, sa, ss, m, True)
+                            with regular:
+                                emit(builder, t, da, sa, ss, m, False)
+                return context.get_dummy_value()
+            return sig, codegen
+        return weave
+
     return {"_ld": make_load("src"), "_st": make_store("dst"), "_ldb": make_load("stage"),
             "_stb": make_store("stage"), "_line_nt": make_line_nt("src"),
             "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
             "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add,
-            "_call_madvise": _call_madvise, "_touch": _touch}
+            "_call_madvise": _call_madvise, "_touch": _touch, "_weave": make_weave("dst"),
+            "_weave_b": make_weave("stage")}
 
 
 # Placeholders: rebound by _materialise() before anything is compiled.
 _ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
-_fetch_add = _call_madvise = _touch = carray = None
+_fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
 _numba = None
 
 
@@ -1229,7 +1332,7 @@ def _panel_tile(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, nt, buf, cap, 
         wst, wln = _stream_at(d, tok, buf, cap, wst, wln, doff, ea * eb)
         pos = wln
         if order == 1 and sa == 1 and 2 <= eb <= 4:
-            _interleave(buf, True, s, tok, pos, soff, ea, sb, eb)
+            _interleave(buf, True, s, tok, pos, soff, ea, sb, eb, False)
         elif order == 0:
             for i in range(ea):
                 sp = soff + i * sa
@@ -1248,8 +1351,6 @@ def _panel_tile(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, nt, buf, cap, 
         return wst, wln
     if order == 0 and sa == 1 and sb == ea and 2 <= ea <= 4:
         _deinterleave(d, False, s, tok, doff, soff, eb, da, ea)
-    elif order == 1 and sa == 1 and da == eb and 2 <= eb <= 4:
-        _interleave(d, False, s, tok, doff, soff, ea, sb, eb)
     elif order == 0:
         for i in range(ea):
             dp = doff + i * da
@@ -1339,59 +1440,42 @@ def _deinterleave(t, staged, s, tok, toff, soff, n, da, m):
 
 
 @_jit()
-def _interleave(t, staged, s, tok, toff, soff, n, sb, m):
+def _interleave_rows(d, s, tok, doff, soff, er, sr, dr, n, sb, m, nt, pf):
+    """er interleaving tiles (_interleave into the destination, ``nt`` as there), dr / sr
+    apart; the source rows of each are prefetched pf units ahead (0: not)."""
+    u = _unit(tok)
+    for r in range(er):
+        sp = soff + r * sr
+        if pf:
+            a = s + (sp + pf) * u
+            for c in range(m):
+                for q in range(0, n * u, LINE):
+                    _prefetch(a + c * sb * u + q)
+        _interleave(d, False, s, tok, doff + r * dr, sp, n, sb, m, nt)
+
+
+@_jit(inline="always")
+def _interleave(t, staged, s, tok, toff, soff, n, sb, m, nt):
     """t[i*m + c] = src[c*sb + i] for c < m in (2, 3, 4), i < n, into the destination
-    (t == d) or the staging buffer (``staged``): one interleaved group of stores."""
-    if staged:
-        if m == 2:
-            for i in range(n):
-                x0 = _ld(s, soff + i, tok)
-                x1 = _ld(s, soff + sb + i, tok)
-                _stb(t, toff + 2 * i, x0)
-                _stb(t, toff + 2 * i + 1, x1)
-        elif m == 3:
-            for i in range(n):
-                x0 = _ld(s, soff + i, tok)
-                x1 = _ld(s, soff + sb + i, tok)
-                x2 = _ld(s, soff + 2 * sb + i, tok)
-                _stb(t, toff + 3 * i, x0)
-                _stb(t, toff + 3 * i + 1, x1)
-                _stb(t, toff + 3 * i + 2, x2)
+    (t == d) or the staging buffer (``staged``): a line's worth of units from each of the
+    m source rows at a time, through vector registers into m whole lines (non-temporal
+    if ``nt``: then t + toff*unit is a multiple of LINE); the last n % (LINE / unit)
+    scalar."""
+    u = _unit(tok)
+    v = LINE // u
+    nv = n - n % v
+    for i in range(0, nv, v):
+        if staged:
+            _weave_b(t + (toff + i * m) * u, s + (soff + i) * u, sb, tok, m, False)
         else:
-            for i in range(n):
-                x0 = _ld(s, soff + i, tok)
-                x1 = _ld(s, soff + sb + i, tok)
-                x2 = _ld(s, soff + 2 * sb + i, tok)
-                x3 = _ld(s, soff + 3 * sb + i, tok)
-                _stb(t, toff + 4 * i, x0)
-                _stb(t, toff + 4 * i + 1, x1)
-                _stb(t, toff + 4 * i + 2, x2)
-                _stb(t, toff + 4 * i + 3, x3)
-    else:
-        if m == 2:
-            for i in range(n):
-                x0 = _ld(s, soff + i, tok)
-                x1 = _ld(s, soff + sb + i, tok)
-                _st(t, toff + 2 * i, x0)
-                _st(t, toff + 2 * i + 1, x1)
-        elif m == 3:
-            for i in range(n):
-                x0 = _ld(s, soff + i, tok)
-                x1 = _ld(s, soff + sb + i, tok)
-                x2 = _ld(s, soff + 2 * sb + i, tok)
-                _st(t, toff + 3 * i, x0)
-                _st(t, toff + 3 * i + 1, x1)
-                _st(t, toff + 3 * i + 2, x2)
-        else:
-            for i in range(n):
-                x0 = _ld(s, soff + i, tok)
-                x1 = _ld(s, soff + sb + i, tok)
-                x2 = _ld(s, soff + 2 * sb + i, tok)
-                x3 = _ld(s, soff + 3 * sb + i, tok)
-                _st(t, toff + 4 * i, x0)
-                _st(t, toff + 4 * i + 1, x1)
-                _st(t, toff + 4 * i + 2, x2)
-                _st(t, toff + 4 * i + 3, x3)
+            _weave(t + (toff + i * m) * u, s + (soff + i) * u, sb, tok, m, nt)
+    for i in range(nv, n):
+        for c in range(m):
+            x = _ld(s, soff + c * sb + i, tok)
+            if staged:
+                _stb(t, toff + i * m + c, x)
+            else:
+                _st(t, toff + i * m + c, x)
 
 
 @_jit()
@@ -1543,13 +1627,13 @@ def _run(cp, d, s, itp, pp, tok):
             doff += r * it[3 + 3 * k]
             rem = q
         for w in range(lo, hi):
+            er = p[_P_NR]
+            if itr >= 0:
+                er = min(p[_P_TR], er - idx[itr] * p[_P_TR])
             if kind == _ROWS:
                 eb = p[_P_NB]
                 if itb >= 0:
                     eb = min(p[_P_TB], eb - idx[itb] * p[_P_TB])
-                er = p[_P_NR]
-                if itr >= 0:
-                    er = min(p[_P_TR], er - idx[itr] * p[_P_TR])
                 wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[_P_SR], p[_P_DR], eb,
                                        p[_P_SB], nt, p[_P_PF], buf, cap, wst, wln)
             elif kind == _SIMD:
@@ -1560,13 +1644,20 @@ def _run(cp, d, s, itp, pp, tok):
                 _panel_simd(d, s, tok, doff, soff, idx[itb], ea, p)
             else:
                 ea = p[_P_NA]
-                eb = p[_P_NB]
                 if ita >= 0:
                     ea = min(p[_P_TA], ea - idx[ita] * p[_P_TA])
-                if itb >= 0:
-                    eb = min(p[_P_TB], eb - idx[itb] * p[_P_TB])
-                wst, wln = _panel_tile(d, s, tok, doff, soff, ea, eb, p[_P_SA], p[_P_DA],
-                                       p[_P_SB], p[_P_ORDER], nt, buf, cap, wst, wln)
+                if kind == _WEAVE:
+                    _interleave_rows(d, s, tok, doff, soff, er, p[_P_SR], p[_P_DR], ea,
+                                     p[_P_SB], p[_P_NB], nt == _DIRECT_NT, p[_P_PF])
+                else:
+                    eb = p[_P_NB]
+                    if itb >= 0:
+                        eb = min(p[_P_TB], eb - idx[itb] * p[_P_TB])
+                    for r in range(er):
+                        wst, wln = _panel_tile(d, s, tok, doff + r * p[_P_DR],
+                                               soff + r * p[_P_SR], ea, eb, p[_P_SA],
+                                               p[_P_DA], p[_P_SB], p[_P_ORDER], nt, buf, cap,
+                                               wst, wln)
             # Odometer: the next work unit.
             k = m - 1
             while k >= 0:

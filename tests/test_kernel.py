@@ -153,6 +153,66 @@ def test_unaligned_destination(small_thresholds) -> None:
     assert dst.tobytes() == np.ascontiguousarray(x.T).tobytes()
 
 
+def copy_at(src: np.ndarray, offset: int) -> None:
+    """copy_into a destination ``offset`` bytes past a cache-line boundary, checked."""
+    raw = np.empty(src.nbytes + 2 * K.LINE, np.uint8)
+    start = (-raw.ctypes.data) % K.LINE + offset
+    dst = raw[start:start + src.nbytes].view(src.dtype).reshape(src.shape)
+    K.copy_into(dst, src)
+    assert dst.tobytes() == np.ascontiguousarray(src).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64],
+                         ids=["u1", "u2", "f4", "f8"])
+@pytest.mark.parametrize("channels", [2, 3, 4])
+@pytest.mark.parametrize("n", [5, 16, 17, 64, 67, 300])
+def test_interleave_into_channels_last(n, channels, dtype, threads, small_thresholds) -> None:
+    """Channels-first to channels-last with 2-4 channels: interleaved a line of units
+    per channel at a time in vector registers (lengths below, at and past multiples of a
+    line, tiles split along the long dim), with the channels reversed (a negative source
+    stride), the outer dim reversed, an unaligned source, and destinations on and off
+    the line grid (whole-line streaming stores, or staged)."""
+    x = random_array((6, channels, n), dtype, np.random.default_rng(n * channels))
+    view = x.transpose(0, 2, 1)
+    k = K.plan_copy(view.shape, view.strides, view.itemsize, view.dtype.kind)
+    assert k.variant == "small-inner-dim" and k.tile[1] == channels < k.tile[0]
+    for v in (view, x[:, ::-1].transpose(0, 2, 1), x[::-2].transpose(0, 2, 1)):
+        for offset in (0, x.itemsize, 1):
+            copy_at(v, offset)
+    raw = random_array((x.nbytes + 1,), np.uint8, np.random.default_rng(n))
+    copy_at(raw[1:].view(dtype).reshape(x.shape).transpose(0, 2, 1), 0)
+
+
+def test_small_tiles_run_along_an_outer_dim(monkeypatch) -> None:
+    """Panels of small interleaving tiles. ViT patchify's 16x3 tiles read one line per
+    source row: a panel runs along w (the source's fastest outer dim) with regular
+    stores and prefetches, streaming or not. Pixel shuffle's 64x2 tiles read 4 lines per
+    source row: with streaming stores the panel runs along r1 (continuing the tile in
+    the destination), its lines leave from registers when the destination is on the
+    line grid and through the staging buffer when it is not."""
+    monkeypatch.setattr(K, "NONTEMPORAL_MIN_BYTES", 0)
+    x = np.zeros((2, 3, 64, 64), np.float32)
+    v = x.reshape(2, 3, 4, 16, 4, 16).transpose(0, 2, 4, 3, 5, 1)
+    k = K.plan_copy(v.shape, v.strides, 4, threads=1)
+    assert k.variant == "small-inner-dim" and k.tile == (16, 3)
+    p = K._lower(k, 0)[3]
+    assert (p[K._P_NR], p[K._P_SR], p[K._P_DR], p[K._P_NT]) == (4, 16, 768, K._REGULAR)
+    assert p[K._P_PF] == K.PREFETCH_UNITS_AHEAD * 64          # two p1 rows ahead
+    assert p[K._P_KIND] == K._WEAVE
+    x = np.zeros((2, 16, 8, 64), np.float32)
+    v = x.reshape(2, 4, 2, 2, 8, 64).transpose(0, 1, 4, 2, 5, 3)
+    k = K.plan_copy(v.shape, v.strides, 4, threads=1)
+    assert k.variant == "small-inner-dim" and k.tile == (64, 2)
+    p = K._lower(k, 0)[3]
+    assert (p[K._P_NR], p[K._P_SR], p[K._P_DR], p[K._P_NT]) == (2, 1024, 128, K._DIRECT_NT)
+    assert p[K._P_PF] == 0 and p[K._P_KIND] == K._WEAVE
+    staged = K._lower(k, 4)[3]
+    assert staged[K._P_NT] == K._STAGED_NT and staged[K._P_KIND] == K._TILE
+    for offset in (0, 4):
+        copy_at(np.random.default_rng(offset).random(x.shape, dtype=np.float32).reshape(
+            2, 4, 2, 2, 8, 64).transpose(0, 1, 4, 2, 5, 3), offset)
+
+
 # ---------------------------------------------------------------------- hypothesis
 HYP_DTYPES = [np.uint8, np.int16, np.float32, np.float64, np.complex128, STRUCT, np.dtype("V3")]
 SIZES = [0, 1, 1, 2, 3, 4, 5, 7, 16, 17, 33, 64, 67, 130]
