@@ -713,8 +713,19 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
                 it.extend((na // band, band * g, band * da))
                 p[_P_TR] = band
                 quantum = nkb
-        p[_P_ITB] = len(it) // 3
-        it.extend((nkb, 0, kb * g))       # source offsets of a column block: computed
+        # Column blocks (source offsets: computed) run innermost, unless an outer dim
+        # continues the source rows of the tiles (a full reversal's second dim): it goes
+        # innermost, so that a column block reads its kb source rows as long sequential
+        # streams (the destination's lines then leave in runs of kb units, not whole
+        # rows; the streams matter more: 1.5x on a 64^4 reversal).
+        cont = [i for i in range(len(it) // 3) if abs(it[3 * i + 1]) == na * g]
+        if cont and p[_P_ITA] < 0:
+            i = cont[-1]
+            it[:] = it[:3 * i] + it[3 * i + 3:] + [nkb, 0, kb * g] + it[3 * i:3 * i + 3]
+            p[_P_ITB] = len(it) // 3 - 2
+        else:
+            p[_P_ITB] = len(it) // 3
+            it.extend((nkb, 0, kb * g))
         p[_P_KIND] = _SIMD
         p[_P_NA], p[_P_SA], p[_P_DA] = na, g, da
         p[_P_NB], p[_P_SB], p[_P_SB2] = nb, sb, sb2

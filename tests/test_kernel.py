@@ -213,6 +213,26 @@ def test_small_tiles_run_along_an_outer_dim(monkeypatch) -> None:
             2, 4, 2, 2, 8, 64).transpose(0, 1, 4, 2, 5, 3), offset)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.complex128],
+                         ids=["u1", "u2", "f4", "f8", "c16"])
+def test_reversal_runs_the_source_continuation_inside_column_blocks(dtype, threads,
+                                                                    small_thresholds) -> None:
+    """A full reversal: the second dim continues the tiles' source rows, so it runs
+    innermost, inside the column-block loop (long source streams), also reversed;
+    the last tile of a column ends off the tile grid, column blocks cross into the next
+    b2, destinations on and off the line grid."""
+    x = random_array((70, 3, 5, 67), dtype, np.random.default_rng(7))
+    v = x.transpose(3, 2, 1, 0)
+    k = K.plan_copy(v.shape, v.strides, v.itemsize, v.dtype.kind, threads=1)
+    assert k.variant == "tiled-transpose"
+    low = K._lower(k, 0)
+    itv, p = low[2], low[3]
+    assert p[K._P_ITB] == itv[0] - 2 and itv[-2] == k.src_strides[1]
+    for view in (v, x[:, :, ::-1].transpose(3, 2, 1, 0)):
+        for offset in (0, x.itemsize):
+            copy_at(view, offset)
+
+
 # ---------------------------------------------------------------------- hypothesis
 HYP_DTYPES = [np.uint8, np.int16, np.float32, np.float64, np.complex128, STRUCT, np.dtype("V3")]
 SIZES = [0, 1, 1, 2, 3, 4, 5, 7, 16, 17, 33, 64, 67, 130]
