@@ -36,8 +36,9 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         is large; the tile columns continue into the dim before the
                         destination-fastest one, so short rows still make long lines. The
                         last tile of a column block ends at the last row (rewriting a few
-                        rows with the same values); columns outside the blocks are copied
-                        one destination row at a time.
+                        rows with the same values); the columns outside the blocks are
+                        copied by a column of tiles over the first (last) block's width,
+                        with regular stores, rewriting some of the block's columns.
 ``small-inner-dim``     one of the two fastest dims is short (NHWC→NCHW with C=3): the
                         short dim is the outer loop of a panel that stays in L1; 2, 3 or
                         4 channels are split by a loop with constant strides (LLVM
@@ -353,7 +354,7 @@ _REGULAR, _DIRECT_NT, _STAGED_NT = 0, 1, 2
 # Layout of the int64 parameter vector handed to the kernels.
 (_P_KIND, _P_NA, _P_SA, _P_DA, _P_NB, _P_SB, _P_TA, _P_TB, _P_NR, _P_SR, _P_DR, _P_TR,
  _P_ORDER, _P_NT, _P_JSTART, _P_NKB, _P_G, _P_SOFF, _P_DOFF, _P_ITA, _P_ITB, _P_ITR,
- _P_PF, _P_SB2, _P_STAGE, _P_LEN) = range(26)
+ _P_PF, _P_SB2, _P_STAGE, _P_SEAM, _P_LEN) = range(27)
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
@@ -691,7 +692,7 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
         _block_rows(it, na * u * g, TILE_BLOCK_BYTES)
         # Non-temporal stores need every tile row to start on a line: the rows of all
         # panels must be whole lines apart, and the first tile column is shifted to the
-        # first line boundary (the columns before it are a scalar strip).
+        # first line boundary (the columns before it: see _panel_simd).
         lined = all(it[i] * u % LINE == 0 for i in range(2, len(it), 3))
         head = (-dmod) % LINE
         jstart = 0
@@ -734,6 +735,11 @@ def _lower(k: CopyKernel, dmod: int, fresh: bool = False):
         p[_P_NT], p[_P_JSTART], p[_P_NKB], p[_P_G] = int(nt), jstart, nkb, g
         p[_P_DOFF] = jstart * g
         p[_P_PF] = TILE_PREFETCH_LINES.get(u, 0) if g == 1 else 0
+        if jstart and da == ncols * g:
+            # Destination rows back to back, off the line grid: the line where one row
+            # ends and the next begins is written whole, by tiles of "seam" columns
+            # (the last ones of a row, then the first ones of the next).
+            p[_P_SEAM] = (LINE - head) // (u * g)    # columns of the row that ends
     else:  # small-inner-dim, tiled
         bdim = d - 1
         adim = min((i for i in range(bdim) if sstr[i] != 0), key=lambda i: abs(sstr[i]))
@@ -1566,20 +1572,70 @@ def _column_block(d, s, tok, c0, soff, j0, na, p, nt, pf):
 @_jit()
 def _panel_simd(d, s, tok, doff, soff, jb, na, p):
     """Column block ``jb`` of a tiled transpose (``doff``: the destination offset of its
-    first column, ``soff``: the source offset of the panel's column 0); the first and
+    first column, ``soff``: the source offset of the panel's column 0). The first and
     the last block also copy the columns before and after the blocks (the first block
-    starts where destination rows meet a line, for non-temporal stores)."""
+    starts where destination rows meet a line, for non-temporal stores): where rows
+    lie back to back, the lines where they meet by seam tiles (_seam_block), and the
+    columns after the last block, which then end on a line, by one more column of
+    tiles ending there (rewriting columns of the last block with the same values);
+    else (and for those columns when they do not end on a line) one unit at a time."""
     kb = p[_P_TB]
     g = p[_P_G]
     j0 = p[_P_JSTART] + jb * kb
     c0 = doff - j0 * g
-    _column_block(d, s, tok, c0, soff, j0, na, p, p[_P_NT], p[_P_PF])
-    ncols = p[_P_NB] * p[_P_NR]
+    nt = p[_P_NT]
+    _column_block(d, s, tok, c0, soff, j0, na, p, nt, p[_P_PF])
     if jb == 0 and j0:
-        _strip_g(d, s, tok, c0, soff, na, 0, j0, p[_P_DA], p[_P_NB], p[_P_SB], p[_P_SB2], g)
-    if jb == p[_P_NKB] - 1 and j0 + kb < ncols:
-        _strip_g(d, s, tok, c0, soff, na, j0 + kb, ncols, p[_P_DA], p[_P_NB], p[_P_SB],
-                 p[_P_SB2], g)
+        if p[_P_SEAM]:
+            _seam_block(d, s, tok, c0, soff, na, p)
+        else:
+            _strip_g(d, s, tok, c0, soff, na, 0, j0, p[_P_DA], p[_P_NB], p[_P_SB],
+                     p[_P_SB2], g)
+    end = p[_P_NB] * p[_P_NR] - p[_P_SEAM]
+    if jb == p[_P_NKB] - 1 and j0 + kb < end:
+        if nt and (d + (c0 + end * g) * _unit(tok)) % LINE == 0:
+            _column_block(d, s, tok, c0, soff, end - kb, na, p, nt, p[_P_PF])
+        else:
+            _strip_g(d, s, tok, c0, soff, na, j0 + kb, end, p[_P_DA], p[_P_NB], p[_P_SB],
+                     p[_P_SB2], g)
+
+
+@_jit()
+def _seam_block(d, s, tok, c0, soff, na, p):
+    """The lines where destination rows of a tiled-transpose panel meet (rows back to
+    back, da == ncols*g, starting w = p[_P_SEAM] columns past a line), non-temporally:
+    from the line before the start of row a, Kb columns: the last w of row a-1, then
+    the first of row a (the first block's too, rewritten with the same values). The two
+    parts read different source rows, and columns a-1 / a: the tile's jump. Rows 1 to
+    na-1 in tiles, the last one moved up; the head of row 0 and the tail of row na-1,
+    and all heads and tails when na <= Ka, one unit at a time."""
+    u = _unit(tok)
+    g = p[_P_G]
+    ka = p[_P_TA]
+    da = p[_P_DA]
+    nb = p[_P_NB]
+    sb = p[_P_SB]
+    sb2 = p[_P_SB2]
+    w = p[_P_SEAM]
+    ncols = nb * p[_P_NR]
+    tail = (p[_P_NR] - 1) * sb2 + (nb - w) * sb      # source row of column ncols - w
+    jump = g - tail - w * sb
+    n = na - 1
+    if n < ka:
+        _strip_g(d, s, tok, c0, soff, na, 0, p[_P_JSTART], da, nb, sb, sb2, g)
+        _strip_g(d, s, tok, c0, soff, na, ncols - w, ncols, da, nb, sb, sb2, g)
+        return
+    nfull = n // ka
+    for i in range(nfull + (n > nfull * ka)):
+        a = 1 + i * ka if i < nfull else na - ka
+        dt = d + (c0 + a * da - w * g) * u
+        st = s + (soff + tail + (a - 1) * g) * u
+        if g == 1:
+            _tile(dt, da, st, sb, w, jump, tok, 1, True)
+        else:
+            _tile(dt, da, st, sb, w, jump, tok, 2, True)
+    _strip_g(d, s, tok, c0, soff, 1, 0, p[_P_JSTART], da, nb, sb, sb2, g)
+    _strip_g(d, s, tok, c0 + n * da, soff + n * g, 1, ncols - w, ncols, da, nb, sb, sb2, g)
 
 
 def _run(cp, d, s, itp, pp, tok):

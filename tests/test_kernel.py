@@ -233,6 +233,34 @@ def test_reversal_runs_the_source_continuation_inside_column_blocks(dtype, threa
             copy_at(view, offset)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.complex128],
+                         ids=["u1", "u2", "f4", "f8", "c16"])
+@pytest.mark.parametrize("extra_rows", [0, 1, 150])
+def test_transpose_rows_meeting_off_the_line_grid(dtype, extra_rows, threads,
+                                                  monkeypatch) -> None:
+    """Streaming tiled transposes into rows that lie back to back and start off the line
+    grid: the lines where rows meet are written whole by seam tiles (the last columns of
+    one row, then the first of the next), the head of row 0 and the tail of the last row
+    one unit at a time; panels one tile tall (every row's edges by units), one row
+    taller, and tall; a 2-D transpose and columns over (b2, b)."""
+    monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
+    monkeypatch.setattr(K, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
+    monkeypatch.setattr(K, "NONTEMPORAL_TILE_MIN_BYTES", 0)
+    item = np.dtype(dtype).itemsize
+    ka = K._SIMD_TILE_G2[8][0] if item == 16 else K._SIMD_TILE[item][0]
+    na = ka + extra_rows
+    rng = np.random.default_rng(na)
+    views = [random_array((192, na), dtype, rng).T,
+             random_array((64, 3, 1, na), dtype, rng).transpose(3, 2, 1, 0)]
+    for v in views:
+        k = K.plan_copy(v.shape, v.strides, v.itemsize, v.dtype.kind)
+        assert k.variant == "tiled-transpose"
+        for offset in sorted({item, 16, 48}):
+            assert K._lower(k, offset)[3][K._P_SEAM] == offset // item   # units x group
+            copy_at(v, offset)
+
+
 # ---------------------------------------------------------------------- hypothesis
 HYP_DTYPES = [np.uint8, np.int16, np.float32, np.float64, np.complex128, STRUCT, np.dtype("V3")]
 SIZES = [0, 1, 1, 2, 3, 4, 5, 7, 16, 17, 33, 64, 67, 130]
