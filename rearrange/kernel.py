@@ -1084,12 +1084,13 @@ def _define_intrinsics() -> dict:
             return context.get_dummy_value()
         return sig, codegen
 
-    def eklundh(builder, rows, k, g):
-        """Transpose k x k elements (each g lanes) held as k vectors of k*g lanes."""
+    def eklundh(builder, rows, k, g, hs=None):
+        """Transpose k x k elements (each g lanes) held as k vectors of k*g lanes: the
+        stages (each swaps one bit of the row index with the same bit of the column
+        index, so they commute) for the strides ``hs``, all of them by default."""
         r = list(rows)
         n = k * g
-        h = k // 2
-        while h >= 1:
+        for h in hs or [k >> b for b in range(1, k.bit_length())]:
             lo, hi = [], []
             for blk in range(0, k, 2 * h):
                 for e in range(blk, blk + h):
@@ -1103,12 +1104,11 @@ def _define_intrinsics() -> dict:
             mlo = ir.Constant(ir.VectorType(i32, n), lo)
             mhi = ir.Constant(ir.VectorType(i32, n), hi)
             new = list(r)
-            for i in range(k):
+            for i in range(len(r)):
                 if not i & h:
                     new[i] = builder.shuffle_vector(r[i], r[i + h], mlo)
                     new[i + h] = builder.shuffle_vector(r[i], r[i + h], mhi)
             r = new
-            h //= 2
         return r
 
     def concat(builder, vecs):
@@ -1144,17 +1144,44 @@ def _define_intrinsics() -> dict:
             dp = ptr(builder, da, t)
             vin = ir.VectorType(t, ka * g)
             zero = ir.Constant(jump.type, 0)
-            rows = []
-            for r in range(kb):
-                rc = ir.Constant(ss.type, r)
-                off = builder.add(builder.mul(rc, ss), builder.select(
-                    builder.icmp_signed(">=", rc, split), jump, zero))
-                p = builder.gep(sp, [off])
-                v = builder.load(builder.bitcast(p, vin.as_pointer()), align=u)
-                mark(v, builder.module, "src")
-                rows.append(v)
-            squares = [eklundh(builder, rows[q * ka:(q + 1) * ka], ka, g)
-                       for q in range(kb // ka)]
+
+            def load_rows(first, last):
+                rows = []
+                for r in range(first, last):
+                    rc = ir.Constant(ss.type, r)
+                    off = builder.add(builder.mul(rc, ss), builder.select(
+                        builder.icmp_signed(">=", rc, split), jump, zero))
+                    p = builder.gep(sp, [off])
+                    v = builder.load(builder.bitcast(p, vin.as_pointer()), align=u)
+                    mark(v, builder.module, "src")
+                    rows.append(v)
+                return rows
+
+            if kb > 32:
+                # kb rows (uint8: 64) do not fit the 32 vector registers, and LLVM
+                # spilled them all around: the stages within the first half run first
+                # and the half is parked in a stack buffer (a real round trip: its
+                # pointer comes back through an empty asm that clobbers memory), then
+                # the second half's, then the stage that pairs the halves (7% on a
+                # uint8 8192^2 transpose).
+                half = kb // 2
+                inner = [half >> b for b in range(1, half.bit_length())]
+                park = cgutils.alloca_once(builder, ir.ArrayType(vin, half))
+                first = eklundh(builder, load_rows(0, half), ka, g, inner)
+                for i, v in enumerate(first):
+                    builder.store(v, builder.gep(park, [ir.Constant(i32, 0),
+                                                        ir.Constant(i32, i)]), align=u)
+                back = builder.asm(ir.FunctionType(park.type, [park.type]), "",
+                                   "=r,0,~{memory}", [park], side_effect=True)
+                second = eklundh(builder, load_rows(half, kb), ka, g, inner)
+                first = [builder.load(builder.gep(back, [ir.Constant(i32, 0),
+                                                          ir.Constant(i32, i)]), align=u)
+                         for i in range(half)]
+                squares = [eklundh(builder, first + second, ka, g, [half])]
+            else:
+                rows = load_rows(0, kb)
+                squares = [eklundh(builder, rows[q * ka:(q + 1) * ka], ka, g)
+                           for q in range(kb // ka)]
             ntmd = builder.module.add_metadata([ir.Constant(i32, 1)])
             vout = ir.VectorType(t, kb * g)
             for c in range(ka):
