@@ -136,6 +136,9 @@ MADV_POPULATE_WRITE = 23         # Linux >= 5.14: fault pages in writable, one c
 _SIMD_TILE = {1: (64, 64), 2: (32, 32), 4: (16, 32), 8: (8, 16)}
 # With groups of two units moving together (16-byte items as two 8-byte units).
 _SIMD_TILE_G2 = {1: (16, 32), 2: (16, 16), 4: (8, 16), 8: (4, 8)}
+# Tiles of more rows than the 32 vector registers hold (uint8) are transposed in blocks of
+# this many rows, each parked on the stack while the next is done (see _tile).
+_PARK_ROWS = 16
 
 _UNIT_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -1159,25 +1162,36 @@ def _define_intrinsics() -> dict:
 
             if kb > 32:
                 # kb rows (uint8: 64) do not fit the 32 vector registers, and LLVM
-                # spilled them all around: the stages within the first half run first
-                # and the half is parked in a stack buffer (a real round trip: its
-                # pointer comes back through an empty asm that clobbers memory), then
-                # the second half's, then the stage that pairs the halves (7% on a
-                # uint8 8192^2 transpose).
-                half = kb // 2
-                inner = [half >> b for b in range(1, half.bit_length())]
-                park = cgutils.alloca_once(builder, ir.ArrayType(vin, half))
-                first = eklundh(builder, load_rows(0, half), ka, g, inner)
-                for i, v in enumerate(first):
-                    builder.store(v, builder.gep(park, [ir.Constant(i32, 0),
-                                                        ir.Constant(i32, i)]), align=u)
-                back = builder.asm(ir.FunctionType(park.type, [park.type]), "",
-                                   "=r,0,~{memory}", [park], side_effect=True)
-                second = eklundh(builder, load_rows(half, kb), ka, g, inner)
-                first = [builder.load(builder.gep(back, [ir.Constant(i32, 0),
-                                                          ir.Constant(i32, i)]), align=u)
-                         for i in range(half)]
-                squares = [eklundh(builder, first + second, ka, g, [half])]
+                # spilled them all around: blocks of rows are transposed within
+                # themselves in turn (the stages with strides below the block's
+                # height), each parked in a stack buffer while the next is done (a
+                # real round trip: the buffer's pointer comes back through an empty asm
+                # that clobbers memory), then paired by the stage with the block's
+                # height; recursively from blocks of _PARK_ROWS rows (uint8 8192^2:
+                # 7% from halves, 3% more from quarters).
+                def parked(vals):
+                    buf = cgutils.alloca_once(builder, ir.ArrayType(vin, len(vals)))
+                    for i, v in enumerate(vals):
+                        builder.store(v, builder.gep(buf, [ir.Constant(i32, 0),
+                                                           ir.Constant(i32, i)]), align=u)
+                    return builder.asm(ir.FunctionType(buf.type, [buf.type]), "",
+                                       "=r,0,~{memory}", [buf], side_effect=True)
+
+                def unpark(buf, n):
+                    return [builder.load(builder.gep(buf, [ir.Constant(i32, 0),
+                                                           ir.Constant(i32, i)]), align=u)
+                            for i in range(n)]
+
+                def block(first, n):
+                    if n <= _PARK_ROWS:
+                        return eklundh(builder, load_rows(first, first + n), ka, g,
+                                       [n >> b for b in range(1, n.bit_length())])
+                    h = n // 2
+                    a = parked(block(first, h))
+                    b = block(first + h, h)
+                    return eklundh(builder, unpark(a, h) + b, ka, g, [h])
+
+                squares = [block(0, kb)]
             else:
                 rows = load_rows(0, kb)
                 squares = [eklundh(builder, rows[q * ka:(q + 1) * ka], ka, g)
