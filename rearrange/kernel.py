@@ -75,7 +75,7 @@ except one-thread row copies under 64 MiB, which numpy does (its row loop writes
 lines while the fault has them in cache). Each was the fastest way for its case here.
 
 Compilation and disk cache: the first copy imports numba and compiles the kernel for its
-unit size (~5 s; ``warmup()`` compiles all four). The kernel is one C-ABI function per unit
+unit size (~6 s; ``warmup()`` compiles all four). The kernel is one C-ABI function per unit
 size (``numba.cfunc``), called through ctypes by the caller and the workers alike. It is
 compiled with ``cache=True``: numba writes the cache next to this file (``__pycache__``)
 when that directory is writable, else to the user cache dir (``~/.cache/numba`` on
