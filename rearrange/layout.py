@@ -46,6 +46,8 @@ def as_int(value: object, what: str) -> int:
 
 
 def as_int_tuple(values: Iterable[object], what: str) -> tuple[int, ...]:
+    if type(values) is tuple and _PLAIN_INT.issuperset(map(type, values)):
+        return values       # already canonical (what every internal caller passes)
     try:
         items = tuple(values)
     except TypeError:
@@ -275,6 +277,9 @@ class Layout:
     def permute(self, dims: Sequence[object]) -> Layout:
         """Dim ``k`` of the result is dim ``dims[k]`` of this layout."""
         dims = as_int_tuple(dims, "dims")
+        if sorted(dims) == list(range(self.ndim)):      # a permutation, no wrapping needed
+            return Layout(tuple(self.shape[d] for d in dims),
+                          tuple(self.strides[d] for d in dims), self.offset)
         if len(dims) != self.ndim:
             raise LayoutError(
                 "permute(sparse_coo): number of dimensions in the tensor input does not "
