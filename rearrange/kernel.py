@@ -1440,57 +1440,47 @@ def _tile_rows_nt(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, buf):
         _stream_flush(d, tok, buf + i * eb * u, doff + i * da, eb, True)
 
 
-@_jit()
+@_jit(inline="always")
 def _deinterleave(t, staged, s, tok, toff, soff, n, da, m):
     """t[c*da + j] = src[j*m + c] for c < m in (2, 3, 4), j < n, into the destination
-    (t == d) or the staging buffer (``staged``): constant strides, so LLVM vectorises
-    the loads as one interleaved group."""
-    if staged:
-        if m == 2:
-            for j in range(n):
-                x0 = _ld(s, soff + 2 * j, tok)
-                x1 = _ld(s, soff + 2 * j + 1, tok)
+    (t == d) or the staging buffer (``staged``, a constant at every call site: inlined,
+    the branch folds away). Constant strides, so LLVM vectorises the loads as one
+    interleaved group."""
+    if m == 2:
+        for j in range(n):
+            x0 = _ld(s, soff + 2 * j, tok)
+            x1 = _ld(s, soff + 2 * j + 1, tok)
+            if staged:
                 _stb(t, toff + j, x0)
                 _stb(t, toff + da + j, x1)
-        elif m == 3:
-            for j in range(n):
-                x0 = _ld(s, soff + 3 * j, tok)
-                x1 = _ld(s, soff + 3 * j + 1, tok)
-                x2 = _ld(s, soff + 3 * j + 2, tok)
+            else:
+                _st(t, toff + j, x0)
+                _st(t, toff + da + j, x1)
+    elif m == 3:
+        for j in range(n):
+            x0 = _ld(s, soff + 3 * j, tok)
+            x1 = _ld(s, soff + 3 * j + 1, tok)
+            x2 = _ld(s, soff + 3 * j + 2, tok)
+            if staged:
                 _stb(t, toff + j, x0)
                 _stb(t, toff + da + j, x1)
                 _stb(t, toff + 2 * da + j, x2)
-        else:
-            for j in range(n):
-                x0 = _ld(s, soff + 4 * j, tok)
-                x1 = _ld(s, soff + 4 * j + 1, tok)
-                x2 = _ld(s, soff + 4 * j + 2, tok)
-                x3 = _ld(s, soff + 4 * j + 3, tok)
+            else:
+                _st(t, toff + j, x0)
+                _st(t, toff + da + j, x1)
+                _st(t, toff + 2 * da + j, x2)
+    else:
+        for j in range(n):
+            x0 = _ld(s, soff + 4 * j, tok)
+            x1 = _ld(s, soff + 4 * j + 1, tok)
+            x2 = _ld(s, soff + 4 * j + 2, tok)
+            x3 = _ld(s, soff + 4 * j + 3, tok)
+            if staged:
                 _stb(t, toff + j, x0)
                 _stb(t, toff + da + j, x1)
                 _stb(t, toff + 2 * da + j, x2)
                 _stb(t, toff + 3 * da + j, x3)
-    else:
-        if m == 2:
-            for j in range(n):
-                x0 = _ld(s, soff + 2 * j, tok)
-                x1 = _ld(s, soff + 2 * j + 1, tok)
-                _st(t, toff + j, x0)
-                _st(t, toff + da + j, x1)
-        elif m == 3:
-            for j in range(n):
-                x0 = _ld(s, soff + 3 * j, tok)
-                x1 = _ld(s, soff + 3 * j + 1, tok)
-                x2 = _ld(s, soff + 3 * j + 2, tok)
-                _st(t, toff + j, x0)
-                _st(t, toff + da + j, x1)
-                _st(t, toff + 2 * da + j, x2)
-        else:
-            for j in range(n):
-                x0 = _ld(s, soff + 4 * j, tok)
-                x1 = _ld(s, soff + 4 * j + 1, tok)
-                x2 = _ld(s, soff + 4 * j + 2, tok)
-                x3 = _ld(s, soff + 4 * j + 3, tok)
+            else:
                 _st(t, toff + j, x0)
                 _st(t, toff + da + j, x1)
                 _st(t, toff + 2 * da + j, x2)
