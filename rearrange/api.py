@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from . import backends, kernel
+from .caching import remember
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import _parse_transform_cached, parse_transform
@@ -99,9 +100,7 @@ def _remember(key: tuple, entry: Any) -> None:
     global _plan_misses
     with _plans_lock:
         _plan_misses += 1
-        if len(_plans) >= _PLAN_CACHE_SIZE:
-            _plans.pop(next(iter(_plans)))
-        _plans[key] = entry
+    remember(_plans, key, entry, _PLAN_CACHE_SIZE, _plans_lock)
 
 
 # ---------------------------------------------------------------------- layouts of arrays

@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import api, backends
+from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import (
@@ -1007,10 +1008,7 @@ _plans_lock = threading.Lock()
 
 
 def _remember(key: tuple, runner: _Runner) -> None:
-    with _plans_lock:
-        if len(_plans) >= _PLAN_CACHE_SIZE:
-            _plans.pop(next(iter(_plans)))
-        _plans[key] = runner
+    remember(_plans, key, runner, _PLAN_CACHE_SIZE, _plans_lock)
 
 
 def cache_clear() -> None:
@@ -1138,10 +1136,7 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
                     for info in infos]
         plan = _plan_with_context(pattern, operands, axes_lengths)
         if key is not None:
-            with _plans_lock:
-                if len(_foreign_plans) >= _PLAN_CACHE_SIZE:
-                    _foreign_plans.pop(next(iter(_foreign_plans)))
-                _foreign_plans[key] = plan
+            remember(_foreign_plans, key, plan, _PLAN_CACHE_SIZE, _plans_lock)
     operands = [t if p is None else api.rearrange(t, p.pattern, **dict(p.axes_lengths))
                 for t, p in zip(tensors, plan.preparations or (None,) * len(tensors))]
     result = backend.einsum(plan.subscripts, *operands)

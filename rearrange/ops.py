@@ -27,6 +27,7 @@ from .api import (
     _numpy_layout, _numpy_strided_runner, _plan_for, _refuse_copy, rearrange,
 )
 from .api import _tensor_runner as _rearrange_tensor_runner  # repeat plans are its shape
+from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import parse_transform, pattern_error
@@ -52,10 +53,7 @@ def cache_clear() -> None:
 
 
 def _remember(key: tuple, runner: Runner) -> None:
-    with _runners_lock:
-        if len(_runners) >= _CACHE_SIZE:
-            _runners.pop(next(iter(_runners)))
-        _runners[key] = runner
+    remember(_runners, key, runner, _CACHE_SIZE, _runners_lock)
 
 
 # ---------------------------------------------------------------------- reductions

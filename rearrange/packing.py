@@ -25,6 +25,7 @@ import numpy as np
 
 from . import backends
 from .api import _numpy_layout
+from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error
@@ -543,9 +544,7 @@ def _remember(cache: dict, key: tuple, entry: Any) -> None:
     global _misses
     with _lock:
         _misses += 1
-        if len(cache) >= _CACHE_SIZE:
-            cache.pop(next(iter(cache)))
-        cache[key] = entry
+    remember(cache, key, entry, _CACHE_SIZE, _lock)
 
 
 def cache_info() -> dict[str, int]:

@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .caching import remember
 from .errors import ArgumentTypeError, PatternError
 from .parsing import AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error
 from .plan import JsonDump
@@ -84,10 +85,7 @@ def _recipe(pattern: str, op: str, ndim: int, shape: tuple) -> _Recipe:
     recipe = _recipes.get(key)
     if recipe is None:
         recipe = _build_recipe(parse_shape_pattern(pattern, op), ndim, shape)
-        with _recipes_lock:
-            if len(_recipes) >= _RECIPE_CACHE_SIZE:
-                _recipes.pop(next(iter(_recipes)))
-            _recipes[key] = recipe
+        remember(_recipes, key, recipe, _RECIPE_CACHE_SIZE, _recipes_lock)
     return recipe
 
 
@@ -312,10 +310,7 @@ def check_shape(x: Any, pattern: str, **axes_lengths: int) -> dict[str, int]:
         solved, _ = _solve(pattern, _int_shape(shape, "check_shape"), axes_lengths, rows=False)
     except PatternError as error:
         raise _with_context(error, "check_shape", pattern, shape, axes_lengths) from None
-    with _recipes_lock:
-        if len(_checked) >= _RECIPE_CACHE_SIZE:
-            _checked.pop(next(iter(_checked)))
-        _checked[key] = solved
+    remember(_checked, key, solved, _RECIPE_CACHE_SIZE, _recipes_lock)
     return dict(solved)
 
 

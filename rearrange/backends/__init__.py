@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..caching import remember
 from ..errors import ArgumentTypeError, RearrangeError
 from ..layout import Layout
 from ..tensor import Tensor
@@ -133,11 +134,8 @@ def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
             raise _refuse_copy(plan)
         runner = backend.lower(plan, reduction)
         try:
-            with _lock:
-                if len(_runners) >= _CACHE_SIZE:
-                    _runners.pop(next(iter(_runners)))
-                _runners[key] = runner
-        except TypeError:
+            remember(_runners, key, runner, _CACHE_SIZE, _lock)
+        except TypeError:       # an unhashable key: the runner is used once, not kept
             pass
     return runner(x)
 
