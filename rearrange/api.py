@@ -574,15 +574,8 @@ def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], o
     if plan is None:
         plan = _plan_for(pattern, layout, axes_lengths, None, array.dtype.name, itemsize, "elements")
         _remember(key, plan)
-    if tuple(out.shape) != plan.output.shape or out.dtype != array.dtype:
-        raise RearrangeError(
-            f"out has shape {tuple(out.shape)} and dtype {out.dtype}; the result has shape "
-            f"{plan.output.shape} and dtype {array.dtype}")
-    if not out.is_contiguous():
-        raise RearrangeError("out must be C-contiguous: the result is written in row-major order")
-    target = out.numpy()
-    if not target.flags.writeable:
-        raise RearrangeError("out is read-only")
+    target = out.numpy()        # out's memory as numpy sees it: checked like a numpy out
+    _check_out(target, plan.output.shape, array.dtype)
     before_merge = _before_merge(plan)
     source = array._with(before_merge).numpy()
     if np.may_share_memory(target, source) and np.shares_memory(target, source):

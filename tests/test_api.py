@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import pathlib
+import re
 import subprocess
 import sys
 import threading
@@ -248,6 +248,16 @@ def test_bad_out_is_refused(out, message) -> None:
     with pytest.raises(ra.RearrangeError) as caught:
         ra.rearrange(x, "a b c -> c (a b)", out=out)
     assert message in str(caught.value)
+
+
+def test_bad_tensor_out_is_refused_like_a_numpy_out() -> None:
+    t = ra.from_numpy(np.arange(24.0).reshape(2, 3, 4))
+    cases = [(ra.zeros(4, 5, dtype=ra.float64), "out has shape (4, 5) and dtype float64"),
+             (ra.zeros(4, 6, dtype=ra.float32), "dtype float32"),
+             (ra.zeros(6, 4, dtype=ra.float64).permute(1, 0), "out must be C-contiguous")]
+    for out, message in cases:
+        with pytest.raises(ra.RearrangeError, match=re.escape(message)):
+            ra.rearrange(t, "a b c -> c (a b)", out=out)
 
 
 def test_out_may_not_overlap_the_input_or_be_read_only() -> None:
