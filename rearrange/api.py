@@ -486,6 +486,7 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
     if copy is False:
         raise ArgumentTypeError("copy=False asks for a view, out= for a copy into out; pass one")
     array = _as_array(tensor)
+    axes_lengths = _canonical_lengths(axes_lengths)     # plain ints: hashable cache keys
     if isinstance(array, Tensor):
         return _tensor_into(array, pattern, axes_lengths, out)
     if not isinstance(out, np.ndarray):
@@ -497,10 +498,7 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
         entry = None
     if entry is None:
         entry = _numpy_into_entry(array, pattern, axes_lengths)
-        try:
-            _remember(key, entry)
-        except TypeError:       # unhashable lengths were refused by planning already
-            pass
+        _remember(key, entry)
     _check_out(out, entry.output_shape, array.dtype)
     source = entry.view(array)
     if np.may_share_memory(out, source) and np.shares_memory(out, source):

@@ -250,6 +250,21 @@ def test_bad_out_is_refused(out, message) -> None:
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize("length", [3, np.int64(3), np.array(3)], ids=["int", "np.int64", "0-d array"])
+def test_out_takes_the_lengths_rearrange_takes(length) -> None:
+    """Lengths are canonicalised before they key the out= cache: a 0-d array (unhashable)
+    works, twice, for numpy and Tensor inputs alike."""
+    x = np.arange(24.0).reshape(2, 12)
+    expected = einops.rearrange(x, "a (h d) -> h a d", h=3)
+    for _ in range(2):
+        out = np.empty(expected.shape)
+        ra.rearrange(x, "a (h d) -> h a d", h=length, out=out)
+        np.testing.assert_array_equal(out, expected)
+        out_t = ra.zeros(*expected.shape, dtype=ra.float64)
+        ra.rearrange(ra.from_numpy(x), "a (h d) -> h a d", h=length, out=out_t)
+        np.testing.assert_array_equal(out_t.numpy(), expected)
+
+
 def test_bad_tensor_out_is_refused_like_a_numpy_out() -> None:
     t = ra.from_numpy(np.arange(24.0).reshape(2, 3, 4))
     cases = [(ra.zeros(4, 5, dtype=ra.float64), "out has shape (4, 5) and dtype float64"),
