@@ -276,10 +276,15 @@ class Layout:
 
     def permute(self, dims: Sequence[object]) -> Layout:
         """Dim ``k`` of the result is dim ``dims[k]`` of this layout."""
-        dims = as_int_tuple(dims, "dims")
-        if sorted(dims) == list(range(self.ndim)):      # a permutation, no wrapping needed
-            return Layout(tuple(self.shape[d] for d in dims),
-                          tuple(self.strides[d] for d in dims), self.offset)
+        order = as_int_tuple(dims, "dims")
+        if sorted(order) != list(range(self.ndim)):     # negative, duplicate or missing dims
+            order = self._wrapped_permutation(order)
+        return Layout(
+            tuple(self.shape[d] for d in order), tuple(self.strides[d] for d in order), self.offset
+        )
+
+    def _wrapped_permutation(self, dims: tuple[int, ...]) -> list[int]:
+        """``dims`` with negative dims wrapped; refuses a wrong count or a duplicate."""
         if len(dims) != self.ndim:
             raise LayoutError(
                 "permute(sparse_coo): number of dimensions in the tensor input does not "
@@ -294,9 +299,7 @@ class Layout:
                 raise LayoutError("permute(): duplicate dims are not allowed.")
             seen[dim] = True
             order.append(dim)
-        return Layout(
-            tuple(self.shape[d] for d in order), tuple(self.strides[d] for d in order), self.offset
-        )
+        return order
 
     def transpose(self, dim0: object, dim1: object) -> Layout:
         dim0, dim1 = wrap_dim(dim0, self.ndim), wrap_dim(dim1, self.ndim)
