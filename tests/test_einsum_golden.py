@@ -7,12 +7,12 @@ tests/test_einsum_golden.py`` and review the diff like code.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
 import pytest
 
 from rearrange.contraction import explain_einsum
+from golden_check import assert_matches_golden
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "einsum"
 
@@ -41,10 +41,7 @@ PLANS = [
 @pytest.mark.parametrize(("name", "shapes", "pattern", "options"), PLANS, ids=[p[0] for p in PLANS])
 def test_printed_plan_matches_golden(name: str, shapes: list, pattern: str, options: dict) -> None:
     text = str(explain_einsum(shapes, pattern, **options)) + "\n"
-    path = GOLDEN / f"{name}.txt"
-    if os.environ.get("REARRANGE_UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert text == path.read_text()
+    assert_matches_golden(text, GOLDEN / f"{name}.txt")
 
 
 @pytest.mark.parametrize(("name", "shapes", "pattern", "options"), PLANS, ids=[p[0] for p in PLANS])

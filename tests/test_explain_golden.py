@@ -7,12 +7,12 @@ tests/test_explain_golden.py`` and review the diff like code.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
 import pytest
 
 import rearrange as ra
+from golden_check import assert_matches_golden
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "explain"
 
@@ -63,10 +63,7 @@ def _two_threads():
 @pytest.mark.parametrize(("name", "shape", "pattern", "options"), PLANS, ids=[p[0] for p in PLANS])
 def test_printed_plan_matches_golden(name: str, shape: tuple, pattern: str, options: dict) -> None:
     text = str(ra.explain(shape, pattern, **options)) + "\n"
-    path = GOLDEN / f"{name}.txt"
-    if os.environ.get("REARRANGE_UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert text == path.read_text()
+    assert_matches_golden(text, GOLDEN / f"{name}.txt")
 
 
 @pytest.mark.parametrize(("name", "shape", "pattern", "options"), PLANS, ids=[p[0] for p in PLANS])

@@ -7,7 +7,6 @@ tests/test_pack_golden.py`` and review the diff like code.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 
 from rearrange.packing import explain_pack, explain_unpack
 from rearrange.shapes import explain_shape
+from golden_check import assert_matches_golden
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "pack"
 
@@ -56,11 +56,7 @@ PLANS = {
 @pytest.mark.parametrize("name", PLANS)
 def test_printed_plan_matches_golden(name: str) -> None:
     text = str(PLANS[name]()) + "\n"
-    path = GOLDEN / f"{name}.txt"
-    if os.environ.get("REARRANGE_UPDATE_GOLDEN"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text()
+    assert_matches_golden(text, GOLDEN / f"{name}.txt")
 
 
 @pytest.mark.parametrize("name", PLANS)
