@@ -35,14 +35,22 @@ _PLAN_CACHE_SIZE = 4096
 # (atomic); inserts and evictions happen under the lock, oldest first once full.
 # numpy entries are ``(code, argument)``: the hot path calls ``transpose``/``reshape``
 # itself for the two commonest view plans, and any other runner as ``argument(x)``.
-# numpy keys hold byte strides and no dtype: whether strides allow a view is
-# scale-invariant (``s_i == s_j * n_j`` in bytes iff in elements), and the array calls
-# of a runner do not depend on the dtype.
+# What a key must hold, per entry kind (each key below says which it is):
+# * numpy: pattern, shape, byte strides, **dtype**, ``copy`` and canonical axis lengths.
+#   The dtype because a copy runner carries a kernel plan made for one item size (same
+#   shape and byte strides with another item size is another copy: a complex64 array
+#   and its ``.real``), and the strided fallback scales element strides by it.
+# * Tensor: pattern, layout (elements), dtype, ``copy``, canonical axis lengths.
+# * ``out=``: as numpy (the entry holds a kernel plan and the output's shape).
+# Axis lengths are canonical (plain ints, or a wrapper equal to nothing) before any key
+# is built, so that ``3.0`` or ``True`` never hit an entry made for ``3`` or ``1``.
 _plans: dict[tuple, Any] = {}
 _CALL, _TRANSPOSE, _RESHAPE, _TRANSPOSE_RESHAPE, _RESHAPE_TRANSPOSE = 0, 1, 2, 3, 4
 _PLAIN_INT = frozenset({int})
-# pattern -> (shape, strides, copy, axis lengths, code, argument) of the last numpy call
-# with that pattern: a one-entry inline cache that spares the warm path hashing the key.
+# pattern -> (shape, strides, dtype, copy, axis lengths, code, argument) of the last numpy
+# call with that pattern: a one-entry inline cache that spares the warm path hashing the
+# key. It is hit only when all of these match the call (the dtype by identity: numpy's
+# builtin dtypes are singletons, any other dtype takes the general path).
 _last_seen: dict[str, tuple] = {}
 _ndarray = np.ndarray
 _foreign_types = backends.by_type   # torch.Tensor -> the torch backend, ... (once seen)
@@ -60,7 +68,7 @@ class CacheLevel(NamedTuple):
 class CacheInfo(NamedTuple):
     patterns: CacheLevel   # pattern text -> parsed pattern
     recipes: CacheLevel    # (pattern, rank) -> recipe
-    plans: CacheLevel      # (pattern, shape, strides, axis lengths, copy) -> lowered plan
+    plans: CacheLevel      # (pattern, shape, strides, dtype, copy, axis lengths) -> lowered plan
 
 
 def cache_info() -> CacheInfo:
@@ -369,8 +377,9 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
         except TypeError:  # an unhashable pattern: the general path says what is wrong
             seen = None
         if seen is not None:
-            shape, strides, seen_copy, seen_lengths, code, argument = seen
-            if (shape == tensor.shape and strides == tensor.strides and seen_copy is copy
+            shape, strides, dtype, seen_copy, seen_lengths, code, argument = seen
+            if (shape == tensor.shape and strides == tensor.strides and dtype is tensor.dtype
+                    and seen_copy is copy
                     and seen_lengths == axes_lengths
                     and (not axes_lengths or _PLAIN_INT.issuperset(map(type, axes_lengths.values())))):
                 if code == _TRANSPOSE:
@@ -426,7 +435,7 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
     if not isinstance(array, np.ndarray):
         return _rearrange_other(array, pattern, copy, axes_lengths)
     axes_lengths = _canonical_lengths(axes_lengths)
-    key = (pattern, array.shape, array.strides, copy, *axes_lengths.items())
+    key = (pattern, array.shape, array.strides, array.dtype, copy, *axes_lengths.items())
     if type(array) is not _ndarray:
         key = ("subclass", type(array), *key)
     try:
@@ -438,7 +447,8 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
     if type(array) is _ndarray and type(pattern) is str:
         if len(_last_seen) >= _PLAN_CACHE_SIZE:
             _last_seen.clear()
-        _last_seen[pattern] = (array.shape, array.strides, copy, dict(axes_lengths), *entry)
+        _last_seen[pattern] = (array.shape, array.strides, array.dtype, copy,
+                               dict(axes_lengths), *entry)
     return _run_entry(entry, array)
 
 
@@ -564,7 +574,7 @@ def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], o
         raise ArgumentTypeError(
             f"out must be a rearrange.Tensor for a rearrange.Tensor input, got {type(out).__name__}")
     layout, itemsize = array.layout, array.element_size()
-    key = ("out", pattern, layout, "elements", itemsize, *axes_lengths.items())
+    key = ("out", pattern, layout, array.dtype, *axes_lengths.items())
     try:
         plan = _plans.get(key)
     except TypeError:
@@ -604,7 +614,7 @@ def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
                      axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange.Tensor inputs (later: torch, dask, array-API)."""
     layout = tensor.layout
-    key = ("tensor", pattern, layout, tensor.element_size(), copy, *axes_lengths.items())
+    key = ("tensor", pattern, layout, tensor.dtype, copy, *axes_lengths.items())
     runner = _plans.get(key)
     if runner is None:
         plan = _plan_for(pattern, layout, axes_lengths, copy, tensor.dtype.name, tensor.element_size())

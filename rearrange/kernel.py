@@ -90,7 +90,7 @@ import math
 import os
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -194,6 +194,10 @@ class CopyKernel:
     tile: tuple[int, int] | None  # tile (source-fastest, destination-fastest) in units
     threads: int                 # threads the copy will use
     reason: str                  # one line: why this variant
+    # The source this plan was made for: (shape, byte strides, itemsize). copy_into runs
+    # a plan only on a source with exactly this signature (any other is planned afresh):
+    # the fused loops, unit and tile are valid for it alone.
+    source: tuple = field(default=(), repr=False, compare=False)
 
 
 def _lowbit(x: int) -> int:
@@ -230,12 +234,14 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
         raise ValueError(f"plan_copy: shape {shape} and strides {strides} differ in length")
     if threads < 1:
         raise ValueError(f"plan_copy: threads must be positive, got {threads}")
+    signature = (shape, strides, itemsize)
     if kind == "O":
         return CopyKernel("numpy", itemsize, tuple(shape), (), None, 1,
-                          "object dtype: numpy copies references")
+                          "object dtype: numpy copies references", signature)
     total = math.prod(shape)
     if total == 0:
-        return CopyKernel("empty", itemsize, (0,), (0,), None, 1, "zero-size: nothing to copy")
+        return CopyKernel("empty", itemsize, (0,), (0,), None, 1, "zero-size: nothing to copy",
+                          signature)
     nbytes = total * itemsize
     # The unit: the largest power of two (<= 8) dividing the itemsize, every stride of a
     # dim that moves, and the buffers' alignment.
@@ -248,12 +254,12 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
 
     def make(variant, tile, reason, min_threads_bytes=THREAD_MIN_BYTES):
         t = max(1, min(threads, nbytes // min_threads_bytes))
-        return CopyKernel(variant, u, fshape, fstr, tile, t, reason)
+        return CopyKernel(variant, u, fshape, fstr, tile, t, reason, signature)
 
     if nbytes < NUMPY_MAX_BYTES or not fshape:
         why = "a single item" if not fshape else f"{nbytes} B < {NUMPY_MAX_BYTES} B"
         return CopyKernel("numpy", u, fshape, fstr, None, 1,
-                          f"{why}: np.copyto costs less than a kernel call")
+                          f"{why}: np.copyto costs less than a kernel call", signature)
     d = len(fshape)
     nb, sb = fshape[-1], fstr[-1]
     if d == 1 and sb == 1:
@@ -268,7 +274,7 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
         if single and nbytes < ROWS_NUMPY_MAX_BYTES:
             return CopyKernel("numpy", u, fshape, fstr, None, 1,
                               f"{reason}: numpy's row loop is as fast below "
-                              f"{ROWS_NUMPY_MAX_BYTES >> 20} MiB on one thread")
+                              f"{ROWS_NUMPY_MAX_BYTES >> 20} MiB on one thread", signature)
         return make(variant, None, reason)
 
     if sb == 1 and g == 1:
@@ -299,7 +305,7 @@ def _plan(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
         if nbytes < TRANSPOSE_NUMPY_MAX_BYTES:
             return CopyKernel("numpy", u, fshape, fstr, None, 1,
                               f"a transpose of {nbytes} B < {TRANSPOSE_NUMPY_MAX_BYTES} B: "
-                              f"numpy's loop in L1/L2 costs less than a kernel call")
+                              f"numpy's loop in L1/L2 costs less than a kernel call", signature)
         return make("tiled-transpose", (ka, kb),
                     f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim "
                     f"{bdim}: {ka}x{kb} tiles through vector registers, whole-line stores")
@@ -382,8 +388,11 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if not dst.flags.c_contiguous or not dst.flags.writeable:
         raise ValueError("copy_into: dst must be C-contiguous and writeable")
     dtype = src.dtype
-    given = True
-    if kernel is None:
+    # Native code runs only on a plan made for this very source: a plan handed in for
+    # another shape, stride or item size (a stale cache entry, a caller's mistake) is
+    # set aside and the source planned here, so the loops never leave its bounds.
+    given = kernel is not None and kernel.source == (src.shape, src.strides, dtype.itemsize)
+    if not given:
         kind = "O" if dtype.hasobject else dtype.kind
         key = (src.shape, src.strides, dtype.itemsize, kind, _num_threads)
         kernel = _plans.get(key)
@@ -399,10 +408,10 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
         return
     saddr = src.__array_interface__["data"][0]
     daddr = dst.__array_interface__["data"][0]
-    if (saddr | daddr) % kernel.unit_bytes:
+    aligned = not (saddr | daddr) % kernel.unit_bytes
+    if not aligned:
         kernel = _plan(src.shape, src.strides, dtype.itemsize, dtype.kind, kernel.threads,
                        _lowbit(saddr | daddr))
-        given = False
         if kernel.variant in ("numpy", "empty"):
             np.copyto(dst, src, casting="no")
             return
@@ -426,19 +435,10 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
             np.copyto(dst, src, casting="no")
             return
         populate, fresh = True, False
-    if given:       # a plan that is likely to come back: its lowering is kept
-        key = (id(kernel), daddr % LINE, fresh, src.shape, src.strides)
+    if aligned:     # plans are kept (given, or in _plans): so are their lowerings
+        key = (id(kernel), daddr % LINE, fresh)
         low = _lowered.get(key)
         if low is None or low[0] is not kernel:
-            # A plan for another layout would read outside the source: checked once per
-            # (plan, layout), here where the lowering is made.
-            u = kernel.unit_bytes
-            if any(s % u for n, s in zip(src.shape, src.strides) if n > 1) or _fuse(
-                    src.shape, src.strides, dtype.itemsize, u) != (
-                    kernel.fused_shape, kernel.src_strides):
-                raise ValueError(f"copy_into: the plan ({kernel.fused_shape}, strides "
-                                 f"{kernel.src_strides} in {u}-byte units) is not for this "
-                                 f"source {src.shape}, strides {src.strides}")
             if len(_lowered) >= 256:
                 _lowered.clear()
             low = _lowered[key] = (kernel,) + _lower(kernel, daddr % LINE, fresh)
@@ -450,8 +450,9 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
 
 # Plans made by copy_into itself: (shape, strides, itemsize, kind, threads) -> plan.
 _plans: dict[tuple, CopyKernel] = {}
-# Lowered plans: (id(plan), destination address mod LINE) -> (plan, lowering). The plan
-# is kept to make the id unambiguous.
+# Lowered plans: (id(plan), destination address mod LINE, fresh) -> (plan, lowering). The
+# entry holds the plan, so its id cannot be reused while the entry lives; every plan
+# looked up here was checked against its source by copy_into.
 _lowered: dict[tuple[int, int], tuple] = {}
 
 

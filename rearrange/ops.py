@@ -43,6 +43,9 @@ Runner = Callable[[Any], Any]
 
 _CACHE_SIZE = 1024
 # (op, pattern, reduction, array type, shape, strides, dtype, copy, axis lengths) -> runner
+# Everything a runner depends on: the reduction (a name or the callable itself), the
+# layout and dtype (reducers' result types, the kernel plan of a repeat copy), and the
+# canonical axis lengths (see _run).
 _runners: dict[tuple, Runner] = {}
 _runners_lock = threading.Lock()
 
@@ -195,6 +198,9 @@ def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
             return backends.run_transform(*foreign, op, pattern, reduction, copy, axes_lengths)
     array = _as_array(tensor, op)
     is_tensor = isinstance(array, Tensor)
+    # Canonical lengths before the key: 3.0 or True must never hit an entry made for 3
+    # or 1 (they are equal and hash alike), so the planner sees and refuses them.
+    axes_lengths = _canonical_lengths(axes_lengths)
     if is_tensor:
         key = (op, pattern, reduction, Tensor, array.layout, array.dtype, copy,
                *axes_lengths.items())

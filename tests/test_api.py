@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import rearrange as ra
+from rearrange import kernel
 
 SOURCE_CASES = [
     ("b h t d -> b t (h d)", (2, 3, 4, 5), {}),
@@ -176,18 +177,50 @@ def test_import_is_light() -> None:
     assert result.stdout.strip() == "[]", result.stderr
 
 
-def test_plans_are_shared_across_dtypes_with_the_same_byte_layout() -> None:
-    """The plan cache keys on byte strides and no dtype (the view test is scale-invariant):
-    a float32 array and a uint8 array stepping 4 bytes must both come out right."""
-    floats = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-    bytes_ = np.arange(96, dtype=np.uint8)[::4].reshape(2, 3, 4)
-    assert floats.strides == bytes_.strides
-    for x in (floats, bytes_, floats, bytes_):
-        for pattern in ("a b c -> c (a b)", "a b c -> (a b c)", "a b c -> (c b) a"):
-            got = ra.rearrange(x, pattern)
-            np.testing.assert_array_equal(got, einops.rearrange(x, pattern))
-            assert got.dtype == x.dtype
-            assert np.shares_memory(got, x) == ra.explain(x, pattern).is_view
+def _same_bytes_other_dtypes() -> list[tuple[np.ndarray, np.ndarray]]:
+    """Pairs of arrays with equal shapes and byte strides but different dtypes, large
+    enough (1 MiB) that their copies run the kernel, not numpy."""
+    z = (np.arange(512 * 512) * (1 + 1j)).astype(np.complex64).reshape(512, 512)
+    wide = np.arange(512 * 512, dtype=np.float64).reshape(512, 512)
+    narrow = np.arange(512 * 1024, dtype=np.float32).reshape(512, 1024)[:, ::2]
+    floats = np.arange(24, dtype=np.float32).reshape(6, 4)
+    bytes_ = np.arange(96, dtype=np.uint8)[::4].reshape(6, 4)
+    return [(z, z.real), (z, z.imag), (wide, narrow), (floats, bytes_)]
+
+
+@pytest.mark.parametrize("first_narrow", [False, True])
+def test_arrays_sharing_byte_layout_but_not_dtype_get_their_own_plans(first_narrow) -> None:
+    """A plan keyed without the dtype carries a kernel made for another item size: its
+    copy reads the wrong elements or past the buffer. Either order, every cache warm."""
+    patterns = ("a b -> b a", "a b -> (b a)", "a ... -> ... a")
+    for pair in _same_bytes_other_dtypes():
+        assert pair[0].shape == pair[1].shape and pair[0].strides == pair[1].strides
+        for x in (pair[::-1] if first_narrow else pair) * 2:
+            for pattern in patterns:
+                for copy in (None, True):
+                    got = ra.rearrange(x, pattern, copy=copy)
+                    np.testing.assert_array_equal(got, einops.rearrange(x, pattern))
+                    assert got.dtype == x.dtype
+                out = np.empty(einops.rearrange(x, pattern).shape, x.dtype)
+                ra.rearrange(x, pattern, out=out)
+                np.testing.assert_array_equal(out, einops.rearrange(x, pattern))
+                got = ra.repeat(x, "a b -> b a r", r=2, copy=True)
+                np.testing.assert_array_equal(got, einops.repeat(x, "a b -> b a r", r=2))
+
+
+def test_a_kernel_plan_for_another_source_is_replanned_not_run() -> None:
+    """copy_into runs native code only on a plan made for its source: a plan for the
+    same shape and byte strides but another item size is set aside, not run."""
+    z = (np.arange(512 * 512) * (1 + 1j)).astype(np.complex64).reshape(512, 512)
+    stale = kernel.plan_copy(z.T.shape, z.T.strides, z.itemsize)
+    for source in (z.real.T, z.imag.T, z.T):
+        out = np.empty(source.shape, source.dtype)
+        kernel.copy_into(out, source, stale)
+        np.testing.assert_array_equal(out, source)
+    wrong_shape = kernel.plan_copy((256, 1024), (8, 2048), 8)
+    out = np.empty(z.T.shape, z.dtype)
+    kernel.copy_into(out, z.T, wrong_shape)
+    np.testing.assert_array_equal(out, z.T)
 
 
 OUT_CASES = [
