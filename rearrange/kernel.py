@@ -391,12 +391,13 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     # Native code runs only on a plan made for this very source: a plan handed in for
     # another shape, stride or item size (a stale cache entry, a caller's mistake) is
     # set aside and the source planned here, so the loops never leave its bounds.
-    given = kernel is not None and kernel.source == (src.shape, src.strides, dtype.itemsize)
-    if not given:
+    # The same check covers plans from this module's own cache.
+    signature = (src.shape, src.strides, dtype.itemsize)
+    if kernel is None or kernel.source != signature:
         kind = "O" if dtype.hasobject else dtype.kind
         key = (src.shape, src.strides, dtype.itemsize, kind, _num_threads)
         kernel = _plans.get(key)
-        if kernel is None:
+        if kernel is None or kernel.source != signature:
             if len(_plans) >= 256:
                 _plans.clear()
             kernel = _plans[key] = _plan(src.shape, src.strides, dtype.itemsize, kind,
@@ -435,7 +436,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
             np.copyto(dst, src, casting="no")
             return
         populate, fresh = True, False
-    if aligned:     # plans are kept (given, or in _plans): so are their lowerings
+    if aligned:     # plans are kept (by the caller, or in _plans): so are their lowerings
         key = (id(kernel), daddr % LINE, fresh)
         low = _lowered.get(key)
         if low is None or low[0] is not kernel:
