@@ -1002,6 +1002,10 @@ def _format_plan(plan: EinsumPlan) -> str:
 _PLAN_CACHE_SIZE = 1024
 # (pattern, per input (shape, byte strides, dtype) or ("tensor", layout, dtype), axis
 # lengths) -> _Runner. Reads are single dict lookups; inserts happen under the lock.
+# The dtype is in the key because the runner's einsum and result type depend on it;
+# the axis lengths are canonical (plain ints) before a key is built, so 3.0 or True
+# never hit an entry made for 3 or 1. Foreign keys use the backend's cache_key (shape,
+# dtype, and strides/device where the library has them).
 _plans: dict[tuple, _Runner] = {}
 _foreign_plans: dict[tuple, EinsumPlan] = {}   # torch, dask, array-API inputs
 _plans_lock = threading.Lock()

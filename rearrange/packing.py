@@ -533,6 +533,14 @@ def _normalise_packed_shapes(packed_shapes: Any) -> list[tuple[int, ...]]:
 _CACHE_SIZE = 4096
 # key -> (runner, packed_shapes) for pack; key -> runner for unpack. Reads are single dict
 # lookups; inserts and evictions (oldest first) happen under the lock.
+# What the keys hold, and why that is all an entry depends on:
+# * pack: the pattern and per input (type, shape, dtype). The runner allocates the
+#   packed array in the inputs' promoted dtype and assigns each input into its slice
+#   (numpy reads the input's strides at each call), so strides are not needed; the type
+#   decides numpy vs Tensor vs a foreign library.
+# * unpack: the pattern, the packed array's shape (numpy: indexing and a one-dim split,
+#   which never depend on strides or dtype) or layout (Tensor: the results' layouts),
+#   and packed_shapes. A hit counts only when packed_shapes are plain ints (3.0 == 3).
 _pack_cache: dict[tuple, tuple[Any, tuple]] = {}
 _unpack_cache: dict[tuple, Any] = {}
 _lock = threading.Lock()

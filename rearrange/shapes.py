@@ -70,8 +70,11 @@ class _Recipe:
     fixed: tuple[tuple[int, int], ...]    # parse_shape: (dim, the size it must have)
 
 
+# (pattern, op, rank) -> recipe: a recipe depends on the pattern and the rank alone (the
+# shape it was built for appears only in errors, which are not cached).
 _recipes: dict[tuple[str, str, int], _Recipe] = {}
 # check_shape: (pattern, shape, *given lengths) -> the solved lengths (copied on return).
+# A hit counts only when the shape and the lengths are plain ints (3.0 == 3, True == 1).
 _checked: dict[tuple, dict[str, int]] = {}
 _PLAIN_INT = frozenset({int})
 _recipes_lock = threading.Lock()

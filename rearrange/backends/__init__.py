@@ -95,6 +95,9 @@ def foreign_input(x: Any, op: str) -> tuple[Any, Any] | None:
 # ---------------------------------------------------------------------- runners
 
 _CACHE_SIZE = 1024
+# (backend, op, pattern, reduction, copy, backend.cache_key(x), canonical axis lengths)
+# -> runner. ``cache_key`` holds all of the array a runner depends on: shape and dtype
+# always, strides and device for torch (the view-or-copy proof and where the copy runs).
 _runners: dict[tuple, Callable[[Any], Any]] = {}
 _lock = threading.Lock()
 
