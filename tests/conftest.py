@@ -18,7 +18,6 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -1,4 +1,4 @@
-"""Every example of the seed documents (``../shared/seeds/*.txt``) as a test.
+"""Every example of the seed documents (``tests/data/seeds/*.txt``) as a test.
 
 The seeds are PyTorch memory-model write-ups. Each example runs as written, with
 ``torch`` bound to a fixture that is ``rearrange`` (the point: ``import rearrange as
@@ -525,8 +525,10 @@ def test_004_reshape_reshape_as_flatten_view_or_copy(torch: Any) -> None:
 
 
 def test_seed_files_are_the_ones_these_tests_cover() -> None:
-    """The seed folder holds exactly the five documents this module covers."""
-    seeds = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "seeds"
-    if not seeds.is_dir():
-        pytest.skip(f"{seeds} is not present")
-    assert sorted(p.name[:3] for p in seeds.glob("*.txt")) == ["000", "001", "002", "003", "004"]
+    """The seed folder holds exactly the five documents this module covers, and each has
+    its tests here."""
+    seeds = pathlib.Path(__file__).resolve().parent / "data" / "seeds"
+    numbers = sorted(p.name[:3] for p in seeds.glob("*.txt"))
+    assert numbers == ["000", "001", "002", "003", "004"]
+    for number in numbers:
+        assert any(name.startswith(f"test_{number}_") for name in globals()), number
