@@ -5,6 +5,7 @@
               [--json | --emit numpy|torch] [h=8 ...]
     rearrange warmup
     rearrange demo
+    rearrange --version
 
 ``python -m rearrange`` is the same program.
 """
@@ -38,6 +39,12 @@ def _axis_length(text: str) -> tuple[str, int]:
         return name, int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"the length in {text!r} is not an integer") from None
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -101,6 +108,7 @@ def _demo(_: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rearrange", description="einops-style rearrangement compiler")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     explain = commands.add_parser(
