@@ -36,12 +36,12 @@ __all__ = ["parse_shape", "check_shape", "explain_shape", "ShapeMismatchError", 
            "ShapeRow"]
 
 
-class ShapeMismatchError(PatternError, RuntimeError):
+class ShapeMismatchError(PatternError):
     """A shape does not fit a pattern: wrong rank, a size that differs from the one the
     pattern or a given length implies, a composition that does not divide.
 
-    A :class:`~rearrange.PatternError` (so a ``RearrangeError`` and a ``ValueError``), and
-    also a ``RuntimeError``, the class einops raises for these.
+    A :class:`~rearrange.PatternError`, so a ``RearrangeError``: a ``ValueError`` and a
+    ``RuntimeError`` (the class einops raises for these).
     """
 
     __module__ = "rearrange.shapes"
