@@ -287,7 +287,7 @@ def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
 
     As in einops, ``reduction='rearrange'`` and ``'repeat'`` run those operations.
     """
-    if reduction == "rearrange" or reduction == "repeat":
+    if type(reduction) is str and reduction in ("rearrange", "repeat"):
         return (rearrange if reduction == "rearrange" else repeat)(tensor, pattern, **axes_lengths)
     return _run("reduce", tensor, pattern, reduction, None, axes_lengths)
 
