@@ -340,7 +340,7 @@ def _as_array(tensor: Any, op: str = "rearrange") -> np.ndarray | Tensor:
     if isinstance(tensor, np.generic):
         return np.asarray(tensor)
     raise ArgumentTypeError(
-        f"{op}() takes a numpy array, a rearrange.Tensor, or a list/tuple of them; "
+        f"{op}() takes {backends.SUPPORTED_ARRAYS}, or a list/tuple of them; "
         f"got {type(tensor).__module__}.{type(tensor).__name__}"
     )
 
@@ -485,12 +485,19 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
     """``rearrange(..., out=out)``: the plan's views, then one copy into ``out``."""
     if copy is False:
         raise ArgumentTypeError("copy=False asks for a view, out= for a copy into out; pass one")
+    if not isinstance(tensor, (np.ndarray, Tensor, list, tuple)) and backends.backend_for(tensor):
+        raise ArgumentTypeError(
+            f"out= writes into a numpy array or a rearrange.Tensor, for an input of the same "
+            f"type; for a {type(tensor).__module__}.{type(tensor).__name__} input, copy the "
+            f"returned array into yours (out.copy_(...) for torch)")
     array = _as_array(tensor)
     axes_lengths = _canonical_lengths(axes_lengths)     # plain ints: hashable cache keys
     if isinstance(array, Tensor):
         return _tensor_into(array, pattern, axes_lengths, out)
     if not isinstance(out, np.ndarray):
-        raise ArgumentTypeError(f"out must be a numpy array, got {type(out).__name__}")
+        raise ArgumentTypeError(
+            f"out must be a numpy array for a numpy input (a rearrange.Tensor for a Tensor "
+            f"input); got {type(out).__module__}.{type(out).__name__}")
     key = ("out", pattern, array.shape, array.strides, array.dtype, *axes_lengths.items())
     try:
         entry = _plans.get(key)
@@ -624,7 +631,7 @@ def _layout_from(x_or_shape: Any, strides: Sequence[int] | None, dtype: Any) -> 
         return layout, array.dtype.name, array.itemsize, unit
     if not _is_shape(x_or_shape):
         raise ArgumentTypeError(
-            "explain() takes an array, a rearrange.Tensor or a shape (a tuple of ints); "
+            f"explain() takes {backends.SUPPORTED_ARRAYS}, or a shape (a tuple of ints); "
             f"got {type(x_or_shape).__name__}"
         )
     shape = tuple(int(s) for s in x_or_shape)

@@ -1166,8 +1166,8 @@ def _checked_inputs(tensors: Sequence[Any]) -> tuple[list[Any], bool]:
             tensor = np.asarray(tensor)
         if not isinstance(tensor, (np.ndarray, Tensor)):
             raise ArgumentTypeError(
-                "rearrange.einsum takes numpy arrays or rearrange.Tensors, then the pattern; "
-                f"argument {k} is {_kind(tensor)}")
+                f"rearrange.einsum takes arrays of one type ({backends.SUPPORTED_ARRAYS}), "
+                f"then the pattern; argument {k} is {_kind(tensor)}")
         _check_dtype(k, tensor.dtype)
         arrays.append(tensor)
     kinds = {isinstance(t, Tensor) for t in arrays}
