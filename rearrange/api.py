@@ -19,7 +19,7 @@ from . import backends, kernel
 from .caching import remember
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .layout import Layout
-from .parsing import _parse_transform_cached, parse_transform
+from .parsing import _parse_transform_cached, parse_transform, shorten
 from .plan import Plan, plan_transform
 from .recipe import build_recipe
 from .tensor import Storage, Tensor, _dtype
@@ -119,9 +119,10 @@ _GERUND = {"rearrange": "rearranging", "reduce": "reducing", "repeat": "repeatin
 
 def _context(pattern: str, shape: Sequence[int] | None, axes_lengths: Mapping[str, Any],
              op: str = "rearrange") -> str:
-    lengths = "{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}"
+    lengths = shorten("{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}")
     where = "" if shape is None else f"input shape {tuple(shape)}, "
-    return f"  while {_GERUND[op]} with pattern '{pattern}': {where}axis lengths {lengths}"
+    return (f"  while {_GERUND[op]} with pattern '{shorten(pattern)}': {where}"
+            f"axis lengths {lengths}")
 
 
 def _plan_for(
@@ -156,7 +157,7 @@ def _plan_for(
 def _refuse_copy(plan: Plan) -> NoViewError:
     return NoViewError(
         f"copy=False, but no view of the input can express the result: {plan.copy_reason}\n"
-        f"  pattern '{plan.pattern}', input shape {plan.input.shape}, "
+        f"  pattern '{shorten(plan.pattern)}', input shape {plan.input.shape}, "
         f"strides {plan.input.strides} ({plan.stride_unit})"
     )
 

@@ -46,6 +46,7 @@ from .parsing import (
     _invalid_name_reason,
     _syntax_error,
     pattern_error,
+    shorten,
 )
 from .plan import JsonDump, Plan, _layout_dict
 from .tensor import Storage, Tensor
@@ -1027,7 +1028,7 @@ def cache_clear() -> None:
 def _context(pattern: str, shapes: Sequence[tuple[int, ...]], axes_lengths: Mapping[str, Any]) -> str:
     lengths = "{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}"
     described = ", ".join(str(tuple(s)) for s in shapes) or "none"
-    return f"  while computing einsum with pattern '{pattern}': input shapes {described}, " \
+    return f"  while computing einsum with pattern '{shorten(pattern)}': input shapes {described}, " \
            f"axis lengths {lengths}"
 
 

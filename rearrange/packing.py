@@ -28,7 +28,7 @@ from .api import _numpy_layout
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
-from .parsing import PackPattern, parse_pack, pattern_error
+from .parsing import PackPattern, parse_pack, pattern_error, shorten
 from .plan import JsonDump, _layout_dict
 from .shapes import ShapeMismatchError
 from .tensor import Storage, Tensor, _dtype
@@ -325,7 +325,7 @@ def plan_pack(pattern: PackPattern, layouts: Sequence[Layout], dtypes: Sequence[
     named = n_before + n_after
     for k, layout in enumerate(layouts):
         if layout.ndim < named:
-            axes = ", ".join(pattern.names)
+            axes = shorten(", ".join(pattern.names))
             raise ShapeMismatchError(
                 f"input {k} has shape {_fmt(layout.shape)}, {layout.ndim} dim"
                 f"{'s' if layout.ndim != 1 else ''}, but the pattern names {named} ax"
@@ -496,7 +496,7 @@ def _check_sequence(tensors: Any, op: str) -> None:
 
 def _context(op: str, pattern: str, shapes: str) -> str:
     verb = "packing" if op == "pack" else "unpacking"
-    return f"  while {verb} with pattern '{pattern}': {shapes}"
+    return f"  while {verb} with pattern '{shorten(pattern)}': {shapes}"
 
 
 def _normalise_packed_shapes(packed_shapes: Any) -> list[tuple[int, ...]]:

@@ -29,7 +29,8 @@ from typing import Any, Mapping, Sequence
 
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError
-from .parsing import AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error
+from .parsing import (AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error,
+                      shorten)
 from .plan import JsonDump
 
 __all__ = ["parse_shape", "check_shape", "explain_shape", "ShapeMismatchError", "ShapePlan",
@@ -168,7 +169,7 @@ def _context(op: str, pattern: str, shape: Sequence[Any], lengths: Mapping[str, 
     given = "".join(f", {k}={v!r}" for k, v in lengths.items())
     verb = "parsing shape" if op == "parse_shape" else "checking shape"
     with_lengths = f" with {given[2:]}" if given else ""
-    return f"  while {verb} {_fmt(shape)} against pattern '{pattern}'{with_lengths}"
+    return f"  while {verb} {_fmt(shape)} against pattern '{shorten(pattern)}'{with_lengths}"
 
 
 def _with_context(error: PatternError, op: str, pattern: str, shape: Sequence[Any],
