@@ -125,14 +125,36 @@ def _context(pattern: str, shape: Sequence[int] | None, axes_lengths: Mapping[st
             f"axis lengths {lengths}")
 
 
+def _with_context(error: RearrangeError, pattern: str, shape: Sequence[int] | None,
+                  axes_lengths: Mapping[str, Any], op: str = "rearrange") -> RearrangeError:
+    """``error`` (of the same class) with the call's context line, unless it quotes the
+    pattern already."""
+    if f"pattern '{shorten(pattern)}'" in str(error):
+        return error
+    return type(error)(f"{error}\n{_context(pattern, shape, axes_lengths, op)}")
+
+
+def _parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
+                 axes_lengths: Mapping[str, Any]) -> None:
+    """The first checks of every transform, in einops' order once the array type is
+    known: the pattern's type, then its syntax and meaning (no shapes needed). Only
+    then come the other arguments (``copy=``, the reduction, the lengths' types) and
+    the fit of the pattern to the input."""
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    try:
+        parse_transform(pattern, op)
+    except PatternError as error:
+        raise _with_context(error, pattern, shape, axes_lengths, op) from None
+
+
 def _plan_for(
     pattern: str, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
     dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
     op: str = "rearrange", reduction: str | None = None,
 ) -> Plan:
     """Parse, recipe and plan, with every PatternError given the call's context."""
-    if not isinstance(pattern, str):
-        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    _parse_first(pattern, op, layout.shape, axes_lengths)
     if copy is not None and copy is not True and copy is not False:
         raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
     describe_copy = None
@@ -150,8 +172,7 @@ def _plan_for(
                               copy=copy, dtype=dtype, itemsize=itemsize,
                               stride_unit=stride_unit, describe_copy=describe_copy)
     except PatternError as error:
-        raise PatternError(
-            f"{error}\n{_context(pattern, layout.shape, axes_lengths, op)}") from None
+        raise _with_context(error, pattern, layout.shape, axes_lengths, op) from None
 
 
 def _refuse_copy(plan: Plan) -> NoViewError:

@@ -769,8 +769,8 @@ def _unpack_foreign(backend: Any, tensor: Any, packed_shapes: Any, pattern: str)
     """unpack of torch, dask or array-API arrays: slices then reshapes, by the library
     (views wherever the library makes them: torch always can here)."""
     shape = tuple(int(n) for n in tensor.shape)
-    plan = _plan_unpack(pattern, Layout.contiguous(shape), _normalise_packed_shapes(packed_shapes),
-                        None, None, "elements")
+    plan, _ = _plan_unpack(pattern, Layout.contiguous(shape), packed_shapes, None, None,
+                           "elements")
     axis = plan.axis
     places = []
     start = 0
@@ -792,8 +792,7 @@ def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     if isinstance(tensor, np.generic):
         tensor = np.asarray(tensor)
     layout, dtype, unit = _describe(tensor, "unpack(): the packed array")
-    shapes = _normalise_packed_shapes(packed_shapes)
-    plan = _plan_unpack(pattern, layout, shapes, dtype.name, dtype.itemsize, unit)
+    plan, shapes = _plan_unpack(pattern, layout, packed_shapes, dtype.name, dtype.itemsize, unit)
     run = _unpack_runner(plan, isinstance(tensor, Tensor))
     if type(tensor) is np.ndarray:
         _remember(_unpack_cache, (pattern, tensor.shape, tuple(shapes)), run)
@@ -802,15 +801,18 @@ def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     return run  # ndarray subclasses are planned on every call
 
 
-def _plan_unpack(pattern: str, layout: Layout, shapes: list[tuple[int, ...]], dtype: str | None,
-                 itemsize: int | None, unit: str) -> PackPlan:
+def _plan_unpack(pattern: str, layout: Layout, packed_shapes: Any, dtype: str | None,
+                 itemsize: int | None, unit: str) -> tuple[PackPlan, list[tuple[int, ...]]]:
+    """The plan and the packed shapes as plain tuples. The pattern is checked first, then
+    the packed shapes, then how both fit the input; each error quotes the pattern."""
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
     try:
         parsed = parse_pack(pattern)
-        return plan_unpack(parsed, layout, shapes, dtype, itemsize, unit)
-    except PatternError as error:
-        where = f"input shape {_fmt(layout.shape)}, packed_shapes {shapes}"
+        shapes = _normalise_packed_shapes(packed_shapes)
+        return plan_unpack(parsed, layout, shapes, dtype, itemsize, unit), shapes
+    except RearrangeError as error:
+        where = f"input shape {_fmt(layout.shape)}, packed_shapes {shorten(repr(packed_shapes))}"
         raise type(error)(f"{error}\n{_context('unpack', pattern, where)}") from None
 
 
@@ -853,5 +855,4 @@ def explain_unpack(x_or_shape: Any, packed_shapes: Sequence[Sequence[int]], patt
         resolved = None if dtype is None else _dtype(dtype)
     dtype_name = None if resolved is None else resolved.name
     itemsize = None if resolved is None else resolved.itemsize
-    shapes = _normalise_packed_shapes(packed_shapes)
-    return _plan_unpack(pattern, layout, shapes, dtype_name, itemsize, unit)
+    return _plan_unpack(pattern, layout, packed_shapes, dtype_name, itemsize, unit)[0]

@@ -174,7 +174,12 @@ def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
             remember(_runners, key, runner, _CACHE_SIZE, _lock)
         except TypeError:       # an unhashable key: the runner is used once, not kept
             pass
-    return runner(x)
+    try:
+        return runner(x)
+    except RearrangeError as error:  # a reduction that failed on these values
+        from ..api import _with_context
+
+        raise _with_context(error, pattern, tuple(x.shape), axes_lengths, op) from None
 
 
 def cache_clear() -> None:
