@@ -201,12 +201,7 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 text, axis.start, axis.end,
             )
     lengths: list[int | None] = [None] * len(recipe.axes)
-    for axis, length in recipe.fixed_lengths:
-        if length > MAX_SIZE:
-            raise pattern_error(
-                f"anonymous axis {length} is too large: lengths must be below 2**63",
-                text, recipe.axes[axis].start, recipe.axes[axis].end,
-            )
+    for axis, length in recipe.fixed_lengths:   # at most 18 digits: parsing checks
         lengths[axis] = length
     for name, length in axes_lengths.items():
         lengths[names.index(name)] = length.__index__()
