@@ -933,6 +933,8 @@ def as_strided(input: Tensor, size: Sequence[object], stride: Sequence[object],
             f"Storage size calculation overflowed with sizes={list(size)} and "
             f"strides={list(stride)}"
         )
+    if size_problem(size) is not None and len(size) <= MAX_DIMS:
+        raise LayoutError("numel: integer multiplication overflow")
     layout = Layout(size, stride, offset)
     needed = 0 if layout.numel == 0 else layout.extent()[1] + 1
     itemsize = input.element_size()

@@ -231,6 +231,10 @@ BAD = {
                       classes=(TypeError,)),
     "reshape-70-dims": Bad(lambda x: x.reshape([1] * 70), ("64 dims",), shape=(1,),
                            libs=("Tensor",)),
+    "as_strided-2**64-elements": Bad(lambda x: x.as_strided((2**62, 4), (0, 0)), ("overflow",),
+                                     libs=("Tensor",)),
+    "as_strided-70-dims": Bad(lambda x: x.as_strided([1] * 70, [0] * 70), ("64 dims",),
+                              libs=("Tensor",)),
     "unsqueeze-65th-dim": Bad(lambda x: x.reshape([1] * 64).unsqueeze(0), ("65",),
                               shape=(1,), libs=("Tensor",)),
 }
