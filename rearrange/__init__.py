@@ -13,6 +13,7 @@ from .errors import (
     DimensionError,
     LayoutError,
     NoViewError,
+    OutOfMemoryError,
     PatternError,
     RearrangeError,
 )
@@ -109,7 +110,7 @@ __all__ = [
     "check_shape", "explain", "cache_info", "cache_clear", "CompiledRearrange",
     "Plan", "Step", "Layout", "set_num_threads", "get_num_threads",
     "RearrangeError", "LayoutError", "DimensionError", "ArgumentTypeError", "PatternError",
-    "NoViewError", "ShapeMismatchError",
+    "NoViewError", "OutOfMemoryError", "ShapeMismatchError",
     "Tensor", "Size", "Storage", "UntypedStorage",
     "tensor", "as_tensor", "from_numpy", "arange", "zeros", "ones", "empty", "full",
     "rand", "randn", "as_strided", "manual_seed",

@@ -27,6 +27,8 @@ ShapeMismatchError    (PatternError's)         ``parse_shape``/``check_shape``/`
                                                ``unpack``: a shape that does not fit
 NoViewError           (LayoutError's)          ``copy=False`` when no strides can express
                                                the result
+OutOfMemoryError      MemoryError              a result arrays can have, but numpy could
+                                               not allocate (``repeat``, ``reduce``)
 ====================  =======================  ========================================
 
 (``ShapeMismatchError`` lives in :mod:`rearrange.shapes`.) Every class is therefore a
@@ -43,6 +45,7 @@ __all__ = [
     "ArgumentTypeError",
     "PatternError",
     "NoViewError",
+    "OutOfMemoryError",
 ]
 
 
@@ -80,5 +83,11 @@ class PatternError(RearrangeError):
 
 class NoViewError(LayoutError):
     """``copy=False`` was requested, but the planner proved that no view exists."""
+
+    __module__ = "rearrange"
+
+
+class OutOfMemoryError(RearrangeError, MemoryError):
+    """The result is within every limit of arrays, but numpy could not allocate it."""
 
     __module__ = "rearrange"

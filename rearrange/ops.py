@@ -29,7 +29,7 @@ from .api import (
 )
 from .api import _tensor_runner as _rearrange_tensor_runner  # repeat plans are its shape
 from .caching import remember
-from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .errors import ArgumentTypeError, OutOfMemoryError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import parse_transform, pattern_error
 from .plan import _REDUCTION_NAMES, Plan
@@ -214,6 +214,9 @@ def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
         return runner(array)
     except RearrangeError as error:  # a reduction that failed on these values
         raise _with_context(error, pattern, array.shape, axes_lengths, op) from None
+    except MemoryError as error:     # a repeat's copy bigger than the memory
+        raise _with_context(OutOfMemoryError(f"not enough memory for the result: {error}"),
+                            pattern, array.shape, axes_lengths, op) from None
 
 
 def _lower(op: str, array: np.ndarray | Tensor, pattern: str, reduction: Any,

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from .errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeError
+from .errors import ArgumentTypeError, DimensionError, LayoutError, OutOfMemoryError, RearrangeError
 from .layout import MAX_DIMS, MAX_SIZE, Layout, as_int, format_int_list, infer_size, size_problem, wrap_dim
 
 __all__ = [
@@ -958,7 +958,11 @@ def _filled(name: str, sizes: tuple, dtype: object, fill) -> Tensor:
         )
     target = _DEFAULT_FLOAT if dtype is None else _dtype(dtype)
     _check_creatable(shape, target)
-    flat = fill(math.prod(shape), target)
+    try:
+        flat = fill(math.prod(shape), target)
+    except MemoryError as error:
+        raise OutOfMemoryError(f"{name}: not enough memory for sizes={format_int_list(shape)}: "
+                               f"{error}") from None
     return Tensor._wrap(Storage(flat), Layout.contiguous(shape))
 
 

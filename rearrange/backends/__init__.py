@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..caching import remember
-from ..errors import ArgumentTypeError, RearrangeError
+from ..errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
 from ..layout import Layout
 from ..tensor import Tensor
 
@@ -180,6 +180,20 @@ def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
         from ..api import _with_context
 
         raise _with_context(error, pattern, tuple(x.shape), axes_lengths, op) from None
+    except (MemoryError, RuntimeError) as error:
+        if not is_out_of_memory(error):
+            raise
+        from ..api import _with_context
+
+        raise _with_context(OutOfMemoryError(f"not enough memory for the result: {error}"),
+                            pattern, tuple(x.shape), axes_lengths, op) from None
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Is ``error`` an allocation failure: numpy's MemoryError, torch's
+    ``OutOfMemoryError`` (CUDA) or its CPU allocator's RuntimeError?"""
+    return (isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
+            or "can't allocate memory" in str(error))
 
 
 def cache_clear() -> None:
