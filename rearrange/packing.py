@@ -462,8 +462,8 @@ def _describe(item: Any, where: str) -> _Input:
         layout, unit = _numpy_layout(item)
         return _Input(layout, item.dtype, unit)
     raise ArgumentTypeError(
-        f"{where} is a {type(item).__module__}.{type(item).__name__}; expected a numpy array "
-        "or a rearrange.Tensor")
+        f"{where} is a {type(item).__module__}.{type(item).__name__}; expected "
+        f"{backends.SUPPORTED_ARRAYS}")
 
 
 def _shape_tuple(value: Any) -> tuple[int, ...] | None:
