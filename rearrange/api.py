@@ -506,6 +506,7 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
                     axes_lengths: Mapping[str, Any], out: Any) -> Any:
     """``rearrange(..., out=out)``: the plan's views, then one copy into ``out``."""
     if copy is False:
+        _parse_first(pattern, "rearrange", None, axes_lengths)     # the pattern comes first
         raise ArgumentTypeError("copy=False asks for a view, out= for a copy into out; pass one")
     if not isinstance(tensor, (np.ndarray, Tensor, list, tuple)) and backends.backend_for(tensor):
         raise ArgumentTypeError(

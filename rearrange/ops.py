@@ -317,9 +317,8 @@ def repeat(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_length
     array([0, 0, 1, 1, 2, 2])
     """
     if copy is not None and copy is not True and copy is not False:
+        # an axis named copy; any other value is refused by planning, after the pattern
         copy, _, axes_lengths = _keyword_axes(pattern, "repeat", copy, None, axes_lengths)
-        if copy is not None and copy is not True and copy is not False:
-            raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
     return _run("repeat", tensor, pattern, None, copy, axes_lengths)
 
 

@@ -464,9 +464,16 @@ def test_a_reduction_over_nothing_quotes_the_pattern(lib, reduction) -> None:
     (lambda x: ra.repeat(x, "a b c -> a b c d", d=2.5), "d=2.5"),
     (lambda x: ra.unpack(x, "junk", "a * *"), "'*'"),
     (lambda x: ra.rearrange(object(), "a -> (a"), "takes a numpy array"),
+    (lambda x: ra.repeat(x, "a b -> (a b", copy="yes"), "unbalanced parentheses"),
+    (lambda x: ra.repeat(x, "a b -> a b", copy="yes"), "copy must be None, True or False"),
+    (lambda x: ra.repeat(torch.zeros(2, 3), "a b -> (a b", copy="yes"), "unbalanced parentheses"),
+    (lambda x: ra.rearrange(x, "a b -> (a b", copy=False, out=np.zeros(6)),
+     "unbalanced parentheses"),
 ], ids=["syntax-then-copy-int", "syntax-then-copy-str", "copy-then-rank", "syntax-then-reduction",
         "meaning-then-reduction", "reduction-then-rank", "syntax-then-length",
-        "length-type-then-rank", "unpack-syntax-then-shapes", "array-type-then-syntax"])
+        "length-type-then-rank", "unpack-syntax-then-shapes", "array-type-then-syntax",
+        "repeat-syntax-then-copy", "repeat-copy", "repeat-torch-syntax-then-copy",
+        "out-syntax-then-copy-false"])
 def test_the_first_thing_wrong_is_reported(call, first) -> None:
     with pytest.raises(ra.RearrangeError) as caught:
         call(np.zeros((2, 3)))
