@@ -7,11 +7,13 @@ copy that needs a kernel, torch and dask only when the caller hands in such an a
 from __future__ import annotations
 
 from .api import CompiledRearrange, cache_clear, cache_info, compile, explain, rearrange
+from .backends import asnumpy
 from .errors import (
     ArgumentTypeError,
     DimensionError,
     LayoutError,
     NoViewError,
+    OutOfMemoryError,
     PatternError,
     RearrangeError,
 )
@@ -96,15 +98,20 @@ def _register_with_torch_compile() -> None:
 
 _register_with_torch_compile()
 
+# ``from rearrange import *``: the operations (einops' names among them), the errors and
+# the Tensor API, but no name that would shadow a builtin: ``compile`` and the dtypes
+# ``bool``, ``int``, ``float`` stay attributes (``rearrange.compile``,
+# ``rearrange.float32``), as do the other dtypes beside them. The lazy operations
+# (``pack``, ``einsum``, ...) are imported by the star-import through ``__getattr__``.
 __all__ = [
-    "rearrange", "reduce", "repeat", "explain", "compile", "cache_info", "cache_clear", "CompiledRearrange",
-    "Plan", "Step", "set_num_threads", "get_num_threads",
+    # einops' public names
+    "rearrange", "reduce", "repeat", "pack", "unpack", "einsum", "parse_shape", "asnumpy",
+    # ours
+    "check_shape", "explain", "cache_info", "cache_clear", "CompiledRearrange",
+    "Plan", "Step", "Layout", "set_num_threads", "get_num_threads",
     "RearrangeError", "LayoutError", "DimensionError", "ArgumentTypeError", "PatternError",
-    "NoViewError",
-    "Layout", "Tensor", "Size", "Storage", "UntypedStorage",
+    "NoViewError", "OutOfMemoryError", "ShapeMismatchError",
+    "Tensor", "Size", "Storage", "UntypedStorage",
     "tensor", "as_tensor", "from_numpy", "arange", "zeros", "ones", "empty", "full",
     "rand", "randn", "as_strided", "manual_seed",
-    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
-    "complex64", "complex128", "half", "float", "double", "short", "int", "long",
-    "cfloat", "cdouble",
 ]

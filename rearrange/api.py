@@ -19,7 +19,7 @@ from . import backends, kernel
 from .caching import remember
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .layout import Layout
-from .parsing import _parse_transform_cached, parse_transform
+from .parsing import _parse_transform_cached, parse_transform, shorten
 from .plan import Plan, plan_transform
 from .recipe import build_recipe
 from .tensor import Storage, Tensor, _dtype
@@ -127,9 +127,33 @@ _GERUND = {"rearrange": "rearranging", "reduce": "reducing", "repeat": "repeatin
 
 def _context(pattern: str, shape: Sequence[int] | None, axes_lengths: Mapping[str, Any],
              op: str = "rearrange") -> str:
-    lengths = "{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}"
+    lengths = shorten("{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}")
     where = "" if shape is None else f"input shape {tuple(shape)}, "
-    return f"  while {_GERUND[op]} with pattern '{pattern}': {where}axis lengths {lengths}"
+    return (f"  while {_GERUND[op]} with pattern '{shorten(pattern)}': {where}"
+            f"axis lengths {lengths}")
+
+
+def _with_context(error: RearrangeError, pattern: str, shape: Sequence[int] | None,
+                  axes_lengths: Mapping[str, Any], op: str = "rearrange") -> RearrangeError:
+    """``error`` (of the same class) with the call's context line, unless it quotes the
+    pattern already."""
+    if f"pattern '{shorten(pattern)}'" in str(error):
+        return error
+    return type(error)(f"{error}\n{_context(pattern, shape, axes_lengths, op)}")
+
+
+def _parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
+                 axes_lengths: Mapping[str, Any]) -> None:
+    """The first checks of every transform, in einops' order once the array type is
+    known: the pattern's type, then its syntax and meaning (no shapes needed). Only
+    then come the other arguments (``copy=``, the reduction, the lengths' types) and
+    the fit of the pattern to the input."""
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    try:
+        parse_transform(pattern, op)
+    except PatternError as error:
+        raise _with_context(error, pattern, shape, axes_lengths, op) from None
 
 
 def _plan_for(
@@ -138,8 +162,7 @@ def _plan_for(
     op: str = "rearrange", reduction: str | None = None,
 ) -> Plan:
     """Parse, recipe and plan, with every PatternError given the call's context."""
-    if not isinstance(pattern, str):
-        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    _parse_first(pattern, op, layout.shape, axes_lengths)
     if copy is not None and copy is not True and copy is not False:
         raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
     describe_copy = None
@@ -157,14 +180,13 @@ def _plan_for(
                               copy=copy, dtype=dtype, itemsize=itemsize,
                               stride_unit=stride_unit, describe_copy=describe_copy)
     except PatternError as error:
-        raise PatternError(
-            f"{error}\n{_context(pattern, layout.shape, axes_lengths, op)}") from None
+        raise _with_context(error, pattern, layout.shape, axes_lengths, op) from None
 
 
 def _refuse_copy(plan: Plan) -> NoViewError:
     return NoViewError(
         f"copy=False, but no view of the input can express the result: {plan.copy_reason}\n"
-        f"  pattern '{plan.pattern}', input shape {plan.input.shape}, "
+        f"  pattern '{shorten(plan.pattern)}', input shape {plan.input.shape}, "
         f"strides {plan.input.strides} ({plan.stride_unit})"
     )
 
@@ -348,7 +370,7 @@ def _as_array(tensor: Any, op: str = "rearrange") -> np.ndarray | Tensor:
     if isinstance(tensor, np.generic):
         return np.asarray(tensor)
     raise ArgumentTypeError(
-        f"{op}() takes a numpy array, a rearrange.Tensor, or a list/tuple of them; "
+        f"{op}() takes {backends.SUPPORTED_ARRAYS}, or a list/tuple of them; "
         f"got {type(tensor).__module__}.{type(tensor).__name__}"
     )
 
@@ -494,13 +516,21 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
                     axes_lengths: Mapping[str, Any], out: Any) -> Any:
     """``rearrange(..., out=out)``: the plan's views, then one copy into ``out``."""
     if copy is False:
+        _parse_first(pattern, "rearrange", None, axes_lengths)     # the pattern comes first
         raise ArgumentTypeError("copy=False asks for a view, out= for a copy into out; pass one")
+    if not isinstance(tensor, (np.ndarray, Tensor, list, tuple)) and backends.backend_for(tensor):
+        raise ArgumentTypeError(
+            f"out= writes into a numpy array or a rearrange.Tensor, for an input of the same "
+            f"type; for a {type(tensor).__module__}.{type(tensor).__name__} input, copy the "
+            f"returned array into yours (out.copy_(...) for torch)")
     array = _as_array(tensor)
     axes_lengths = _canonical_lengths(axes_lengths)     # plain ints: hashable cache keys
     if isinstance(array, Tensor):
         return _tensor_into(array, pattern, axes_lengths, out)
     if not isinstance(out, np.ndarray):
-        raise ArgumentTypeError(f"out must be a numpy array, got {type(out).__name__}")
+        raise ArgumentTypeError(
+            f"out must be a numpy array for a numpy input (a rearrange.Tensor for a Tensor "
+            f"input); got {type(out).__module__}.{type(out).__name__}")
     key = ("out", pattern, array.shape, array.strides, array.dtype, *axes_lengths.items())
     try:
         entry = _plans.get(key)
@@ -634,7 +664,7 @@ def _layout_from(x_or_shape: Any, strides: Sequence[int] | None, dtype: Any) -> 
         return layout, array.dtype.name, array.itemsize, unit
     if not _is_shape(x_or_shape):
         raise ArgumentTypeError(
-            "explain() takes an array, a rearrange.Tensor or a shape (a tuple of ints); "
+            f"explain() takes {backends.SUPPORTED_ARRAYS}, or a shape (a tuple of ints); "
             f"got {type(x_or_shape).__name__}"
         )
     shape = tuple(int(s) for s in x_or_shape)

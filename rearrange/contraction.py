@@ -34,7 +34,7 @@ import numpy as np
 from . import api, backends
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
-from .layout import Layout
+from .layout import Layout, size_problem
 from .parsing import (
     AnonymousAxis,
     AxisName,
@@ -46,6 +46,7 @@ from .parsing import (
     _invalid_name_reason,
     _syntax_error,
     pattern_error,
+    shorten,
 )
 from .plan import JsonDump, Plan, _layout_dict
 from .tensor import Storage, Tensor
@@ -464,6 +465,11 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
     if all(d is not None for d in dtypes):
         result_dtype = np.result_type(*dtypes)
         dtype, itemsize = result_dtype.name, result_dtype.itemsize
+    problem = size_problem(contraction_shape, itemsize or 1)
+    if problem is not None:     # refused before numpy allocates (or refuses) it
+        output = pattern.output
+        raise pattern_error(f"no array can hold the result: {problem}", text, output.start,
+                            max(output.end, output.start + 1))
     path = None
     if len(operands) > 1 and cost >= _OPTIMIZE_MIN_COST and _pairwise_dtype(dtype):
         path = _contraction_path(subscripts, preparations, operands)
@@ -1026,7 +1032,7 @@ def cache_clear() -> None:
 def _context(pattern: str, shapes: Sequence[tuple[int, ...]], axes_lengths: Mapping[str, Any]) -> str:
     lengths = "{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}"
     described = ", ".join(str(tuple(s)) for s in shapes) or "none"
-    return f"  while computing einsum with pattern '{pattern}': input shapes {described}, " \
+    return f"  while computing einsum with pattern '{shorten(pattern)}': input shapes {described}, " \
            f"axis lengths {lengths}"
 
 
@@ -1165,8 +1171,9 @@ def _checked_inputs(tensors: Sequence[Any]) -> tuple[list[Any], bool]:
             tensor = np.asarray(tensor)
         if not isinstance(tensor, (np.ndarray, Tensor)):
             raise ArgumentTypeError(
-                "rearrange.einsum takes numpy arrays or rearrange.Tensors, then the pattern; "
-                f"argument {k} is {_kind(tensor)}")
+                f"rearrange.einsum takes arrays of one type ({backends.SUPPORTED_ARRAYS}), "
+                f"then the pattern; argument {k} is {_kind(tensor)}")
+        _check_dtype(k, tensor.dtype)
         arrays.append(tensor)
     kinds = {isinstance(t, Tensor) for t in arrays}
     if len(kinds) > 1:
@@ -1177,6 +1184,23 @@ def _checked_inputs(tensors: Sequence[Any]) -> tuple[list[Any], bool]:
             f"{first_array} is a numpy array and argument {first_tensor} a rearrange.Tensor; "
             "convert one (rearrange.from_numpy(a), t.numpy())")
     return arrays, kinds == {True}
+
+
+# numpy's einsum multiplies and adds: booleans, numbers and Python objects (whose own
+# operators it calls). Strings, bytes, dates and records have no product.
+_EINSUM_KINDS = {"b": "bool", "i": "integer", "u": "unsigned integer", "f": "float",
+                 "c": "complex", "O": "object"}
+_OTHER_KINDS = {"U": "str", "S": "bytes", "M": "datetime64", "m": "timedelta64",
+                "V": "structured or void"}
+
+
+def _check_dtype(k: int, dtype: np.dtype) -> None:
+    """Refuse an input whose dtype einsum cannot multiply, before numpy sees it."""
+    if dtype.kind not in _EINSUM_KINDS:
+        what = _OTHER_KINDS.get(dtype.kind, "non-numeric")
+        raise ArgumentTypeError(
+            f"rearrange.einsum multiplies and adds its inputs: argument {k} has dtype "
+            f"{dtype} ({what}); expected a bool, integer, float, complex or object dtype")
 
 
 def _describe(tensor: Any) -> _Operand:
@@ -1259,6 +1283,10 @@ def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[An
         layout, name, itemsize, unit = api._layout_from(
             item, None if strides is None else strides[k], dtypes[k])
         source = item if isinstance(item, (np.ndarray, Tensor)) else None
+        if source is not None:
+            _check_dtype(k, source.dtype)
+        elif dtypes[k] is not None:
+            _check_dtype(k, np.dtype(name))
         operands.append(_Operand(layout, name, itemsize, unit, source))
     return _plan_with_context(pattern, operands, api._canonical_lengths(axes_lengths))
 

@@ -24,10 +24,43 @@ from typing import Iterable, Sequence
 
 from .errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeError
 
-__all__ = ["Layout", "row_major_strides", "wrap_dim", "infer_size", "format_int_list"]
+__all__ = ["Layout", "row_major_strides", "wrap_dim", "infer_size", "format_int_list",
+           "MAX_DIMS", "MAX_SIZE", "size_problem"]
 
 
 _PLAIN_INT = frozenset({int})
+
+#: numpy's NPY_MAXDIMS: no numpy array, so no result of this package, has more dims.
+MAX_DIMS = 64
+#: int64's maximum, the index type of numpy and torch: no size, element count or byte
+#: count of an array exceeds it.
+MAX_SIZE = 2**63 - 1
+
+
+def size_problem(shape: Sequence[int], itemsize: int = 1) -> str | None:
+    """Why no array of ``shape`` with ``itemsize``-byte elements can exist, or None.
+
+    An array has at most :data:`MAX_DIMS` dims, and its sizes, its element count and its
+    byte count are at most :data:`MAX_SIZE`; the counts skip size-0 dims, as numpy's own
+    check does (``np.empty((0, 2**62, 4))`` is refused too). Pure arithmetic: callers ask
+    before they allocate anything or hand the shape to numpy or torch. ``shape`` holds
+    non-negative ints.
+    """
+    if len(shape) > MAX_DIMS:
+        return f"{len(shape)} dims; arrays have at most {MAX_DIMS} (numpy's limit)"
+    count = 1
+    for dim, size in enumerate(shape):
+        if size > MAX_SIZE:
+            return f"size {size} at dim {dim}; sizes must be below 2**63"
+        if size:
+            count *= size
+    if count > MAX_SIZE:
+        return (f"shape {tuple(shape)}: {count:,} elements (ignoring size-0 dims); "
+                f"at most 2**63 - 1 are possible")
+    if count * itemsize > MAX_SIZE:
+        return (f"shape {tuple(shape)}: {count:,} elements of {itemsize} bytes are "
+                f"{count * itemsize:,} bytes; at most 2**63 - 1 are possible")
+    return None
 
 
 def format_int_list(values: Iterable[int]) -> str:
@@ -416,7 +449,7 @@ class Layout:
                         )
                     size, stride = target, 0
                 new_shape[i], new_strides[i] = size, stride
-        if any(size < 0 for size in new_shape):
+        if any(size < 0 for size in new_shape) or size_problem(new_shape) is not None:
             raise LayoutError("numel: integer multiplication overflow")
         return Layout(tuple(new_shape), tuple(new_strides), self.offset)
 

@@ -24,11 +24,12 @@ import numpy as np
 from . import backends
 from .api import (
     _as_array, _canonical_lengths, _context, _kernel_runner, _keyword_axes, _layout_from,
-    _numpy_layout, _numpy_strided_runner, _plan_for, _refuse_copy, rearrange,
+    _numpy_layout, _numpy_strided_runner, _parse_first, _plan_for, _refuse_copy,
+    _with_context, rearrange,
 )
 from .api import _tensor_runner as _rearrange_tensor_runner  # repeat plans are its shape
 from .caching import remember
-from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .errors import ArgumentTypeError, OutOfMemoryError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import parse_transform, pattern_error
 from .plan import _REDUCTION_NAMES, Plan
@@ -191,8 +192,6 @@ def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
         backend = backends.by_type.get(type(tensor))
         foreign = (backend, tensor) if backend is not None else backends.foreign_input(tensor, op)
         if foreign is not None:
-            if op == "reduce":
-                _check_reduction(reduction)
             if axes_lengths and not all(type(v) is int for v in axes_lengths.values()):
                 axes_lengths = _canonical_lengths(axes_lengths)
             return backends.run_transform(*foreign, op, pattern, reduction, copy, axes_lengths)
@@ -217,7 +216,13 @@ def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
             _remember(key, runner)
         except TypeError:
             pass
-    return runner(array)
+    try:
+        return runner(array)
+    except RearrangeError as error:  # a reduction that failed on these values
+        raise _with_context(error, pattern, array.shape, axes_lengths, op) from None
+    except MemoryError as error:     # a repeat's copy bigger than the memory
+        raise _with_context(OutOfMemoryError(f"not enough memory for the result: {error}"),
+                            pattern, array.shape, axes_lengths, op) from None
 
 
 def _lower(op: str, array: np.ndarray | Tensor, pattern: str, reduction: Any,
@@ -252,13 +257,15 @@ def _plan_layout(op: str, layout: Layout, dtype: str | None, itemsize: int | Non
                  pattern: str, reduction: Any, copy: bool | None,
                  axes_lengths: Mapping[str, Any]) -> Plan:
     """The plan of ``op`` (reduce or repeat) for one input layout."""
-    name = _check_reduction(reduction) if op == "reduce" else None
     axes_lengths = _canonical_lengths(axes_lengths)
-    for axis, length in axes_lengths.items():
-        if type(length) is not int:
-            raise PatternError(
-                f"axis length {axis}={length!r} must be a positive integer\n"
-                f"{_context(pattern, layout.shape, axes_lengths, op)}")
+    _parse_first(pattern, op, layout.shape, axes_lengths)
+    try:
+        name = _check_reduction(reduction) if op == "reduce" else None
+        for axis, length in axes_lengths.items():
+            if type(length) is not int:
+                raise PatternError(f"axis length {axis}={length!r} must be a positive integer")
+    except RearrangeError as error:
+        raise _with_context(error, pattern, layout.shape, axes_lengths, op) from None
     plan = _plan_for(pattern, layout, axes_lengths, copy, dtype, itemsize, unit,
                      op=op, reduction=name)
     if name in ("argmax", "argmin"):
@@ -293,7 +300,7 @@ def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
 
     As in einops, ``reduction='rearrange'`` and ``'repeat'`` run those operations.
     """
-    if reduction == "rearrange" or reduction == "repeat":
+    if type(reduction) is str and reduction in ("rearrange", "repeat"):
         return (rearrange if reduction == "rearrange" else repeat)(tensor, pattern, **axes_lengths)
     return _run("reduce", tensor, pattern, reduction, None, axes_lengths)
 
@@ -316,9 +323,8 @@ def repeat(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_length
     array([0, 0, 1, 1, 2, 2])
     """
     if copy is not None and copy is not True and copy is not False:
+        # an axis named copy; any other value is refused by planning, after the pattern
         copy, _, axes_lengths = _keyword_axes(pattern, "repeat", copy, None, axes_lengths)
-        if copy is not None and copy is not True and copy is not False:
-            raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
     return _run("repeat", tensor, pattern, None, copy, axes_lengths)
 
 

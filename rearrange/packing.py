@@ -28,7 +28,7 @@ from .api import _numpy_layout
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
-from .parsing import PackPattern, parse_pack, pattern_error
+from .parsing import PackPattern, parse_pack, pattern_error, shorten
 from .plan import JsonDump, _layout_dict
 from .shapes import ShapeMismatchError
 from .tensor import Storage, Tensor, _dtype
@@ -325,7 +325,7 @@ def plan_pack(pattern: PackPattern, layouts: Sequence[Layout], dtypes: Sequence[
     named = n_before + n_after
     for k, layout in enumerate(layouts):
         if layout.ndim < named:
-            axes = ", ".join(pattern.names)
+            axes = shorten(", ".join(pattern.names))
             raise ShapeMismatchError(
                 f"input {k} has shape {_fmt(layout.shape)}, {layout.ndim} dim"
                 f"{'s' if layout.ndim != 1 else ''}, but the pattern names {named} ax"
@@ -462,8 +462,8 @@ def _describe(item: Any, where: str) -> _Input:
         layout, unit = _numpy_layout(item)
         return _Input(layout, item.dtype, unit)
     raise ArgumentTypeError(
-        f"{where} is a {type(item).__module__}.{type(item).__name__}; expected a numpy array "
-        "or a rearrange.Tensor")
+        f"{where} is a {type(item).__module__}.{type(item).__name__}; expected "
+        f"{backends.SUPPORTED_ARRAYS}")
 
 
 def _shape_tuple(value: Any) -> tuple[int, ...] | None:
@@ -496,7 +496,7 @@ def _check_sequence(tensors: Any, op: str) -> None:
 
 def _context(op: str, pattern: str, shapes: str) -> str:
     verb = "packing" if op == "pack" else "unpacking"
-    return f"  while {verb} with pattern '{pattern}': {shapes}"
+    return f"  while {verb} with pattern '{shorten(pattern)}': {shapes}"
 
 
 def _normalise_packed_shapes(packed_shapes: Any) -> list[tuple[int, ...]]:
@@ -777,8 +777,8 @@ def _unpack_foreign(backend: Any, tensor: Any, packed_shapes: Any, pattern: str)
     """unpack of torch, dask or array-API arrays: slices then reshapes, by the library
     (views wherever the library makes them: torch always can here)."""
     shape = tuple(int(n) for n in tensor.shape)
-    plan = _plan_unpack(pattern, Layout.contiguous(shape), _normalise_packed_shapes(packed_shapes),
-                        None, None, "elements")
+    plan, _ = _plan_unpack(pattern, Layout.contiguous(shape), packed_shapes, None, None,
+                           "elements")
     axis = plan.axis
     places = []
     start = 0
@@ -800,8 +800,7 @@ def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     if isinstance(tensor, np.generic):
         tensor = np.asarray(tensor)
     layout, dtype, unit = _describe(tensor, "unpack(): the packed array")
-    shapes = _normalise_packed_shapes(packed_shapes)
-    plan = _plan_unpack(pattern, layout, shapes, dtype.name, dtype.itemsize, unit)
+    plan, shapes = _plan_unpack(pattern, layout, packed_shapes, dtype.name, dtype.itemsize, unit)
     run = _unpack_runner(plan, isinstance(tensor, Tensor))
     if type(tensor) is np.ndarray:
         _remember(_unpack_cache, (pattern, tensor.shape, tuple(shapes)), run)
@@ -810,15 +809,18 @@ def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     return run  # ndarray subclasses are planned on every call
 
 
-def _plan_unpack(pattern: str, layout: Layout, shapes: list[tuple[int, ...]], dtype: str | None,
-                 itemsize: int | None, unit: str) -> PackPlan:
+def _plan_unpack(pattern: str, layout: Layout, packed_shapes: Any, dtype: str | None,
+                 itemsize: int | None, unit: str) -> tuple[PackPlan, list[tuple[int, ...]]]:
+    """The plan and the packed shapes as plain tuples. The pattern is checked first, then
+    the packed shapes, then how both fit the input; each error quotes the pattern."""
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
     try:
         parsed = parse_pack(pattern)
-        return plan_unpack(parsed, layout, shapes, dtype, itemsize, unit)
-    except PatternError as error:
-        where = f"input shape {_fmt(layout.shape)}, packed_shapes {shapes}"
+        shapes = _normalise_packed_shapes(packed_shapes)
+        return plan_unpack(parsed, layout, shapes, dtype, itemsize, unit), shapes
+    except RearrangeError as error:
+        where = f"input shape {_fmt(layout.shape)}, packed_shapes {shorten(repr(packed_shapes))}"
         raise type(error)(f"{error}\n{_context('unpack', pattern, where)}") from None
 
 
@@ -861,5 +863,4 @@ def explain_unpack(x_or_shape: Any, packed_shapes: Sequence[Sequence[int]], patt
         resolved = None if dtype is None else _dtype(dtype)
     dtype_name = None if resolved is None else resolved.name
     itemsize = None if resolved is None else resolved.itemsize
-    shapes = _normalise_packed_shapes(packed_shapes)
-    return _plan_unpack(pattern, layout, shapes, dtype_name, itemsize, unit)
+    return _plan_unpack(pattern, layout, packed_shapes, dtype_name, itemsize, unit)[0]

@@ -42,6 +42,7 @@ __all__ = [
     "TRANSFORM_OPS",
     "parse_transform",
     "pattern_error",
+    "shorten",
     "PackPattern",
     "ShapePattern",
     "SHAPE_OPS",
@@ -149,7 +150,21 @@ def pattern_error(message: str, text: str, start: int, end: int | None = None) -
     as one space per character and wide characters count two columns, so the carets line
     up in a terminal.
     """
-    return PatternError(f"{message}\n{_caret_lines(text, start, end)}")
+    return PatternError(f"{shorten(message, 4 * _QUOTED)}\n{_caret_lines(text, start, end)}")
+
+
+# A message quotes at most this many characters of a pattern (a line of it under the
+# carets: this many on each side of the caret region, the region itself at most twice
+# this): a 100 KB pattern gives a message of a few KB, never one that holds it all.
+_QUOTED = 100
+
+
+def shorten(text: str, keep: int = _QUOTED) -> str:
+    """``text`` (a pattern, or a message that quotes one) as messages show it: whole
+    when short, else its first and last ``keep`` characters around `` … ``."""
+    if len(text) <= 2 * keep + 3:
+        return text
+    return f"{text[:keep]} … {text[-keep:]}"
 
 
 def _caret_lines(text: str, start: int, end: int | None) -> str:
@@ -160,10 +175,20 @@ def _caret_lines(text: str, start: int, end: int | None) -> str:
         line_end = len(text)
     if end is None:
         end = start + 1
-    shown = "".join(" " if char.isspace() else char for char in text[line_start:line_end])
-    column = _display_width(text[line_start:start])
-    width = max(1, _display_width(text[start : min(end, line_end)]))
-    return f"  {shown}\n  {' ' * column}{'^' * width}"
+    end = min(max(end, start + 1), line_end)
+    # The window of the line shown: all of a line up to 4 * _QUOTED characters, else the
+    # caret region (its head when it is long) with up to _QUOTED characters either side;
+    # " … " marks what is left out.
+    low, high = line_start, line_end
+    if line_end - line_start > 4 * _QUOTED:
+        low = max(line_start, start - _QUOTED)
+        high = min(line_end, min(end, start + 2 * _QUOTED) + _QUOTED)
+    head = "… " if low > line_start else ""
+    tail = " …" if high < line_end else ""
+    shown = "".join(" " if char.isspace() else char for char in text[low:high])
+    column = _display_width(head) + _display_width(text[low:start])
+    width = max(1, _display_width(text[start : min(end, high)]))
+    return f"  {head}{shown}{tail}\n  {' ' * column}{'^' * width}"
 
 
 def _display_width(text: str) -> int:

@@ -25,7 +25,7 @@ from typing import IO, Any, Callable, Mapping
 
 from .errors import RearrangeError
 from .layout import Layout
-from .recipe import Recipe, solve_lengths
+from .recipe import Recipe, check_result_size, solve_lengths
 
 __all__ = ["Step", "Plan", "JsonDump", "plan_transform"]
 
@@ -281,6 +281,7 @@ def plan_transform(
     strided source will be copied (the planner itself knows no kernels).
     """
     lengths = solve_lengths(recipe, layout.shape, axes_lengths)
+    check_result_size(recipe, lengths, itemsize)
     names = recipe.names
     steps: list[Step] = []
     current = layout

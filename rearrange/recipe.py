@@ -15,9 +15,10 @@ from functools import lru_cache
 from typing import Mapping
 
 from .errors import PatternError
+from .layout import MAX_DIMS, MAX_SIZE, size_problem
 from .parsing import AnonymousAxis, AxisName, EllipsisAxis, Group, TransformPattern, pattern_error
 
-__all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths"]
+__all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_result_size"]
 
 ELLIPSIS_PREFIX = "…"  # ellipsis dims are named …0, …1, ... (not valid identifiers)
 
@@ -193,8 +194,14 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 f"axis length {name}={length!r} must be a positive integer",
                 text, axis.start, axis.end,
             )
+        if length.__index__() > MAX_SIZE:
+            axis = recipe.axes[names.index(name)]
+            raise pattern_error(
+                f"axis length {name}={length!r} is too large: lengths must be below 2**63",
+                text, axis.start, axis.end,
+            )
     lengths: list[int | None] = [None] * len(recipe.axes)
-    for axis, length in recipe.fixed_lengths:
+    for axis, length in recipe.fixed_lengths:   # at most 18 digits: parsing checks
         lengths[axis] = length
     for name, length in axes_lengths.items():
         lengths[names.index(name)] = length.__index__()
@@ -247,3 +254,29 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 text, recipe.axes[axis].start, recipe.axes[axis].end,
             )
     return tuple(lengths)  # type: ignore[arg-type]
+
+
+def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | None) -> None:
+    """Raise :class:`PatternError` when the axes ``lengths`` (from :func:`solve_lengths`)
+    describe arrays that cannot exist (see :func:`rearrange.layout.size_problem`): the
+    input split into more than 64 axes, or a result of more than 64 dims, 2**63
+    elements or 2**63 bytes. Called before any layout of the plan is built, so such a
+    call fails here, before numpy or torch sees a shape and with nothing allocated.
+
+    The largest arrays a plan builds are the split input (its elementary axes) and the
+    output before its groups merge (the kept and added axes, unmerged: a size-0 axis
+    inside a group must not hide a product numpy refuses in the unmerged view).
+    """
+    text = recipe.pattern.text
+    left, right = recipe.pattern.left, recipe.pattern.right
+    left_count = len(recipe.axes) - len(recipe.added)
+    if left_count > MAX_DIMS:
+        raise pattern_error(
+            f"the left side splits the input into {left_count} axes; arrays have at most "
+            f"{MAX_DIMS} dims (numpy's limit)", text, left.start, max(left.end, left.start + 1))
+    unmerged = tuple(lengths[i] for group in recipe.output_groups for i in group)
+    problem = (size_problem(unmerged, itemsize or 1)
+               or size_problem(tuple(1 for _ in recipe.output_groups)))
+    if problem is not None:
+        raise pattern_error(f"no array can hold the result: {problem}",
+                            text, right.start, max(right.end, right.start + 1))

@@ -29,19 +29,20 @@ from typing import Any, Mapping, Sequence
 
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError
-from .parsing import AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error
+from .parsing import (AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error,
+                      shorten)
 from .plan import JsonDump
 
 __all__ = ["parse_shape", "check_shape", "explain_shape", "ShapeMismatchError", "ShapePlan",
            "ShapeRow"]
 
 
-class ShapeMismatchError(PatternError, RuntimeError):
+class ShapeMismatchError(PatternError):
     """A shape does not fit a pattern: wrong rank, a size that differs from the one the
     pattern or a given length implies, a composition that does not divide.
 
-    A :class:`~rearrange.PatternError` (so a ``RearrangeError`` and a ``ValueError``), and
-    also a ``RuntimeError``, the class einops raises for these.
+    A :class:`~rearrange.PatternError`, so a ``RearrangeError``: a ``ValueError`` and a
+    ``RuntimeError`` (the class einops raises for these).
     """
 
     __module__ = "rearrange.shapes"
@@ -171,7 +172,7 @@ def _context(op: str, pattern: str, shape: Sequence[Any], lengths: Mapping[str, 
     given = "".join(f", {k}={v!r}" for k, v in lengths.items())
     verb = "parsing shape" if op == "parse_shape" else "checking shape"
     with_lengths = f" with {given[2:]}" if given else ""
-    return f"  while {verb} {_fmt(shape)} against pattern '{pattern}'{with_lengths}"
+    return f"  while {verb} {_fmt(shape)} against pattern '{shorten(pattern)}'{with_lengths}"
 
 
 def _with_context(error: PatternError, op: str, pattern: str, shape: Sequence[Any],

@@ -25,8 +25,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from .errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeError
-from .layout import Layout, as_int, infer_size, wrap_dim
+from .errors import ArgumentTypeError, DimensionError, LayoutError, OutOfMemoryError, RearrangeError
+from .layout import MAX_DIMS, MAX_SIZE, Layout, as_int, format_int_list, infer_size, size_problem, wrap_dim
 
 __all__ = [
     "Tensor", "Size", "Storage", "UntypedStorage",
@@ -227,7 +227,8 @@ def _size_args(args: tuple, op: str, argument: str = "size") -> tuple[_builtin_i
     """``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` all mean the sizes ``(2, 3)``.
 
     ``f()`` is torch's TypeError (a 0-d shape is spelled ``f(())``); so is any element that
-    is not an int (bools included), named with its position and value.
+    is not an int (bools included), named with its position and value, and any int
+    outside int64 (torch's unpacking overflow, with its 1-based position).
     """
     if not args:
         raise ArgumentTypeError(f'{op}() missing 1 required positional arguments: "{argument}"')
@@ -244,6 +245,11 @@ def _size_args(args: tuple, op: str, argument: str = "size") -> tuple[_builtin_i
                 f"{op}(): argument '{argument}' must be tuple of ints, but found element of "
                 f"type {type(value).__name__} at pos {k}: {value!r}"
             ) from None
+        if not -MAX_SIZE - 1 <= sizes[-1] <= MAX_SIZE:
+            raise ArgumentTypeError(
+                f"{op}(): argument '{argument}' failed to unpack the object at pos {k + 1} "
+                f"with error \"Overflow when unpacking long long\": {value!r} is outside int64"
+            )
     return tuple(sizes)
 
 
@@ -260,6 +266,11 @@ class Tensor:
 
     @classmethod
     def _wrap(cls, storage: Storage, layout: Layout) -> Tensor:
+        # Every Tensor is made here: a numpy array over the storage can always be built.
+        if len(layout.shape) > MAX_DIMS:
+            raise LayoutError(
+                f"a rearrange.Tensor has at most {MAX_DIMS} dims (numpy's limit, which its "
+                f"storage follows); this one would have {len(layout.shape)}")
         self = object.__new__(cls)
         self._storage = storage
         self._layout = layout
@@ -922,6 +933,8 @@ def as_strided(input: Tensor, size: Sequence[object], stride: Sequence[object],
             f"Storage size calculation overflowed with sizes={list(size)} and "
             f"strides={list(stride)}"
         )
+    if size_problem(size) is not None and len(size) <= MAX_DIMS:
+        raise LayoutError("numel: integer multiplication overflow")
     layout = Layout(size, stride, offset)
     needed = 0 if layout.numel == 0 else layout.extent()[1] + 1
     itemsize = input.element_size()
@@ -944,8 +957,26 @@ def _filled(name: str, sizes: tuple, dtype: object, fill) -> Tensor:
             f"Trying to create tensor with negative dimension {negative}: {list(shape)}"
         )
     target = _DEFAULT_FLOAT if dtype is None else _dtype(dtype)
-    flat = fill(math.prod(shape), target)
+    _check_creatable(shape, target)
+    try:
+        flat = fill(math.prod(shape), target)
+    except MemoryError as error:
+        raise OutOfMemoryError(f"{name}: not enough memory for sizes={format_int_list(shape)}: "
+                               f"{error}") from None
     return Tensor._wrap(Storage(flat), Layout.contiguous(shape))
+
+
+def _check_creatable(shape: tuple[_builtin_int, ...], dtype: np.dtype) -> None:
+    """Refuse, before allocating, a tensor no storage can hold: torch's message for an
+    element or byte count past int64, ours for more than MAX_DIMS dims."""
+    problem = size_problem(shape, dtype.itemsize)
+    if problem is None:
+        return
+    if len(shape) > MAX_DIMS:
+        raise LayoutError(f"a rearrange.Tensor has at most {MAX_DIMS} dims (numpy's limit); "
+                          f"got {problem}")
+    raise LayoutError(
+        f"Storage size calculation overflowed with sizes={format_int_list(shape)} ({problem})")
 
 
 def zeros(*size: object, dtype: object = None) -> Tensor:
@@ -988,6 +1019,12 @@ def arange(start: object, end: object = None, step: object = 1, *, dtype: object
     if (end - start) * step < 0:
         raise LayoutError("upper bound and lower bound inconsistent with step sign")
     integral = all(isinstance(v, (_builtin_int, np.integer)) for v in (start, end, step))
+    if integral and not all(-MAX_SIZE - 1 <= v <= MAX_SIZE for v in (start, end, step)):
+        raise LayoutError("value cannot be converted to type int64_t without overflow")
+    if not integral and not all(math.isfinite(v) for v in (start, end, step)):
+        raise LayoutError(f"unsupported range: {start} -> {end}")
     target = (int64 if integral else _DEFAULT_FLOAT) if dtype is None else _dtype(dtype)
+    count = -((start - end) // step) if integral else math.ceil((end - start) / step)
+    _check_creatable((max(count, 0),), target)
     values = np.arange(start, end, step, dtype=np.float64 if not integral else np.int64)
     return _from_array(values.astype(target))

@@ -680,8 +680,9 @@ X = np.ones((5, 4, 3))
     (lambda: ra.einsum(X, X, 3), "rearrange.einsum takes the tensors first and the pattern "
      "last; the last argument must be the pattern string, got int"),
     (lambda: ra.einsum([1.0, 2.0], "a -> a"),
-     "rearrange.einsum takes numpy arrays or rearrange.Tensors, then the pattern; argument 0 "
-     "is list"),
+     "rearrange.einsum takes arrays of one type (a numpy array, a rearrange.Tensor, a torch "
+     "tensor, a dask array or an array-API array (jax, cupy, array-api-strict, ...)), then the "
+     "pattern; argument 0 is list"),
     (lambda: ra.einsum(torch.ones(3), np.ones(3), "a, a -> a"),
      "rearrange.einsum takes inputs of one array type; argument 0 is torch.Tensor, argument 1 "
      "is numpy.ndarray"),

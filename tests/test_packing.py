@@ -563,7 +563,8 @@ def test_argument_errors() -> None:
         (lambda: ra.pack(x, "b *"), ra.ArgumentTypeError,
          "pack() takes a list or tuple of arrays; got numpy.ndarray"),
         (lambda: ra.pack([[1, 2]], "*"), ra.ArgumentTypeError,
-         "pack(): item 0 is a builtins.list; expected a numpy array or a rearrange.Tensor"),
+         "pack(): item 0 is a builtins.list; expected a numpy array, a rearrange.Tensor, a torch "
+         "tensor, a dask array or an array-API array"),
         (lambda: ra.pack([x], 3), ra.ArgumentTypeError, "pattern must be a str, got int 3"),
         (lambda: ra.pack([ra.zeros(1), np.array(["a"])], "*"), ra.ArgumentTypeError,
          "a rearrange.Tensor cannot hold dtype"),

@@ -99,7 +99,7 @@ def test_copy_false_names_the_group_that_forced_a_copy() -> None:
     (lambda: ra.rearrange(np.zeros((2, 3)), "a b -> a b", b=[1]), "axis length b=[1] must be a positive integer"),
     (lambda: ra.rearrange([np.zeros(2), np.zeros(3)], "n a -> a n"), "needs equal shapes"),
     (lambda: ra.rearrange([], "n a -> a n"), "empty list"),
-    (lambda: ra.explain("abc", "a -> a"), "explain() takes an array"),
+    (lambda: ra.explain("abc", "a -> a"), "explain() takes a numpy array, a rearrange.Tensor, a torch tensor"),
     (lambda: ra.compile("a -> b"), "axis 'a' appears only on the left side"),
     (lambda: ra.compile("a -> a", a=0), "axis length a=0 must be a positive integer"),
 ], ids=["pattern-int", "input-str", "copy-str", "length-list", "ragged-list", "empty-list",

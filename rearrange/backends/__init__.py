@@ -11,6 +11,8 @@ looked up in ``sys.modules``. Each backend module provides
                               ops (views stay views, autograd and devices keep working)
 * ``stack(xs)``             — a list of its arrays stacked on a new first axis
 * ``describe_copy(...)``    — optional: how a copy step will be done, for explain
+* ``to_numpy(x)``           — optional: ``x``'s values as a numpy array (default
+                              ``numpy.asarray``), for :func:`asnumpy`
 
 and the same plan (:func:`rearrange.plan.plan_transform`) drives every one of them.
 """
@@ -25,11 +27,16 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..caching import remember
-from ..errors import ArgumentTypeError, RearrangeError
+from ..errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
 from ..layout import Layout
 from ..tensor import Tensor
 
-__all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array"]
+__all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array", "asnumpy",
+           "SUPPORTED_ARRAYS"]
+
+#: Every array type the public operations take, for messages about anything else.
+SUPPORTED_ARRAYS = ("a numpy array, a rearrange.Tensor, a torch tensor, a dask array or an "
+                    "array-API array (jax, cupy, array-api-strict, ...)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +99,36 @@ def foreign_input(x: Any, op: str) -> tuple[Any, Any] | None:
     return None if backend is None else (backend, x)
 
 
+def asnumpy(x: Any) -> np.ndarray:
+    """``x``'s values as a numpy array, as einops' ``asnumpy``: a numpy array as it is, a
+    ``rearrange.Tensor`` as the numpy view of its memory, a torch tensor detached and
+    moved to the CPU, a dask array computed, an array-API array through numpy's
+    ``asarray`` (or DLPack). No framework is imported: ``x``'s type says which it is.
+
+    >>> import rearrange as ra
+    >>> ra.asnumpy(ra.arange(6).view(2, 3))
+    array([[0, 1, 2],
+           [3, 4, 5]])
+    """
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if isinstance(x, Tensor):
+        return x.numpy()
+    backend = backend_for(x)
+    if backend is None:
+        raise ArgumentTypeError(
+            f"asnumpy() takes {SUPPORTED_ARRAYS}; got {type(x).__module__}.{type(x).__name__}")
+    to_numpy = getattr(backend, "to_numpy", None)
+    if to_numpy is not None:
+        return to_numpy(x)
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError, RuntimeError):  # e.g. cupy: device memory, DLPack only
+        return np.from_dlpack(x)
+
+
 # ---------------------------------------------------------------------- runners
 
 _CACHE_SIZE = 1024
@@ -140,7 +177,26 @@ def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
             remember(_runners, key, runner, _CACHE_SIZE, _lock)
         except TypeError:       # an unhashable key: the runner is used once, not kept
             pass
-    return runner(x)
+    try:
+        return runner(x)
+    except RearrangeError as error:  # a reduction that failed on these values
+        from ..api import _with_context
+
+        raise _with_context(error, pattern, tuple(x.shape), axes_lengths, op) from None
+    except (MemoryError, RuntimeError) as error:
+        if not is_out_of_memory(error):
+            raise
+        from ..api import _with_context
+
+        raise _with_context(OutOfMemoryError(f"not enough memory for the result: {error}"),
+                            pattern, tuple(x.shape), axes_lengths, op) from None
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Is ``error`` an allocation failure: numpy's MemoryError, torch's
+    ``OutOfMemoryError`` (CUDA) or its CPU allocator's RuntimeError?"""
+    return (isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
+            or "can't allocate memory" in str(error))
 
 
 def cache_clear() -> None:

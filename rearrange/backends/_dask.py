@@ -51,6 +51,11 @@ def cache_key(x: Any) -> tuple:
     return type(x), x.shape, x.dtype.str
 
 
+def to_numpy(x: Any) -> np.ndarray:
+    """The computed values of ``x`` (all its chunks, in memory)."""
+    return np.asarray(x.compute())
+
+
 def describe(x: Any) -> ArrayInfo:
     dtype = np.dtype(x.dtype)
     return ArrayInfo(Layout.contiguous(_known_shape(x)), dtype.name, dtype.itemsize)

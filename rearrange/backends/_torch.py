@@ -67,6 +67,11 @@ def stack(xs: list[Any]) -> Any:
     return _torch().stack(xs)
 
 
+def to_numpy(x: Any) -> Any:
+    """A numpy array of ``x``'s values: detached from autograd, on the CPU."""
+    return x.detach().cpu().numpy()
+
+
 # Numpy dtypes the kernel can view a CPU tensor's memory as (others: torch copies).
 _NUMPY_VIEWABLE = frozenset({
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
