@@ -16,6 +16,12 @@ compiled with ``cache=True``: numba writes the cache next to the loops' module
 cache dir (``~/.cache/numba`` on Linux); ``NUMBA_CACHE_DIR`` overrides both. A read-only
 install therefore still caches, per user; with a warm cache a fresh process's first copy
 costs ~0.25 s (mostly the numba import).
+
+numba keeps a cached function while its own file is unchanged (mtime and size): the
+loops' entries are checked against ``loops.py`` only, not against the intrinsics, the ABI
+or the thresholds they are compiled with. An install writes every file anew; in a source
+tree, after editing ``intrinsics.py``, ``abi.py`` or a constant the loops read, touch
+``loops.py`` (or clear its ``__pycache__``) so that the loops are compiled again.
 """
 
 from __future__ import annotations
