@@ -19,6 +19,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rearrange import kernel as K
+from rearrange.kernel import abi, lowering, pages
+from rearrange.kernel import plan as kplan
+from rearrange.kernel import threads as kthreads
+
+# Each stage imports the thresholds it reads by name: a test lowers one in all of them.
+KERNEL_MODULES = (K, kplan, lowering, kthreads, pages)
+
+
+def set_everywhere(monkeypatch, name: str, value) -> None:
+    """Set a kernel threshold (or helper) in every module of the package that binds it."""
+    bound = [m for m in KERNEL_MODULES if hasattr(m, name)]
+    assert bound, name
+    for module in bound:
+        monkeypatch.setattr(module, name, value)
 
 STRUCT = np.dtype([("a", "<i4"), ("b", "<f8")])            # 12 bytes, packed: 4-byte units
 DTYPES = [
@@ -64,15 +78,15 @@ def small_thresholds(request, monkeypatch):
     """Let tiny arrays reach the kernels, threads and (param) non-temporal stores, or the
     paths for destinations never touched before (populated first, or regular stores)."""
     streaming = request.param != "cached"
-    monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
-    monkeypatch.setattr(K, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
-    monkeypatch.setattr(K, "ROWS_NUMPY_MAX_BYTES", 0)
-    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
-    monkeypatch.setattr(K, "NONTEMPORAL_MIN_BYTES", 0 if streaming else 1 << 62)
-    monkeypatch.setattr(K, "NONTEMPORAL_TILE_MIN_BYTES", 0 if streaming else 1 << 62)
+    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "ROWS_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "NONTEMPORAL_MIN_BYTES", 0 if streaming else 1 << 62)
+    set_everywhere(monkeypatch, "NONTEMPORAL_TILE_MIN_BYTES", 0 if streaming else 1 << 62)
     if request.param == "fresh":
-        monkeypatch.setattr(K, "_untouched", lambda addr, nbytes: True)
-        monkeypatch.setattr(K, "FRESH_ROWS_NUMPY_MAX_BYTES", 0)
+        set_everywhere(monkeypatch, "untouched", lambda addr, nbytes: True)
+        set_everywhere(monkeypatch, "FRESH_ROWS_NUMPY_MAX_BYTES", 0)
     return request.param
 
 
@@ -190,24 +204,24 @@ def test_small_tiles_run_along_an_outer_dim(monkeypatch) -> None:
     source row: with streaming stores the panel runs along r1 (continuing the tile in
     the destination), its lines leave from registers when the destination is on the
     line grid and through the staging buffer when it is not."""
-    monkeypatch.setattr(K, "NONTEMPORAL_MIN_BYTES", 0)
+    set_everywhere(monkeypatch, "NONTEMPORAL_MIN_BYTES", 0)
     x = np.zeros((2, 3, 64, 64), np.float32)
     v = x.reshape(2, 3, 4, 16, 4, 16).transpose(0, 2, 4, 3, 5, 1)
     k = K.plan_copy(v.shape, v.strides, 4, threads=1)
     assert k.variant == "small-inner-dim" and k.tile == (16, 3)
-    p = K._lower(k, 0)[3]
-    assert (p[K._P_NR], p[K._P_SR], p[K._P_DR], p[K._P_NT]) == (4, 16, 768, K._REGULAR)
-    assert p[K._P_PF] == K.PREFETCH_UNITS_AHEAD * 64          # two p1 rows ahead
-    assert p[K._P_KIND] == K._WEAVE
+    p = lowering.lower(k, 0)[3]
+    assert (p[abi.P_NR], p[abi.P_SR], p[abi.P_DR], p[abi.P_NT]) == (4, 16, 768, abi.REGULAR)
+    assert p[abi.P_PF] == kplan.PREFETCH_UNITS_AHEAD * 64          # two p1 rows ahead
+    assert p[abi.P_KIND] == abi.KIND_WEAVE
     x = np.zeros((2, 16, 8, 64), np.float32)
     v = x.reshape(2, 4, 2, 2, 8, 64).transpose(0, 1, 4, 2, 5, 3)
     k = K.plan_copy(v.shape, v.strides, 4, threads=1)
     assert k.variant == "small-inner-dim" and k.tile == (64, 2)
-    p = K._lower(k, 0)[3]
-    assert (p[K._P_NR], p[K._P_SR], p[K._P_DR], p[K._P_NT]) == (2, 1024, 128, K._DIRECT_NT)
-    assert p[K._P_PF] == 0 and p[K._P_KIND] == K._WEAVE
-    staged = K._lower(k, 4)[3]
-    assert staged[K._P_NT] == K._STAGED_NT and staged[K._P_KIND] == K._TILE
+    p = lowering.lower(k, 0)[3]
+    assert (p[abi.P_NR], p[abi.P_SR], p[abi.P_DR], p[abi.P_NT]) == (2, 1024, 128, abi.DIRECT_NT)
+    assert p[abi.P_PF] == 0 and p[abi.P_KIND] == abi.KIND_WEAVE
+    staged = lowering.lower(k, 4)[3]
+    assert staged[abi.P_NT] == abi.STAGED_NT and staged[abi.P_KIND] == abi.KIND_TILE
     for offset in (0, 4):
         copy_at(np.random.default_rng(offset).random(x.shape, dtype=np.float32).reshape(
             2, 4, 2, 2, 8, 64).transpose(0, 1, 4, 2, 5, 3), offset)
@@ -225,9 +239,9 @@ def test_reversal_runs_the_source_continuation_inside_column_blocks(dtype, threa
     v = x.transpose(3, 2, 1, 0)
     k = K.plan_copy(v.shape, v.strides, v.itemsize, v.dtype.kind, threads=1)
     assert k.variant == "tiled-transpose"
-    low = K._lower(k, 0)
+    low = lowering.lower(k, 0)
     itv, p = low[2], low[3]
-    assert p[K._P_ITB] == itv[0] - 2 and itv[-2] == k.src_strides[1]
+    assert p[abi.P_ITB] == itv[0] - 2 and itv[-2] == k.src_strides[1]
     for view in (v, x[:, :, ::-1].transpose(3, 2, 1, 0)):
         for offset in (0, x.itemsize):
             copy_at(view, offset)
@@ -243,12 +257,12 @@ def test_transpose_rows_meeting_off_the_line_grid(dtype, extra_rows, threads,
     one row, then the first of the next), the head of row 0 and the tail of the last row
     one unit at a time; panels one tile tall (every row's edges by units), one row
     taller, and tall; a 2-D transpose and columns over (b2, b)."""
-    monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
-    monkeypatch.setattr(K, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
-    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
-    monkeypatch.setattr(K, "NONTEMPORAL_TILE_MIN_BYTES", 0)
+    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "NONTEMPORAL_TILE_MIN_BYTES", 0)
     item = np.dtype(dtype).itemsize
-    ka = K._SIMD_TILE_G2[8][0] if item == 16 else K._SIMD_TILE[item][0]
+    ka = kplan.SIMD_TILE_G2[8][0] if item == 16 else kplan.SIMD_TILE[item][0]
     na = ka + extra_rows
     rng = np.random.default_rng(na)
     views = [random_array((192, na), dtype, rng).T,
@@ -257,7 +271,7 @@ def test_transpose_rows_meeting_off_the_line_grid(dtype, extra_rows, threads,
         k = K.plan_copy(v.shape, v.strides, v.itemsize, v.dtype.kind)
         assert k.variant == "tiled-transpose"
         for offset in sorted({item, 16, 48}):
-            assert K._lower(k, offset)[3][K._P_SEAM] == offset // item   # units x group
+            assert lowering.lower(k, offset)[3][abi.P_SEAM] == offset // item   # units x group
             copy_at(v, offset)
 
 
@@ -341,7 +355,7 @@ def test_plan_fuses_and_drops_size_one_dims(monkeypatch) -> None:
     k = K.plan_copy(x.shape, x.strides, 4, threads=1)
     assert k.fused_shape == (16, 8, 128) and k.src_strides == (128, 2048, 1)
     assert k.variant == "numpy" and "row loop" in k.reason    # small, one thread
-    monkeypatch.setattr(K, "ROWS_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "ROWS_NUMPY_MAX_BYTES", 0)
     assert K.plan_copy(x.shape, x.strides, 4, threads=1).variant == "inner-contiguous"
 
 
@@ -379,7 +393,7 @@ def test_plan_numpy_for_objects_and_tiny_copies() -> None:
 
 
 def test_plan_broadcast_and_strided_rows(monkeypatch) -> None:
-    monkeypatch.setattr(K, "ROWS_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "ROWS_NUMPY_MAX_BYTES", 0)
     assert K.plan_copy((100, 1000), (0, 8), 8).variant == "inner-contiguous"
     k = K.plan_copy((1000, 100), (8, 0), 8)
     assert k.variant == "strided-rows" and "broadcast" in k.reason
@@ -396,14 +410,14 @@ def test_plan_threads_follow_size() -> None:
 def test_transpose_off_the_line_grid_is_split_in_bands_of_rows(rows, dtype, monkeypatch) -> None:
     """Destination rows that do not start on a cache line: two threads get bands of rows
     (whole bands per chunk), not neighbouring column blocks that share lines."""
-    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
     x = random_array((rows, 3 * rows // 2), dtype, np.random.default_rng(rows))
     plan = K.plan_copy(x.T.shape, x.T.strides, x.itemsize, threads=2)
     assert plan.variant == "tiled-transpose"
-    low = K._lower(plan, 0)
+    low = lowering.lower(plan, 0)
     params, quantum = low[3], low[-1]
-    assert params[K._P_ITA] >= 0 and params[K._P_TR] % plan.tile[0] == 0
-    assert quantum == params[K._P_NKB]
+    assert params[abi.P_ITA] >= 0 and params[abi.P_TR] % plan.tile[0] == 0
+    assert quantum == params[abi.P_NKB]
     out = np.empty(x.T.shape, dtype)
     K.copy_into(out, x.T, plan)
     assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
@@ -450,6 +464,17 @@ def test_import_and_planning_do_not_import_numba() -> None:
     assert out == "False"
 
 
+def test_explaining_a_copy_imports_no_numba() -> None:
+    """``import rearrange`` loads none of the heavy libraries, and explaining a plan with a
+    copy (the kernel's plan printed) loads no numba: planning is pure Python."""
+    code = ("import sys, rearrange\n"
+            "heavy = ('numba', 'llvmlite', 'torch', 'jax', 'dask')\n"
+            "print([m for m in heavy if m in sys.modules])\n"
+            "text = str(rearrange.explain((4096, 4096), 'a b -> b a', dtype='float32', copy=True))\n"
+            "print('tiled-transpose' in text, [m for m in heavy if m in sys.modules])")
+    assert _python(code).splitlines() == ["[]", "True []"]
+
+
 def test_thread_default_from_environment() -> None:
     assert _python("import rearrange.kernel as k; print(k.get_num_threads())",
                    REARRANGE_NUM_THREADS="3") == "3"
@@ -460,9 +485,9 @@ def test_concurrent_copies_from_python_threads(monkeypatch) -> None:
     results are right."""
     import threading
 
-    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
-    monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
-    monkeypatch.setattr(K, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
     xs = [random_array((300, 400), np.float32, np.random.default_rng(i)) for i in range(2)]
     outs = [np.empty((400, 300), np.float32) for _ in xs]
     errors = []
@@ -489,7 +514,7 @@ def test_copy_in_a_forked_child_after_a_parallel_copy() -> None:
     """The child of a fork (which inherits no worker threads) starts its own, copies
     right, and does not hang."""
     code = """
-import os, sys, numpy as np, rearrange.kernel as K
+import os, sys, numpy as np, rearrange.kernel as K, rearrange.kernel.threads as T
 x = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)
 out = np.empty((1024, 1024), np.float32)
 K.copy_into(out, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
@@ -498,7 +523,7 @@ if pid == 0:
     o = np.empty_like(out)
     for _ in range(20):
         K.copy_into(o, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
-    os._exit(0 if (o == x.T).all() and len(K._pool.workers) == 1 else 1)
+    os._exit(0 if (o == x.T).all() and len(T._pool.workers) == 1 else 1)
 _, status = os.waitpid(pid, 0)
 print(os.waitstatus_to_exitcode(status))
 """
@@ -527,11 +552,11 @@ print(dict(os.environ) == before, parallel._is_initialized, bool((out == x.T).al
 def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
     """The calling thread does every chunk no worker has taken; a worker that starts
     after the copy returned finds nothing left and writes nothing."""
-    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
-    monkeypatch.setattr(K, "NUMPY_MAX_BYTES", 0)
-    monkeypatch.setattr(K, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
     jobs = []
-    monkeypatch.setattr(K._pool, "submit", lambda job, helpers: jobs.append(job))
+    monkeypatch.setattr(kthreads._pool, "submit", lambda job, helpers: jobs.append(job))
     x = random_array((300, 400), np.float32, np.random.default_rng(5))
     out = np.empty((400, 300), np.float32)
     K.copy_into(out, x.T, K.plan_copy(out.shape, x.T.strides, 4, threads=threads))
@@ -552,10 +577,10 @@ def test_row_copy_into_a_fresh_destination_populates_it_first(threads, madvise,
     first — MADV_POPULATE_WRITE, or a write per page where that is missing — then
     copies; the pages around the destination are not written."""
     if not madvise:
-        monkeypatch.setattr(K, "_madvise_addr", 0)
-    monkeypatch.setattr(K, "THREAD_MIN_BYTES", 1)
-    monkeypatch.setattr(K, "FRESH_ROWS_NUMPY_MAX_BYTES", 0)
-    monkeypatch.setattr(K, "_num_threads", threads)
+        monkeypatch.setattr(pages, "_madvise_addr", 0)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "FRESH_ROWS_NUMPY_MAX_BYTES", 0)
+    monkeypatch.setattr(kthreads, "_num_threads", threads)
     x = random_array((4, 8, 1024, 256), np.float32, np.random.default_rng(2))
     src = x.transpose(0, 2, 1, 3)
     plan = K.plan_copy(src.shape, src.strides, 4)
@@ -575,9 +600,9 @@ def test_untouched_destination_is_detected() -> None:
     Where mincore is unavailable: always False."""
     a = np.empty(64 << 20, np.uint8)
     addr = a.__array_interface__["data"][0]
-    fresh = K._untouched(addr, a.nbytes)
+    fresh = pages.untouched(addr, a.nbytes)
     a[...] = 1
-    assert not K._untouched(addr, a.nbytes)
+    assert not pages.untouched(addr, a.nbytes)
     assert fresh or not sys.platform.startswith("linux")
 
 

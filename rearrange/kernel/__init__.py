@@ -1,0 +1,143 @@
+"""The copy kernel: a strided view copied into a fresh C-contiguous array.
+
+When the planner has proved that no strides can express a rearrangement, the executor
+allocates a C-contiguous ``dst`` and calls :func:`copy_into` with the strided source view.
+The kernel is a package by stage, each module importing only the ones before it:
+
+* :mod:`.plan` — :func:`plan_copy`: pure Python, no numba, a few microseconds. It picks
+  a variant (the list is there) and returns a :class:`CopyKernel`, what ``explain()``
+  prints. The tuning thresholds live there too.
+* :mod:`.lowering` — a plan as the compiled loops' iteration space and parameters, for
+  one destination (:mod:`.abi`: the layout of both).
+* :mod:`.threads` — :func:`set_num_threads` / :func:`get_num_threads` and the pool of
+  worker threads that runs a lowered copy.
+* :mod:`.pages` — what the OS says about a destination's pages (``mincore``) and
+  ``madvise``.
+* :mod:`.jit` — numba, imported on the first copy that needs a kernel (never at import),
+  and the disk cache; :mod:`.intrinsics` — the LLVM building blocks; :mod:`.loops` — the
+  compiled loop nests and :func:`warmup`.
+* here — :func:`copy_into`, which runs a plan: small copies and object arrays go to
+  ``np.copyto``, everything else to the compiled kernel.
+
+Fresh destinations: a destination of 24 MiB or more that the process has not touched
+yet (a new ``np.empty`` of that size is a fresh mapping, ``mincore`` says) is page-faulted
+as it is written, and the faults zero its lines into the caches. ``small-inner-dim`` and
+``tiled`` copies then use regular stores (non-temporal ones would first evict those
+lines). Row copies and tiled transposes instead populate the destination's pages first
+(``MADV_POPULATE_WRITE``, split over the copy's threads, which then fault in parallel;
+where that is missing, one atomic write per page) and then stream past the caches —
+except one-thread row copies under 64 MiB, which numpy does (its row loop writes the
+lines while the fault has them in cache). Each was the fastest way for its case here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .lowering import lower
+from .loops import warmup
+from .pages import untouched
+from .plan import (FRESH_ROWS_NUMPY_MAX_BYTES, LINE, NONTEMPORAL_MIN_BYTES, CopyKernel,
+                   lowbit, plan_aligned, plan_copy)
+from .threads import execute, get_num_threads, set_num_threads
+
+__all__ = [
+    "CopyKernel",
+    "plan_copy",
+    "copy_into",
+    "set_num_threads",
+    "get_num_threads",
+    "warmup",
+]
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
+    """Write ``src`` (any strides: negative, zero, unaligned) into ``dst`` (C-contiguous,
+    writeable, same shape and dtype, not overlapping ``src``).
+
+    ``kernel`` is a plan from :func:`plan_copy` for this source layout (it saves the
+    planning, a few microseconds); without one the copy is planned here.
+
+    >>> import numpy as np
+    >>> x = np.arange(12.0).reshape(3, 4)
+    >>> out = np.empty((4, 3))
+    >>> copy_into(out, x.T)
+    >>> bool((out == x.T).all())
+    True
+    """
+    if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
+        raise TypeError("copy_into: dst and src must be numpy arrays")
+    if dst.shape != src.shape or dst.dtype != src.dtype:
+        raise ValueError(f"copy_into: dst {dst.shape} {dst.dtype} does not match "
+                         f"src {src.shape} {src.dtype}")
+    if not dst.flags.c_contiguous or not dst.flags.writeable:
+        raise ValueError("copy_into: dst must be C-contiguous and writeable")
+    dtype = src.dtype
+    # Native code runs only on a plan made for this very source: a plan handed in for
+    # another shape, stride or item size (a stale cache entry, a caller's mistake) is
+    # set aside and the source planned here, so the loops never leave its bounds.
+    # The same check covers plans from this module's own cache.
+    signature = (src.shape, src.strides, dtype.itemsize)
+    if kernel is None or kernel.source != signature:
+        kind = "O" if dtype.hasobject else dtype.kind
+        threads = get_num_threads()
+        key = (src.shape, src.strides, dtype.itemsize, kind, threads)
+        kernel = _plans.get(key)
+        if kernel is None or kernel.source != signature:
+            if len(_plans) >= 256:
+                _plans.clear()
+            kernel = _plans[key] = plan_aligned(src.shape, src.strides, dtype.itemsize,
+                                                kind, threads, LINE)
+    if kernel.variant == "numpy" or dtype.hasobject:
+        np.copyto(dst, src, casting="no")
+        return
+    if kernel.variant == "empty":
+        return
+    saddr = src.__array_interface__["data"][0]
+    daddr = dst.__array_interface__["data"][0]
+    aligned = not (saddr | daddr) % kernel.unit_bytes
+    if not aligned:
+        kernel = plan_aligned(src.shape, src.strides, dtype.itemsize, dtype.kind,
+                              kernel.threads, lowbit(saddr | daddr))
+        if kernel.variant in ("numpy", "empty"):
+            np.copyto(dst, src, casting="no")
+            return
+    if kernel.variant == "contiguous-memcpy" and kernel.threads == 1:
+        np.copyto(dst, src, casting="no")           # numpy's memcpy: the same thing
+        return
+    # A destination the process has not touched yet (a fresh np.empty of this size is a
+    # new mapping) is page-faulted as it is written; the faults zero its lines into the
+    # caches. Panels then use regular stores (non-temporal ones would first have to
+    # evict those lines); row copies and tiled transposes have their pages populated
+    # first instead (all of them, across the copy's threads), then stream past the
+    # caches.
+    populate = False
+    fresh = (kernel.variant != "contiguous-memcpy" and
+             dst.nbytes >= NONTEMPORAL_MIN_BYTES and untouched(daddr, dst.nbytes))
+    if fresh and kernel.variant in ("inner-contiguous", "strided-rows", "tiled-transpose"):
+        if kernel.variant != "tiled-transpose" and kernel.threads == 1 and \
+                dst.nbytes < FRESH_ROWS_NUMPY_MAX_BYTES:
+            # One thread, rows, a destination the last-level cache may hold: numpy's
+            # row loop into the pages as they fault is as fast (up to 64 MiB here).
+            np.copyto(dst, src, casting="no")
+            return
+        populate, fresh = True, False
+    if aligned:     # plans are kept (by the caller, or in _plans): so are their lowerings
+        key = (id(kernel), daddr % LINE, fresh)
+        low = _lowered.get(key)
+        if low is None or low[0] is not kernel:
+            if len(_lowered) >= 256:
+                _lowered.clear()
+            low = _lowered[key] = (kernel,) + lower(kernel, daddr % LINE, fresh)
+        low = low[1:]
+    else:
+        low = lower(kernel, daddr % LINE, fresh)
+    execute(low, daddr, saddr, dst.nbytes if populate else 0)
+
+
+# Plans made by copy_into itself: (shape, strides, itemsize, kind, threads) -> plan.
+_plans: dict[tuple, CopyKernel] = {}
+# Lowered plans: (id(plan), destination address mod LINE, fresh) -> (plan, lowering). The
+# entry holds the plan, so its id cannot be reused while the entry lives; every plan
+# looked up here was checked against its source by copy_into.
+_lowered: dict[tuple[int, int], tuple] = {}

@@ -1,0 +1,29 @@
+"""The contract between the Python side and the compiled loops: what the int64 control
+block and parameter vector hold, field by field, and what the panel kinds and store modes
+mean. :mod:`.lowering` fills the parameters, :mod:`.threads` the control block, and
+:mod:`.loops` reads both (numba freezes these integers into the machine code).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+# Panel kinds understood by the jitted driver (KIND_WEAVE: small-inner-dim tiles that
+# interleave 2-4 source rows, stored straight from registers).
+KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE = 0, 1, 2, 3
+# Store modes: regular, non-temporal straight from the source (whole aligned lines), or
+# staged: panels contiguous in the destination are gathered in an L1 buffer and leave it
+# as whole non-temporal lines.
+REGULAR, DIRECT_NT, STAGED_NT = 0, 1, 2
+# The control block one copy's threads share (int64): chunks claimed, work units done,
+# then the populate slices (claimed, count, first byte, end, bytes per slice) and the
+# address of madvise (0: touch the pages instead).
+(C_NEXT, C_DONE, C_NWORK, C_CHUNK, C_POP_NEXT, C_POP_N, C_POP_START, C_POP_END,
+ C_POP_STEP, C_MADVISE, C_LEN) = range(11)
+# Layout of the int64 parameter vector handed to the kernels.
+(P_KIND, P_NA, P_SA, P_DA, P_NB, P_SB, P_TA, P_TB, P_NR, P_SR, P_DR, P_TR,
+ P_ORDER, P_NT, P_JSTART, P_NKB, P_G, P_SOFF, P_DOFF, P_ITA, P_ITB, P_ITR,
+ P_PF, P_SB2, P_STAGE, P_SEAM, P_LEN) = range(27)
+
+# The ctypes type of a control block: made and passed faster than a numpy array.
+ControlBlock = ctypes.c_int64 * C_LEN

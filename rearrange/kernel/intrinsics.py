@@ -1,0 +1,356 @@
+"""The LLVM-level building blocks of the loops, as numba intrinsics.
+
+Raw loads and stores in three alias scopes (source, destination, staging buffer: never
+aliasing each other, which lets LLVM vectorise without overlap checks), whole-line
+non-temporal stores, the register-tile transpose (Eklundh's shuffle stages, whole
+destination lines out), the 2-4 way interleave, prefetch, atomics, a fence, and a call of
+libc's madvise by address. :func:`define_intrinsics` imports numba and llvmlite and
+builds them; :func:`.jit.materialise` calls it once and binds the result in the loops'
+module under the names the loops use (``_ld``, ``_st``, ``_tile``, ...).
+"""
+
+from __future__ import annotations
+
+from .pages import MADV_POPULATE_WRITE
+from .plan import LINE, SIMD_TILE, SIMD_TILE_G2
+
+__all__ = ["define_intrinsics"]
+
+# Tiles of more rows than the 32 vector registers hold (uint8) are transposed in blocks of
+# this many rows, each parked on the stack while the next is done (see _tile).
+_PARK_ROWS = 16
+
+
+def define_intrinsics() -> dict:
+    """The LLVM-level building blocks: raw loads/stores with alias scopes (source and
+    destination never alias, which lets LLVM vectorise), whole-line non-temporal stores,
+    and the register tile transpose."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    i32 = ir.IntType(32)
+    spaces = ("src", "dst", "stage")
+
+    def mark(inst, module, space):
+        # Three alias scopes: source, destination and staging buffer never alias each
+        # other; accesses within one scope keep their order.
+        dom = module.add_metadata([ir.MetaDataString(module, "rearrange.copy")])
+        scope = {sp: module.add_metadata([ir.MetaDataString(module, f"rearrange.copy.{sp}"),
+                                          dom]) for sp in spaces}
+        inst.set_metadata("alias.scope", module.add_metadata([scope[space]]))
+        inst.set_metadata("noalias", module.add_metadata(
+            [scope[sp] for sp in spaces if sp != space]))
+
+    def ptr(builder, addr, llty):
+        return builder.inttoptr(addr, llty.as_pointer())
+
+    def make_load(space):
+        @intrinsic
+        def load(typingctx, addr, idx, tok):
+            sig = tok(types.int64, types.int64, tok)
+
+            def codegen(context, builder, signature, args):
+                llty = context.get_value_type(signature.args[2])
+                p = builder.gep(ptr(builder, args[0], llty), [args[1]])
+                v = builder.load(p, align=signature.args[2].bitwidth // 8)
+                mark(v, builder.module, space)
+                return v
+            return sig, codegen
+        return load
+
+    def make_store(space):
+        @intrinsic
+        def store(typingctx, addr, idx, val):
+            sig = types.void(types.int64, types.int64, val)
+
+            def codegen(context, builder, signature, args):
+                llty = context.get_value_type(signature.args[2])
+                p = builder.gep(ptr(builder, args[0], llty), [args[1]])
+                st = builder.store(args[2], p, align=signature.args[2].bitwidth // 8)
+                mark(st, builder.module, space)
+                return context.get_dummy_value()
+            return sig, codegen
+        return store
+
+    def make_line_nt(space):
+        @intrinsic
+        def line_nt(typingctx, daddr, saddr):
+            """64 bytes from saddr (any alignment) to daddr (64-aligned), non-temporal."""
+            sig = types.void(types.int64, types.int64)
+
+            def codegen(context, builder, signature, args):
+                vt = ir.VectorType(ir.IntType(64), 8)
+                v = builder.load(ptr(builder, args[1], vt), align=1)
+                mark(v, builder.module, space)
+                st = builder.store(v, ptr(builder, args[0], vt), align=LINE)
+                mark(st, builder.module, "dst")
+                st.set_metadata("nontemporal",
+                                builder.module.add_metadata([ir.Constant(i32, 1)]))
+                return context.get_dummy_value()
+            return sig, codegen
+        return line_nt
+
+    @intrinsic
+    def _unit(typingctx, tok):
+        sig = types.int64(tok)
+
+        def codegen(context, builder, signature, args):
+            return ir.Constant(ir.IntType(64), signature.args[0].bitwidth // 8)
+        return sig, codegen
+
+    @intrinsic
+    def _prefetch(typingctx, addr):
+        """Hint: the line at addr will be read soon."""
+        sig = types.void(types.int64)
+
+        def codegen(context, builder, signature, args):
+            i8p = ir.IntType(8).as_pointer()
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                "llvm.prefetch.p0i8")
+            builder.call(fn, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 0),
+                              ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _fetch_add(typingctx, block, field, val):
+        """Atomically add val to block[field] (an int64 array given by pointer); returns
+        the previous value."""
+        sig = types.int64(block, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            p = builder.gep(args[0], [args[1]])
+            return builder.atomic_rmw("add", p, args[2], "monotonic")
+        return sig, codegen
+
+    @intrinsic
+    def _touch(typingctx, addr):
+        """Fault the page at addr in, writable: an atomic add of 0 to its first byte,
+        which leaves the byte as it is even while another thread writes it."""
+        sig = types.void(types.int64)
+
+        def codegen(context, builder, signature, args):
+            i8 = ir.IntType(8)
+            builder.atomic_rmw("add", builder.inttoptr(args[0], i8.as_pointer()),
+                               ir.Constant(i8, 0), "monotonic")
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _call_madvise(typingctx, fn, addr, length):
+        """madvise(addr, length, MADV_POPULATE_WRITE) through libc's function at address
+        fn; returns its result (0 on success)."""
+        sig = types.int64(types.int64, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            i8p = ir.IntType(8).as_pointer()
+            fnty = ir.FunctionType(i32, [i8p, i64, i32])
+            f = builder.inttoptr(args[0], fnty.as_pointer())
+            r = builder.call(f, [builder.inttoptr(args[1], i8p), args[2],
+                                 ir.Constant(i32, MADV_POPULATE_WRITE)])
+            return builder.sext(r, i64)
+        return sig, codegen
+
+    @intrinsic
+    def _sfence(typingctx):
+        sig = types.void()
+
+        def codegen(context, builder, signature, args):
+            # Orders the non-temporal stores before the thread's work is seen as done.
+            builder.fence("seq_cst")
+            return context.get_dummy_value()
+        return sig, codegen
+
+    def eklundh(builder, rows, k, g, hs=None):
+        """Transpose k x k elements (each g lanes) held as k vectors of k*g lanes: the
+        stages (each swaps one bit of the row index with the same bit of the column
+        index, so they commute) for the strides ``hs``, all of them by default."""
+        r = list(rows)
+        n = k * g
+        for h in hs or [k >> b for b in range(1, k.bit_length())]:
+            lo, hi = [], []
+            for blk in range(0, k, 2 * h):
+                for e in range(blk, blk + h):
+                    lo += range(e * g, e * g + g)
+                for e in range(blk, blk + h):
+                    lo += range(n + e * g, n + e * g + g)
+                for e in range(blk + h, blk + 2 * h):
+                    hi += range(e * g, e * g + g)
+                for e in range(blk + h, blk + 2 * h):
+                    hi += range(n + e * g, n + e * g + g)
+            mlo = ir.Constant(ir.VectorType(i32, n), lo)
+            mhi = ir.Constant(ir.VectorType(i32, n), hi)
+            new = list(r)
+            for i in range(len(r)):
+                if not i & h:
+                    new[i] = builder.shuffle_vector(r[i], r[i + h], mlo)
+                    new[i + h] = builder.shuffle_vector(r[i], r[i + h], mhi)
+            r = new
+        return r
+
+    def concat(builder, vecs):
+        while len(vecs) > 1:
+            n = vecs[0].type.count
+            m = ir.Constant(ir.VectorType(i32, 2 * n), list(range(2 * n)))
+            vecs = [builder.shuffle_vector(vecs[i], vecs[i + 1], m)
+                    for i in range(0, len(vecs), 2)]
+        return vecs[0]
+
+    @intrinsic(prefer_literal=True)
+    def _tile(typingctx, daddr, dstride, saddr, sstride, split, jump, tok, group,
+              nontemporal):
+        """dst[c*dstride + r*g + x] = src[row(r) + c*g + x] for c < Ka, r < Kb, x < g,
+        row(r) = r*sstride (+ jump from row ``split`` on): Kb source rows of Ka elements
+        (g units each) in, Ka destination rows out, each row of Kb elements a whole
+        number of cache lines (non-temporal if asked: then every destination row must
+        start on a line)."""
+        if not isinstance(group, types.IntegerLiteral) or not isinstance(
+                nontemporal, types.BooleanLiteral):
+            return None
+        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                         types.int64, tok, group, nontemporal)
+        g = group.literal_value
+        nt = nontemporal.literal_value
+        u = tok.bitwidth // 8
+        ka, kb = (SIMD_TILE if g == 1 else SIMD_TILE_G2)[u]
+
+        def codegen(context, builder, signature, args):
+            t = context.get_value_type(signature.args[6])
+            da, ds, sa, ss, split, jump = args[:6]
+            sp = ptr(builder, sa, t)
+            dp = ptr(builder, da, t)
+            vin = ir.VectorType(t, ka * g)
+            zero = ir.Constant(jump.type, 0)
+
+            def load_rows(first, last):
+                rows = []
+                for r in range(first, last):
+                    rc = ir.Constant(ss.type, r)
+                    off = builder.add(builder.mul(rc, ss), builder.select(
+                        builder.icmp_signed(">=", rc, split), jump, zero))
+                    p = builder.gep(sp, [off])
+                    v = builder.load(builder.bitcast(p, vin.as_pointer()), align=u)
+                    mark(v, builder.module, "src")
+                    rows.append(v)
+                return rows
+
+            if kb > 32:
+                # kb rows (uint8: 64) do not fit the 32 vector registers, and LLVM
+                # spilled them all around: blocks of rows are transposed within
+                # themselves in turn (the stages with strides below the block's
+                # height), each parked in a stack buffer while the next is done (a
+                # real round trip: the buffer's pointer comes back through an empty asm
+                # that clobbers memory), then paired by the stage with the block's
+                # height; recursively from blocks of _PARK_ROWS rows (uint8 8192^2:
+                # 7% from halves, 3% more from quarters).
+                def parked(vals):
+                    buf = cgutils.alloca_once(builder, ir.ArrayType(vin, len(vals)))
+                    for i, v in enumerate(vals):
+                        builder.store(v, builder.gep(buf, [ir.Constant(i32, 0),
+                                                           ir.Constant(i32, i)]), align=u)
+                    return builder.asm(ir.FunctionType(buf.type, [buf.type]), "",
+                                       "=r,0,~{memory}", [buf], side_effect=True)
+
+                def unpark(buf, n):
+                    return [builder.load(builder.gep(buf, [ir.Constant(i32, 0),
+                                                           ir.Constant(i32, i)]), align=u)
+                            for i in range(n)]
+
+                def block(first, n):
+                    if n <= _PARK_ROWS:
+                        return eklundh(builder, load_rows(first, first + n), ka, g,
+                                       [n >> b for b in range(1, n.bit_length())])
+                    h = n // 2
+                    a = parked(block(first, h))
+                    b = block(first + h, h)
+                    return eklundh(builder, unpark(a, h) + b, ka, g, [h])
+
+                squares = [block(0, kb)]
+            else:
+                rows = load_rows(0, kb)
+                squares = [eklundh(builder, rows[q * ka:(q + 1) * ka], ka, g)
+                           for q in range(kb // ka)]
+            ntmd = builder.module.add_metadata([ir.Constant(i32, 1)])
+            vout = ir.VectorType(t, kb * g)
+            for c in range(ka):
+                v = concat(builder, [sq[c] for sq in squares])
+                p = builder.gep(dp, [builder.mul(ir.Constant(ds.type, c), ds)])
+                st = builder.store(v, builder.bitcast(p, vout.as_pointer()),
+                                   align=LINE if nt else u)
+                mark(st, builder.module, "dst")
+                if nt:
+                    st.set_metadata("nontemporal", ntmd)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    def gather(builder, rows, picks):
+        """A vector whose lane l is rows[c][i] for (c, i) = picks[l]: the first source's
+        lanes permuted into place, then one two-source shuffle per further source that
+        keeps the lanes already placed (LLVM folds the first into the second)."""
+        n = len(picks)
+        order = sorted({c for c, _ in picks})
+        vec = ir.VectorType(i32, n)
+        acc = builder.shuffle_vector(rows[order[0]], rows[order[0]], ir.Constant(
+            vec, [i if c == order[0] else 0 for c, i in picks]))
+        for c0 in order[1:]:
+            acc = builder.shuffle_vector(acc, rows[c0], ir.Constant(
+                vec, [n + i if c == c0 else l for l, (c, i) in enumerate(picks)]))
+        return acc
+
+    def make_weave(space):
+        @intrinsic
+        def weave(typingctx, daddr, saddr, sstride, tok, ways, nontemporal):
+            """dst[i*m + c] = src[c*sstride + i] for c < m (``ways``: 2, 3 or 4; any other
+            value stores nothing), i < V = 64 / unit: the first V units of m source rows
+            (any alignment) interleaved into m whole lines at daddr, stored non-temporally
+            if ``nontemporal`` (then daddr must be 64-aligned)."""
+            sig = types.void(types.int64, types.int64, types.int64, tok, types.int64,
+                             types.boolean)
+            u = tok.bitwidth // 8
+            lanes = LINE // u
+
+            def emit(builder, t, da, sa, ss, m, nt):
+                vt = ir.VectorType(t, lanes)
+                sp = ptr(builder, sa, t)
+                rows = []
+                for c in range(m):
+                    p = builder.gep(sp, [builder.mul(ir.Constant(ss.type, c), ss)])
+                    v = builder.load(builder.bitcast(p, vt.as_pointer()), align=u)
+                    mark(v, builder.module, "src")
+                    rows.append(v)
+                dp = ptr(builder, da, vt)
+                for k in range(m):
+                    picks = [((k * lanes + l) % m, (k * lanes + l) // m) for l in range(lanes)]
+                    st = builder.store(gather(builder, rows, picks),
+                                       builder.gep(dp, [ir.Constant(i32, k)]),
+                                       align=LINE if nt else u)
+                    mark(st, builder.module, space)
+                    if nt:
+                        st.set_metadata("nontemporal",
+                                        builder.module.add_metadata([ir.Constant(i32, 1)]))
+
+            def codegen(context, builder, signature, args):
+                t = context.get_value_type(signature.args[3])
+                da, sa, ss, ways, nt = args[0], args[1], args[2], args[4], args[5]
+                for m in (2, 3, 4):
+                    is_m = builder.icmp_signed("==", ways, ir.Constant(ways.type, m))
+                    with builder.if_then(is_m):
+                        with builder.if_else(nt) as (streaming, regular):
+                            with streaming:
+                                emit(builder, t, da, sa, ss, m, True)
+                            with regular:
+                                emit(builder, t, da, sa, ss, m, False)
+                return context.get_dummy_value()
+            return sig, codegen
+        return weave
+
+    return {"_ld": make_load("src"), "_st": make_store("dst"), "_ldb": make_load("stage"),
+            "_stb": make_store("stage"), "_line_nt": make_line_nt("src"),
+            "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
+            "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add,
+            "_call_madvise": _call_madvise, "_touch": _touch, "_weave": make_weave("dst"),
+            "_weave_b": make_weave("stage")}
+

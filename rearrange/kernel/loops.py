@@ -1,0 +1,529 @@
+"""The compiled loop nests: one thread's share of a copy (``_run``) and the panels it
+runs, plain Python that :mod:`.jit` compiles with numba on first use.
+
+Addresses are int64; offsets are in units and signed (negative source strides). ``s`` is
+the address of the source's first element, ``d`` the destination's. Loads from the
+source go through ``_ld``, stores to the destination through ``_st``, the staging buffer
+through ``_ldb``/``_stb``: three alias scopes, so LLVM vectorises without overlap checks.
+Those and the other intrinsics (:mod:`.intrinsics`) are names of this module, ``None``
+until :func:`.jit.materialise` binds them; nothing here imports numba.
+
+The stream (``wst``/``wln`` = destination offset of the staged run, units staged;
+``buf`` its 64-byte aligned L1 buffer of ``cap`` units) gathers panels that continue the
+destination contiguously and writes them out as whole non-temporal lines.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .abi import (C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NEXT, C_NWORK, C_POP_END, C_POP_N,
+                  C_POP_NEXT, C_POP_START, C_POP_STEP, DIRECT_NT, KIND_ROWS, KIND_SIMD,
+                  KIND_WEAVE, P_DA, P_DOFF, P_DR, P_G, P_ITA, P_ITB, P_ITR, P_JSTART,
+                  P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER, P_PF, P_SA,
+                  P_SB, P_SB2, P_SEAM, P_SOFF, P_SR, P_STAGE, P_TA, P_TB, P_TR,
+                  STAGED_NT)
+from .jit import UNIT_DTYPES, compile_runner, jit
+from .pages import PAGE
+from .plan import LINE
+
+__all__ = ["runner", "warmup"]
+
+# Placeholders: bound by jit.materialise() before anything is compiled.
+_ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
+_fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
+
+
+@jit()
+def _stream_flush(d, tok, buf, wst, wln, final):
+    """Write the staged run (wln units for destination offset wst) out: its whole lines
+    non-temporally, the partial first line with regular stores; the partial last line
+    too if ``final``, else it is kept (moved to the buffer's front) for the run's
+    continuation. Returns the new (wst, wln)."""
+    u = _unit(tok)
+    if wln == 0:
+        return wst, wln
+    head = min(wln, ((-(d + wst * u)) % LINE) // u)
+    for j in range(head):
+        _st(d, wst + j, _ldb(buf, j, tok))
+    step = LINE // u
+    j = head
+    while j + step <= wln:
+        _line_nt_b(d + (wst + j) * u, buf + j * u)
+        j += step
+    if final:
+        for i in range(j, wln):
+            _st(d, wst + i, _ldb(buf, i, tok))
+        return wst, 0
+    for i in range(j, wln):
+        _stb(buf, i - j, _ldb(buf, i, tok))
+    return wst + j, wln - j
+
+
+@jit()
+def _stream_at(d, tok, buf, cap, wst, wln, dpos, n):
+    """Make room for n units destined for dpos (n <= cap - LINE / unit). Returns the new
+    (wst, wln): the n units go to buf[wln:]."""
+    if wln and dpos != wst + wln:
+        wst, wln = _stream_flush(d, tok, buf, wst, wln, True)
+    if wln + n > cap:
+        wst, wln = _stream_flush(d, tok, buf, wst, wln, False)
+    if wln == 0:
+        wst = dpos
+    return wst, wln
+
+
+@jit()
+def _panel_rows(d, s, tok, doff, soff, er, sr, dr, eb, sb, nt, pf, buf, cap, wst, wln):
+    """er destination rows (steps dr / sr) of eb units from source rows of stride sb.
+    Returns the stream state (wst, wln)."""
+    u = _unit(tok)
+    for r in range(er):
+        dp = doff + r * dr
+        sp = soff + r * sr
+        if pf and sb == 1:
+            a = s + (sp + pf) * u
+            for q in range(0, eb * u, LINE):
+                _prefetch(a + q)
+        if nt == STAGED_NT:
+            wst, wln = _stream_at(d, tok, buf, cap, wst, wln, dp, eb)
+            if sb == 1:
+                for j in range(eb):
+                    _stb(buf, wln + j, _ld(s, sp + j, tok))
+            elif sb == 0:
+                v = _ld(s, sp, tok)
+                for j in range(eb):
+                    _stb(buf, wln + j, v)
+            else:
+                for j in range(eb):
+                    _stb(buf, wln + j, _ld(s, sp + j * sb, tok))
+            wln += eb
+        elif sb == 1:
+            j = 0
+            if nt == DIRECT_NT:
+                j = min(eb, ((-(d + dp * u)) % LINE) // u)
+                for i in range(j):
+                    _st(d, dp + i, _ld(s, sp + i, tok))
+                step = LINE // u
+                while j + step <= eb:
+                    _line_nt(d + (dp + j) * u, s + (sp + j) * u)
+                    j += step
+            for i in range(j, eb):
+                _st(d, dp + i, _ld(s, sp + i, tok))
+        elif sb == 0:
+            v = _ld(s, sp, tok)
+            for i in range(eb):
+                _st(d, dp + i, v)
+        else:
+            for i in range(eb):
+                _st(d, dp + i, _ld(s, sp + i * sb, tok))
+    return wst, wln
+
+
+@jit()
+def _panel_tile(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, nt, buf, cap, wst, wln):
+    """An ea x eb tile: dst[i*da + j] = src[i*sa + j*sb]. ``order`` 0 runs j innermost
+    (contiguous stores), 1 runs i innermost (source-fastest). Staged (the tile is
+    contiguous in the destination, da == eb): built in the stream's buffer. Returns the
+    stream state (wst, wln)."""
+    if nt == STAGED_NT:
+        wst, wln = _stream_at(d, tok, buf, cap, wst, wln, doff, ea * eb)
+        pos = wln
+        if order == 1 and sa == 1 and 2 <= eb <= 4:
+            _interleave(buf, True, s, tok, pos, soff, ea, sb, eb, False)
+        elif order == 0:
+            for i in range(ea):
+                sp = soff + i * sa
+                bp = pos + i * eb
+                for j in range(eb):
+                    _stb(buf, bp + j, _ld(s, sp + j * sb, tok))
+        else:
+            for j in range(eb):
+                sp = soff + j * sb
+                bp = pos + j
+                for i in range(ea):
+                    _stb(buf, bp + i * eb, _ld(s, sp + i * sa, tok))
+        return wst, pos + ea * eb
+    if nt == DIRECT_NT:
+        _tile_rows_nt(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, buf)
+        return wst, wln
+    if order == 0 and sa == 1 and sb == ea and 2 <= ea <= 4:
+        _deinterleave(d, False, s, tok, doff, soff, eb, da, ea)
+    elif order == 0:
+        for i in range(ea):
+            dp = doff + i * da
+            sp = soff + i * sa
+            for j in range(eb):
+                _st(d, dp + j, _ld(s, sp + j * sb, tok))
+    else:
+        for j in range(eb):
+            dp = doff + j
+            sp = soff + j * sb
+            for i in range(ea):
+                _st(d, dp + i * da, _ld(s, sp + i * sa, tok))
+    return wst, wln
+
+
+@jit()
+def _tile_rows_nt(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, buf):
+    """An ea x eb tile built in the buffer, then written out row by row, each row's
+    whole lines non-temporally."""
+    if order == 0 and sa == 1 and sb == ea and 2 <= ea <= 4:
+        _deinterleave(buf, True, s, tok, 0, soff, eb, eb, ea)
+    else:
+        for i in range(ea):
+            sp = soff + i * sa
+            for j in range(eb):
+                _stb(buf, i * eb + j, _ld(s, sp + j * sb, tok))
+    u = _unit(tok)
+    for i in range(ea):
+        _stream_flush(d, tok, buf + i * eb * u, doff + i * da, eb, True)
+
+
+@jit(inline="always")
+def _deinterleave(t, staged, s, tok, toff, soff, n, da, m):
+    """t[c*da + j] = src[j*m + c] for c < m in (2, 3, 4), j < n, into the destination
+    (t == d) or the staging buffer (``staged``, a constant at every call site: inlined,
+    the branch folds away). Constant strides, so LLVM vectorises the loads as one
+    interleaved group."""
+    if m == 2:
+        for j in range(n):
+            x0 = _ld(s, soff + 2 * j, tok)
+            x1 = _ld(s, soff + 2 * j + 1, tok)
+            if staged:
+                _stb(t, toff + j, x0)
+                _stb(t, toff + da + j, x1)
+            else:
+                _st(t, toff + j, x0)
+                _st(t, toff + da + j, x1)
+    elif m == 3:
+        for j in range(n):
+            x0 = _ld(s, soff + 3 * j, tok)
+            x1 = _ld(s, soff + 3 * j + 1, tok)
+            x2 = _ld(s, soff + 3 * j + 2, tok)
+            if staged:
+                _stb(t, toff + j, x0)
+                _stb(t, toff + da + j, x1)
+                _stb(t, toff + 2 * da + j, x2)
+            else:
+                _st(t, toff + j, x0)
+                _st(t, toff + da + j, x1)
+                _st(t, toff + 2 * da + j, x2)
+    else:
+        for j in range(n):
+            x0 = _ld(s, soff + 4 * j, tok)
+            x1 = _ld(s, soff + 4 * j + 1, tok)
+            x2 = _ld(s, soff + 4 * j + 2, tok)
+            x3 = _ld(s, soff + 4 * j + 3, tok)
+            if staged:
+                _stb(t, toff + j, x0)
+                _stb(t, toff + da + j, x1)
+                _stb(t, toff + 2 * da + j, x2)
+                _stb(t, toff + 3 * da + j, x3)
+            else:
+                _st(t, toff + j, x0)
+                _st(t, toff + da + j, x1)
+                _st(t, toff + 2 * da + j, x2)
+                _st(t, toff + 3 * da + j, x3)
+
+
+@jit()
+def _interleave_rows(d, s, tok, doff, soff, er, sr, dr, n, sb, m, nt, pf):
+    """er interleaving tiles (_interleave into the destination, ``nt`` as there), dr / sr
+    apart; the source rows of each are prefetched pf units ahead (0: not)."""
+    u = _unit(tok)
+    for r in range(er):
+        sp = soff + r * sr
+        if pf:
+            a = s + (sp + pf) * u
+            for c in range(m):
+                for q in range(0, n * u, LINE):
+                    _prefetch(a + c * sb * u + q)
+        _interleave(d, False, s, tok, doff + r * dr, sp, n, sb, m, nt)
+
+
+@jit(inline="always")
+def _interleave(t, staged, s, tok, toff, soff, n, sb, m, nt):
+    """t[i*m + c] = src[c*sb + i] for c < m in (2, 3, 4), i < n, into the destination
+    (t == d) or the staging buffer (``staged``): a line's worth of units from each of the
+    m source rows at a time, through vector registers into m whole lines (non-temporal
+    if ``nt``: then t + toff*unit is a multiple of LINE); the last n % (LINE / unit)
+    scalar."""
+    u = _unit(tok)
+    v = LINE // u
+    nv = n - n % v
+    for i in range(0, nv, v):
+        if staged:
+            _weave_b(t + (toff + i * m) * u, s + (soff + i) * u, sb, tok, m, False)
+        else:
+            _weave(t + (toff + i * m) * u, s + (soff + i) * u, sb, tok, m, nt)
+    for i in range(nv, n):
+        for c in range(m):
+            x = _ld(s, soff + c * sb + i, tok)
+            if staged:
+                _stb(t, toff + i * m + c, x)
+            else:
+                _st(t, toff + i * m + c, x)
+
+
+@jit()
+def _strip_g(d, s, tok, doff, soff, ea, j0, j1, da, nb, sb, sb2, g):
+    """Columns j0..j1-1 of a tiled-transpose panel, scalar: dst[i*da + j*g + x] =
+    src[i*g + (j // nb)*sb2 + (j % nb)*sb + x] for i < ea; doff / soff are the panel's
+    column-0 offsets. Destination rows outermost: each is written as one contiguous run
+    from a few source rows."""
+    q0 = j0 // nb
+    r0 = j0 - q0 * nb
+    jump = sb2 - nb * sb
+    for i in range(ea):
+        sp = soff + i * g + q0 * sb2 + r0 * sb
+        dp = doff + i * da + j0 * g
+        r = r0
+        for j in range(j1 - j0):
+            for x in range(g):
+                _st(d, dp + x, _ld(s, sp + x, tok))
+            dp += g
+            sp += sb
+            r += 1
+            if r == nb:
+                r = 0
+                sp += jump
+
+
+@jit()
+def _column_block(d, s, tok, c0, soff, j0, na, p, nt, pf):
+    """Destination columns j0..j0+Kb-1 of a tiled-transpose panel over all its ``na``
+    rows (na >= Ka), in register tiles; the last tile is moved up to end at row na,
+    rewriting rows the one before it wrote (with the same values). Columns run over
+    (b2, b): column j reads source row (j // nb)*sb2 + (j % nb)*sb. ``c0`` / ``soff``:
+    the panel's column-0 offsets; ``nt``: non-temporal stores (the rows of every tile
+    start on a line)."""
+    u = _unit(tok)
+    da = p[P_DA]
+    nb = p[P_NB]
+    sb = p[P_SB]
+    g = p[P_G]
+    ka = p[P_TA]
+    kb = p[P_TB]
+    # Where (if at all) the block's columns cross into the next b2.
+    q = j0 // nb
+    jr = j0 - q * nb
+    split = nb - jr                     # columns before the crossing (>= kb: none)
+    jump = p[P_SB2] - nb * sb
+    dstep = ka * da * u
+    sstep = ka * g * u
+    da0 = d + (c0 + j0 * g) * u
+    sa0 = s + (soff + q * p[P_SB2] + jr * sb) * u
+    nfull = na // ka
+    if split < kb:
+        pf = 0
+    for i in range(nfull + (na > nfull * ka)):
+        dt = da0 + i * dstep
+        st = sa0 + i * sstep
+        if i == nfull:                  # the last rows: a tile ending at row na
+            dt = da0 + (na - ka) * da * u
+            st = sa0 + (na - ka) * g * u
+        elif pf and (i * sstep) % LINE == 0:
+            # The source lines pf lines ahead of this tile: a tile reads kb rows, more
+            # streams than the hardware prefetchers follow.
+            for r in range(kb):
+                _prefetch(st + pf * LINE + r * sb * u)
+        if g == 1:
+            if nt:
+                _tile(dt, da, st, sb, split, jump, tok, 1, True)
+            else:
+                _tile(dt, da, st, sb, split, jump, tok, 1, False)
+        else:
+            if nt:
+                _tile(dt, da, st, sb, split, jump, tok, 2, True)
+            else:
+                _tile(dt, da, st, sb, split, jump, tok, 2, False)
+
+
+@jit()
+def _panel_simd(d, s, tok, doff, soff, jb, na, p):
+    """Column block ``jb`` of a tiled transpose (``doff``: the destination offset of its
+    first column, ``soff``: the source offset of the panel's column 0). The first and
+    the last block also copy the columns before and after the blocks (the first block
+    starts where destination rows meet a line, for non-temporal stores): where rows
+    lie back to back, the lines where they meet by seam tiles (_seam_block), and the
+    columns after the last block, which then end on a line, by one more column of
+    tiles ending there (rewriting columns of the last block with the same values);
+    else (and for those columns when they do not end on a line) one unit at a time."""
+    kb = p[P_TB]
+    g = p[P_G]
+    j0 = p[P_JSTART] + jb * kb
+    c0 = doff - j0 * g
+    nt = p[P_NT]
+    _column_block(d, s, tok, c0, soff, j0, na, p, nt, p[P_PF])
+    if jb == 0 and j0:
+        if p[P_SEAM]:
+            _seam_block(d, s, tok, c0, soff, na, p)
+        else:
+            _strip_g(d, s, tok, c0, soff, na, 0, j0, p[P_DA], p[P_NB], p[P_SB],
+                     p[P_SB2], g)
+    end = p[P_NB] * p[P_NR] - p[P_SEAM]
+    if jb == p[P_NKB] - 1 and j0 + kb < end:
+        if nt and (d + (c0 + end * g) * _unit(tok)) % LINE == 0:
+            _column_block(d, s, tok, c0, soff, end - kb, na, p, nt, p[P_PF])
+        else:
+            _strip_g(d, s, tok, c0, soff, na, j0 + kb, end, p[P_DA], p[P_NB], p[P_SB],
+                     p[P_SB2], g)
+
+
+@jit()
+def _seam_block(d, s, tok, c0, soff, na, p):
+    """The lines where destination rows of a tiled-transpose panel meet (rows back to
+    back, da == ncols*g, starting w = p[P_SEAM] columns past a line), non-temporally:
+    from the line before the start of row a, Kb columns: the last w of row a-1, then
+    the first of row a (the first block's too, rewritten with the same values). The two
+    parts read different source rows, and columns a-1 / a: the tile's jump. Rows 1 to
+    na-1 in tiles, the last one moved up; the head of row 0 and the tail of row na-1,
+    and all heads and tails when na <= Ka, one unit at a time."""
+    u = _unit(tok)
+    g = p[P_G]
+    ka = p[P_TA]
+    da = p[P_DA]
+    nb = p[P_NB]
+    sb = p[P_SB]
+    sb2 = p[P_SB2]
+    w = p[P_SEAM]
+    ncols = nb * p[P_NR]
+    tail = (p[P_NR] - 1) * sb2 + (nb - w) * sb      # source row of column ncols - w
+    jump = g - tail - w * sb
+    n = na - 1
+    if n < ka:
+        _strip_g(d, s, tok, c0, soff, na, 0, p[P_JSTART], da, nb, sb, sb2, g)
+        _strip_g(d, s, tok, c0, soff, na, ncols - w, ncols, da, nb, sb, sb2, g)
+        return
+    nfull = n // ka
+    for i in range(nfull + (n > nfull * ka)):
+        a = 1 + i * ka if i < nfull else na - ka
+        dt = d + (c0 + a * da - w * g) * u
+        st = s + (soff + tail + (a - 1) * g) * u
+        if g == 1:
+            _tile(dt, da, st, sb, w, jump, tok, 1, True)
+        else:
+            _tile(dt, da, st, sb, w, jump, tok, 2, True)
+    _strip_g(d, s, tok, c0, soff, 1, 0, p[P_JSTART], da, nb, sb, sb2, g)
+    _strip_g(d, s, tok, c0 + n * da, soff + n * g, 1, ncols - w, ncols, da, nb, sb, sb2, g)
+
+
+def _run(cp, d, s, itp, pp, tok):
+    """One thread's share of a copy: the pages of the destination it claims to populate,
+    then the chunks of work units it claims, both from the shared control block ``c``
+    (C_* fields; the copy's threads all run this on the same block). Work units are the
+    iteration space ``it`` ([m, (count, src step, dst step) x m], the last dim fastest),
+    each one panel of kind p[P_KIND]. Compiled as a C-ABI function per unit (runner);
+    ``c``, ``it`` and ``p`` arrive as pointers. A thread that starts after the others have
+    claimed everything returns without touching either array."""
+    c = carray(cp, (C_LEN,))
+    npop = c[C_POP_N]
+    while npop:
+        k = _fetch_add(cp, C_POP_NEXT, 1)
+        if k >= npop:
+            break
+        a = c[C_POP_START] + k * c[C_POP_STEP]
+        e = min(c[C_POP_END], a + c[C_POP_STEP])
+        if c[C_MADVISE] == 0 or _call_madvise(c[C_MADVISE], a, e - a) != 0:
+            for q in range(a, e, PAGE):
+                _touch(q)
+    nwork = c[C_NWORK]
+    chunk = c[C_CHUNK]
+    it = carray(itp, (1 + 3 * itp[0],))
+    p = carray(pp, (P_LEN,))
+    m = it[0]
+    idx = np.zeros(m + 1, np.int64)
+    u = _unit(tok)
+    stage = np.empty(p[P_STAGE] + LINE, np.uint8)
+    buf = stage.ctypes.data
+    buf += (-buf) % LINE
+    cap = p[P_STAGE] // u
+    wst = nwork - nwork      # runtime zeros: literal ones would type the helpers' calls twice
+    wln = nwork - nwork
+    kind = p[P_KIND]
+    nt = p[P_NT]
+    ita = p[P_ITA]
+    itb = p[P_ITB]
+    itr = p[P_ITR]
+    done = nwork - nwork
+    while True:
+        lo = _fetch_add(cp, C_NEXT, 1) * chunk
+        if lo >= nwork:
+            break
+        hi = min(nwork, lo + chunk)
+        done += hi - lo
+        soff = p[P_SOFF]
+        doff = p[P_DOFF]
+        rem = lo
+        for k in range(m - 1, -1, -1):
+            n = it[1 + 3 * k]
+            q = rem // n
+            r = rem - q * n
+            idx[k] = r
+            soff += r * it[2 + 3 * k]
+            doff += r * it[3 + 3 * k]
+            rem = q
+        for w in range(lo, hi):
+            er = p[P_NR]
+            if itr >= 0:
+                er = min(p[P_TR], er - idx[itr] * p[P_TR])
+            if kind == KIND_ROWS:
+                eb = p[P_NB]
+                if itb >= 0:
+                    eb = min(p[P_TB], eb - idx[itb] * p[P_TB])
+                wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], eb,
+                                       p[P_SB], nt, p[P_PF], buf, cap, wst, wln)
+            elif kind == KIND_SIMD:
+                ea = p[P_NA]
+                if ita >= 0:        # a band of rows (the last one takes the rest)
+                    ea = p[P_TR] if idx[ita] < it[1 + 3 * ita] - 1 else \
+                        ea - idx[ita] * p[P_TR]
+                _panel_simd(d, s, tok, doff, soff, idx[itb], ea, p)
+            else:
+                ea = p[P_NA]
+                if ita >= 0:
+                    ea = min(p[P_TA], ea - idx[ita] * p[P_TA])
+                if kind == KIND_WEAVE:
+                    _interleave_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], ea,
+                                     p[P_SB], p[P_NB], nt == DIRECT_NT, p[P_PF])
+                else:
+                    eb = p[P_NB]
+                    if itb >= 0:
+                        eb = min(p[P_TB], eb - idx[itb] * p[P_TB])
+                    for r in range(er):
+                        wst, wln = _panel_tile(d, s, tok, doff + r * p[P_DR],
+                                               soff + r * p[P_SR], ea, eb, p[P_SA],
+                                               p[P_DA], p[P_SB], p[P_ORDER], nt, buf, cap,
+                                               wst, wln)
+            # Odometer: the next work unit.
+            k = m - 1
+            while k >= 0:
+                idx[k] += 1
+                soff += it[2 + 3 * k]
+                doff += it[3 + 3 * k]
+                if idx[k] < it[1 + 3 * k]:
+                    break
+                soff -= it[1 + 3 * k] * it[2 + 3 * k]
+                doff -= it[1 + 3 * k] * it[3 + 3 * k]
+                idx[k] = 0
+                k -= 1
+    _stream_flush(d, tok, buf, wst, wln, True)
+    # The stores (non-temporal ones too) are ordered before the count that publishes them.
+    _sfence()
+    _fetch_add(cp, C_DONE, done)
+
+
+def runner(u: int):
+    """_run compiled for u-byte units: a C-ABI function (cached on disk), called through
+    ctypes, which releases the GIL for the call."""
+    return compile_runner(_run, u)
+
+
+def warmup() -> list[str]:
+    """Compile (or load from the disk cache) the kernel for every unit size now.
+
+    Returns what it compiled: ``['_run[uint8]', '_run[uint16]', '_run[uint32]',
+    '_run[uint64]']``.
+    """
+    return [f"_run[{UNIT_DTYPES[u].__name__}]" for u in UNIT_DTYPES if runner(u)]

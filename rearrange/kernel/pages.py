@@ -1,0 +1,64 @@
+"""What the operating system says about, and does to, a destination's pages.
+
+A destination of 24 MiB or more that the process has not touched yet (a new ``np.empty``
+of that size is a fresh mapping, ``mincore`` says: :func:`untouched`) is page-faulted as
+it is written. Where the copy populates such pages first, it asks for all of them at once
+with ``madvise(MADV_POPULATE_WRITE)`` (Linux >= 5.14, through :func:`madvise_address`),
+else writes one byte per page. Both lookups are made once, with ctypes, and never import
+numba.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["PAGE", "MADV_POPULATE_WRITE", "madvise_address", "untouched"]
+
+PAGE = 4096                      # bytes per (small) page
+MADV_POPULATE_WRITE = 23         # Linux >= 5.14: fault pages in writable, one call
+
+_madvise_addr: int | None = None
+
+
+def madvise_address() -> int:
+    """The address of libc's madvise where MADV_POPULATE_WRITE may exist (Linux), else 0:
+    the runner then writes a byte per page instead (also where the kernel refuses)."""
+    global _madvise_addr
+    if _madvise_addr is None:
+        _madvise_addr = 0
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+                _madvise_addr = ctypes.cast(ctypes.CDLL(None).madvise, ctypes.c_void_p).value
+            except (OSError, AttributeError):
+                pass
+    return _madvise_addr
+
+
+_mincore = None
+
+
+def untouched(addr: int, nbytes: int) -> bool:
+    """True if the pages in the middle and at the end of [addr, addr + nbytes) are not
+    resident yet (Linux mincore; the first page is not asked: the allocator writes its
+    header there). False where that cannot be known."""
+    global _mincore
+    if _mincore is None:
+        _mincore = False
+        try:
+            import ctypes
+            import mmap
+            f = ctypes.CDLL(None, use_errno=True).mincore
+            f.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+            f.restype = ctypes.c_int
+            _mincore = (f, ctypes.create_string_buffer, mmap.PAGESIZE)
+        except (OSError, AttributeError, ImportError):
+            pass
+    if not _mincore:
+        return False
+    f, make, page = _mincore
+    for a in (addr + nbytes // 2, addr + nbytes - 1):
+        vec = make(1)
+        if f(a - a % page, page, vec) != 0 or vec.raw[0] & 1:
+            return False
+    return True

@@ -1,0 +1,256 @@
+"""Planning a copy: pure Python, no numba, no data, a few microseconds.
+
+:func:`plan_copy` works in *units* (the raw bits moved: 1, 2, 4 or 8 bytes; a 16-byte
+item is two 8-byte units, a 3-byte ``V3`` item three 1-byte units), drops size-1 dims,
+fuses dims that are contiguous in both operands, and picks a variant. The result, a
+:class:`CopyKernel`, is what ``explain()`` prints; :mod:`.lowering` turns it into the
+compiled loops' parameters.
+
+Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
+
+``numpy``               object dtype (references need refcounts), copies under 32 KiB
+                        (transposes under 64 KiB), 0-d, and row copies under 24 MiB on one thread (numpy's own row
+                        loop is as fast there; at run time also under 64 MiB into pages
+                        not touched yet, see :mod:`rearrange.kernel`).
+``empty``               zero-size: nothing to move.
+``contiguous-memcpy``   the source is contiguous after fusion: memcpy, split over threads.
+``inner-contiguous``    source-fastest dim == destination-fastest dim: panels of rows,
+                        each row prefetched where the work unit two ahead reads it; the
+                        two outer dims blocked HPTT-style when the rows are short and a
+                        panel would read more than 64 source streams; large destinations
+                        are written through an L1 staging buffer as whole non-temporal
+                        lines.
+``strided-rows``        the destination-fastest dim is also the source's smallest stride,
+                        but that stride is not 1 (step slices, reversed, broadcast 0).
+``tiled-transpose``     source-fastest dim (stride 1) != destination-fastest dim, both
+                        long (HPTT): tiles of source rows are loaded into vector registers,
+                        transposed with shuffles and stored as whole 64-byte destination
+                        lines — non-temporally (bypassing the caches) when the destination
+                        is large; the tile columns continue into the dim before the
+                        destination-fastest one, so short rows still make long lines. The
+                        last tile of a column block ends at the last row (rewriting a few
+                        rows with the same values); the columns outside the blocks are
+                        copied by a column of tiles over the first (last) block's width,
+                        with regular stores, rewriting some of the block's columns.
+``small-inner-dim``     one of the two fastest dims is short (NHWC→NCHW with C=3): the
+                        short dim is the outer loop of a panel that stays in L1; 2, 3 or
+                        4 channels are split by a loop with constant strides (LLVM
+                        vectorises it as interleaved loads) or interleaved in vector
+                        registers a line of each channel at a time (whole lines out,
+                        non-temporal when large and on the line grid). Panels of one small
+                        tile (ViT patchify's 16x3) run along an outer dim: the one the
+                        source steps through fastest, or with streaming stores the one
+                        that continues the tile in the destination.
+``tiled``               any other pair of fastest dims: scalar tiles sized for L1.
+
+The thresholds below are the tuning of every stage (the thread pool's own two are in
+:mod:`.threads`); the stages import them by name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .threads import get_num_threads
+
+__all__ = ["CopyKernel", "plan_copy", "plan_aligned", "lowbit"]
+
+# ---------------------------------------------------------------------------- tuning
+# Measured on a 2-core Xeon (AVX-512) shared with other work; see bench/kernel_bench.py.
+
+NUMPY_MAX_BYTES = 32 << 10       # below this, np.copyto beats the kernel call overhead
+TRANSPOSE_NUMPY_MAX_BYTES = 64 << 10  # the same for register-tile transposes
+ROWS_NUMPY_MAX_BYTES = 24 << 20  # row copies: numpy's loop is as fast single-threaded
+THREAD_MIN_BYTES = 1 << 20       # each extra thread needs at least this much to move
+NONTEMPORAL_MIN_BYTES = 24 << 20  # row/panel streams this large bypass the caches
+NONTEMPORAL_TILE_MIN_BYTES = 2 << 20  # register-tile transposes: from this size
+FRESH_ROWS_NUMPY_MAX_BYTES = 64 << 20  # one-thread row copies into untouched pages: numpy
+LINE = 64                        # bytes per cache line (and per non-temporal store)
+SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner-dim" panel
+TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
+PANEL_BYTES = 8 << 10            # small-inner-dim panels: bytes per panel
+ROW_CHUNK_BYTES = 64 << 10       # a work unit of rows moves about this many bytes
+ROW_BLOCK_BYTES = 4096           # short rows: blocks of two outer dims, runs of this size,
+ROW_STREAMS_MAX = 64             # when a panel would read more source streams than this
+TILE_BLOCK_BYTES = 1024          # the same for the panels of tiled transposes
+STAGE_BYTES = 16 << 10           # per-thread staging buffer of the write-combining stream
+PREFETCH_ROW_BYTES = 4096        # rows up to this long are prefetched in software,
+PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units later
+TILE_PREFETCH_LINES = {1: 2}     # register tiles, per unit: prefetch this many lines ahead
+
+# SIMD tile geometry per unit size: (Ka, Kb) elements — Ka along the source-fastest dim
+# (one vector load per source row), Kb along the destination-fastest dim (one or two
+# whole cache lines per destination row). Chosen by measurement (in-cache and DRAM).
+SIMD_TILE = {1: (64, 64), 2: (32, 32), 4: (16, 32), 8: (8, 16)}
+# With groups of two units moving together (16-byte items as two 8-byte units).
+SIMD_TILE_G2 = {1: (16, 32), 2: (16, 16), 4: (8, 16), 8: (4, 8)}
+
+
+# ---------------------------------------------------------------------------- the plan
+
+@dataclass(frozen=True, slots=True)
+class CopyKernel:
+    """How one strided → C-contiguous copy is done. Pure metadata, printable by explain()."""
+
+    variant: str                 # numpy | empty | contiguous-memcpy | inner-contiguous |
+    #                              strided-rows | tiled-transpose | small-inner-dim | tiled
+    unit_bytes: int              # the raw-bits unit moved: 1, 2, 4 or 8 bytes
+    fused_shape: tuple[int, ...]  # after dropping size-1 dims and fusing, in units
+    src_strides: tuple[int, ...]  # source strides of the fused dims, in units
+    tile: tuple[int, int] | None  # tile (source-fastest, destination-fastest) in units
+    threads: int                 # threads the copy will use
+    reason: str                  # one line: why this variant
+    # The source this plan was made for: (shape, byte strides, itemsize). copy_into runs
+    # a plan only on a source with exactly this signature (any other is planned afresh):
+    # the fused loops, unit and tile are valid for it alone.
+    source: tuple = field(default=(), repr=False, compare=False)
+
+
+def lowbit(x: int) -> int:
+    """The lowest set bit of x (x = 0: larger than any alignment)."""
+    return x & -x if x else 1 << 62
+
+
+def plan_copy(
+    shape: tuple[int, ...],
+    src_strides_bytes: tuple[int, ...],
+    itemsize: int,
+    dtype_kind: str = "f",
+    threads: int | None = None,
+) -> CopyKernel:
+    """Plan the copy of a strided source (shape, byte strides) into a C-contiguous array.
+
+    Pure and cheap (no numba, no data, ~5 µs). ``dtype_kind`` is numpy's ``dtype.kind``;
+    pass ``"O"`` for every dtype that holds Python objects (``dtype.hasobject``, also
+    structured ones): those are copied by numpy. ``threads`` defaults to
+    :func:`get_num_threads`. Assumes both buffers are aligned to the unit; ``copy_into``
+    re-plans with a smaller unit for buffers that are not.
+
+    >>> k = plan_copy((4096, 4096), (4, 16384), 4)     # a float32 transpose
+    >>> k.variant, k.fused_shape, k.src_strides, k.tile
+    ('tiled-transpose', (4096, 4096), (1, 4096), (16, 32))
+    >>> plan_copy((64, 3, 224, 224), (150528, 1, 672, 3), 1).variant   # NHWC -> NCHW
+    'small-inner-dim'
+    """
+    return plan_aligned(tuple(shape), tuple(src_strides_bytes), itemsize, dtype_kind,
+                        get_num_threads() if threads is None else threads, LINE)
+
+
+def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
+    """plan_copy for buffers aligned to ``align`` bytes (a power of two), with the
+    thread count given: the unit never exceeds the alignment."""
+    if len(shape) != len(strides):
+        raise ValueError(f"plan_copy: shape {shape} and strides {strides} differ in length")
+    if threads < 1:
+        raise ValueError(f"plan_copy: threads must be positive, got {threads}")
+    signature = (shape, strides, itemsize)
+    if kind == "O":
+        return CopyKernel("numpy", itemsize, tuple(shape), (), None, 1,
+                          "object dtype: numpy copies references", signature)
+    total = math.prod(shape)
+    if total == 0:
+        return CopyKernel("empty", itemsize, (0,), (0,), None, 1, "zero-size: nothing to copy",
+                          signature)
+    nbytes = total * itemsize
+    # The unit: the largest power of two (<= 8) dividing the itemsize, every stride of a
+    # dim that moves, and the buffers' alignment.
+    bits = itemsize | align | 8
+    for n, s in zip(shape, strides):
+        if n > 1:
+            bits |= lowbit(s)
+    u = min(lowbit(bits), 8)
+    fshape, fstr = _fuse(shape, strides, itemsize, u)
+
+    def make(variant, tile, reason, min_threads_bytes=THREAD_MIN_BYTES):
+        t = max(1, min(threads, nbytes // min_threads_bytes))
+        return CopyKernel(variant, u, fshape, fstr, tile, t, reason, signature)
+
+    if nbytes < NUMPY_MAX_BYTES or not fshape:
+        why = "a single item" if not fshape else f"{nbytes} B < {NUMPY_MAX_BYTES} B"
+        return CopyKernel("numpy", u, fshape, fstr, None, 1,
+                          f"{why}: np.copyto costs less than a kernel call", signature)
+    d = len(fshape)
+    nb, sb = fshape[-1], fstr[-1]
+    if d == 1 and sb == 1:
+        return make("contiguous-memcpy", None, "source contiguous after fusion: memcpy")
+    # Group: a short contiguous last dim that rides along (16-byte items as 2 x 8 bytes).
+    g = 1
+    if sb == 1 and d >= 2 and nb == 2 and u in SIMD_TILE_G2:
+        g = 2
+    single = threads == 1 or nbytes < 2 * THREAD_MIN_BYTES
+
+    def rows(variant, reason):
+        if single and nbytes < ROWS_NUMPY_MAX_BYTES:
+            return CopyKernel("numpy", u, fshape, fstr, None, 1,
+                              f"{reason}: numpy's row loop is as fast below "
+                              f"{ROWS_NUMPY_MAX_BYTES >> 20} MiB on one thread", signature)
+        return make(variant, None, reason)
+
+    if sb == 1 and g == 1:
+        return rows("inner-contiguous", f"source- and destination-fastest dim {d - 1} "
+                                        f"(stride 1): rows of {nb * u} B")
+    # The destination-fastest dim (b) and the source-fastest other dim (a).
+    bdim = d - 1 if g == 1 else d - 2
+    nb, sb = fshape[bdim], fstr[bdim]
+    adim = -1
+    for k in range(bdim):
+        s = fstr[k]
+        if s != 0 and (adim < 0 or abs(s) < abs(fstr[adim])):
+            adim = k
+    if adim < 0 or abs(fstr[adim]) >= abs(sb) or (g > 1 and fstr[adim] != g):
+        if g > 1:
+            return rows("inner-contiguous", f"source- and destination-fastest dim {d - 1} "
+                                            f"(stride 1): rows of {fshape[-1] * u} B")
+        what = "broadcast (stride 0)" if sb == 0 else f"stride {sb}"
+        return rows("strided-rows", f"destination-fastest dim {d - 1} is also the "
+                                    f"source's fastest ({what}): strided rows")
+    na, sa = fshape[adim], fstr[adim]
+    simd = (SIMD_TILE if g == 1 else SIMD_TILE_G2).get(u)
+    ncols = nb
+    if simd is not None and bdim >= 1 and bdim - 1 != adim and nb >= simd[1]:
+        ncols *= fshape[bdim - 1]     # tile columns continue into the dim before b
+    if sa == g and simd is not None and na >= simd[0] and ncols >= 2 * simd[1]:
+        ka, kb = simd
+        if nbytes < TRANSPOSE_NUMPY_MAX_BYTES:
+            return CopyKernel("numpy", u, fshape, fstr, None, 1,
+                              f"a transpose of {nbytes} B < {TRANSPOSE_NUMPY_MAX_BYTES} B: "
+                              f"numpy's loop in L1/L2 costs less than a kernel call", signature)
+        return make("tiled-transpose", (ka, kb),
+                    f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim "
+                    f"{bdim}: {ka}x{kb} tiles through vector registers, whole-line stores")
+    if g > 1:
+        return rows("inner-contiguous", f"source- and destination-fastest dim {d - 1} "
+                                        f"(stride 1): rows of {fshape[-1] * u} B")
+    if min(na, nb) <= SMALL_DIM:
+        if na <= nb:   # short source-fastest dim: deinterleave, long rows of the destination
+            ta, tb = na, min(nb, max(64, PANEL_BYTES // (u * na) // 16 * 16))
+        else:          # short destination-fastest dim: interleave into an L1-sized block
+            ta, tb = min(na, max(64, PANEL_BYTES // (u * nb) // 16 * 16)), nb
+        return make("small-inner-dim", (ta, tb),
+                    f"source-fastest dim {adim} ({na}) != destination-fastest dim {bdim} "
+                    f"({nb}): short dim outermost, {ta}x{tb} panels in L1")
+    t = 16
+    while (2 * t) * (2 * t) * u <= TILE_BYTES:
+        t *= 2
+    return make("tiled", (min(t, na), min(t, nb)),
+                f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim {bdim}:"
+                f" {t}x{t} scalar tiles ({t * t * u // 1024} KiB) through L1")
+
+
+def _fuse(shape, strides, itemsize, u):
+    """(shape, strides) in units of u, size-1 dims dropped, an item of itemsize > u as an
+    innermost dim of consecutive units, and dims contiguous in both operands fused (the
+    destination is C-contiguous, so only the source decides): (n0, s0), (n1, s1) ->
+    (n0 * n1, s1) when s0 == s1 * n1."""
+    dims = [(n, s // u) for n, s in zip(shape, strides) if n > 1]
+    if itemsize > u:
+        dims.append((itemsize // u, 1))
+    fused: list[list[int]] = []
+    for n, s in reversed(dims):
+        if fused and fused[-1][1] * fused[-1][0] == s:
+            fused[-1][0] *= n
+        else:
+            fused.append([n, s])
+    fused.reverse()
+    return tuple(n for n, _ in fused), tuple(s for _, s in fused)
