@@ -431,10 +431,20 @@ def test_copy_into_checks_arguments() -> None:
         K.copy_into(np.empty((4, 3)).T, x)
     with pytest.raises(TypeError):
         K.copy_into([0], x)
-    y = np.zeros((300, 400), np.float32)
-    wrong = K.plan_copy((400, 300), (4, 1200), 4)          # y.T would have (4, 1600)
-    with pytest.raises(ValueError, match="not for this source"):
-        K.copy_into(np.empty((400, 300), np.float32), y.T, wrong)
+
+
+
+def test_a_plan_for_another_source_is_never_run() -> None:
+    """A plan handed in for other strides (or another item size) is set aside: the
+    source is planned afresh and copied right, never read through the wrong plan."""
+    y = np.arange(300 * 400, dtype=np.float32).reshape(300, 400)
+    wrong = K.plan_copy((400, 300), (4, 1200), 4)          # y.T has (4, 1600)
+    out = np.empty((400, 300), np.float32)
+    K.copy_into(out, y.T, wrong)
+    np.testing.assert_array_equal(out, y.T)
+    other_itemsize = K.plan_copy((400, 300), (4, 1600), 2)
+    K.copy_into(out, y.T, other_itemsize)
+    np.testing.assert_array_equal(out, y.T)
 
 
 # ---------------------------------------------------------------------- threads, import
