@@ -18,7 +18,7 @@ from .errors import (
     RearrangeError,
 )
 from .kernel import get_num_threads, set_num_threads
-from .ops import reduce, repeat
+from .api import reduce, repeat
 from .plan import Plan, Step
 from .layout import Layout
 from .tensor import (

@@ -8,23 +8,27 @@ and ``copy``). A warm call is one dict lookup plus the array calls of the plan.
 
 from __future__ import annotations
 
-import operator
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from . import backends, kernel
+from . import backends, kernel, ops
+from .backends import ndarray
+from .backends import tensor as tensor_backend
+from .backends.ndarray import RESHAPE, RESHAPE_TRANSPOSE, TRANSPOSE, TRANSPOSE_RESHAPE
 from .caching import remember
-from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
-from .layout import Layout
-from .parsing import _parse_transform_cached, parse_transform, shorten
-from .plan import Plan, plan_transform
+from .calls import (as_array, canonical_lengths, context_line, is_shape, keyword_axes,
+                    layout_from, numpy_layout, parse_first, plan_for)
+from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .parsing import parse_transform, parse_transform_cached
+from .plan import Plan
 from .recipe import build_recipe
-from .tensor import Storage, Tensor, _dtype
+from .tensor import Tensor
 
-__all__ = ["rearrange", "explain", "compile", "cache_info", "cache_clear", "CompiledRearrange"]
+__all__ = ["rearrange", "reduce", "repeat", "explain", "compile", "cache_info", "cache_clear",
+           "CompiledRearrange"]
 
 Runner = Callable[[Any], Any]
 
@@ -45,7 +49,6 @@ _PLAN_CACHE_SIZE = 4096
 # Axis lengths are canonical (plain ints, or a wrapper equal to nothing) before any key
 # is built, so that ``3.0`` or ``True`` never hit an entry made for ``3`` or ``1``.
 _plans: dict[tuple, Any] = {}
-_CALL, _TRANSPOSE, _RESHAPE, _TRANSPOSE_RESHAPE, _RESHAPE_TRANSPOSE = 0, 1, 2, 3, 4
 _PLAIN_INT = frozenset({int})
 # pattern -> (shape, strides, dtype, copy, axis lengths, code, argument) of the last numpy
 # call with that pattern: a one-entry inline cache that spares the warm path hashing the
@@ -73,7 +76,7 @@ class CacheInfo(NamedTuple):
 
 def cache_info() -> CacheInfo:
     """Sizes and hit counts of the three caches (pattern, recipe, plan)."""
-    parsed = _parse_transform_cached.cache_info()
+    parsed = parse_transform_cached.cache_info()
     recipes = build_recipe.cache_info()
     return CacheInfo(
         CacheLevel(parsed.hits, parsed.misses, parsed.maxsize, parsed.currsize),
@@ -90,12 +93,10 @@ def cache_clear() -> None:
         _plans.clear()
         _last_seen.clear()
         _plan_misses = 0
-    _parse_transform_cached.cache_clear()
+    parse_transform_cached.cache_clear()
     build_recipe.cache_clear()
     backends.cache_clear()
     import sys
-
-    from . import ops
 
     ops.cache_clear()
     for name in ("contraction", "packing", "shapes"):  # only those already imported
@@ -113,266 +114,14 @@ def _remember(key: tuple, entry: Any) -> None:
 
 # ---------------------------------------------------------------------- layouts of arrays
 
-def _numpy_layout(array: np.ndarray) -> tuple[Layout, str]:
-    """The layout of a numpy array in elements, or in bytes when its byte strides are
-    not whole multiples of the itemsize (views of structured fields)."""
-    itemsize = array.itemsize
-    if itemsize and all(s % itemsize == 0 for s in array.strides):
-        return Layout(array.shape, tuple(s // itemsize for s in array.strides), 0), "elements"
-    return Layout(array.shape, array.strides, 0), "bytes"
-
-
-_GERUND = {"rearrange": "rearranging", "reduce": "reducing", "repeat": "repeating"}
-
-
-def _context(pattern: str, shape: Sequence[int] | None, axes_lengths: Mapping[str, Any],
-             op: str = "rearrange") -> str:
-    lengths = shorten("{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}")
-    where = "" if shape is None else f"input shape {tuple(shape)}, "
-    return (f"  while {_GERUND[op]} with pattern '{shorten(pattern)}': {where}"
-            f"axis lengths {lengths}")
-
-
-def _with_context(error: RearrangeError, pattern: str, shape: Sequence[int] | None,
-                  axes_lengths: Mapping[str, Any], op: str = "rearrange") -> RearrangeError:
-    """``error`` (of the same class) with the call's context line, unless it quotes the
-    pattern already."""
-    if f"pattern '{shorten(pattern)}'" in str(error):
-        return error
-    return type(error)(f"{error}\n{_context(pattern, shape, axes_lengths, op)}")
-
-
-def _parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
-                 axes_lengths: Mapping[str, Any]) -> None:
-    """The first checks of every transform, in einops' order once the array type is
-    known: the pattern's type, then its syntax and meaning (no shapes needed). Only
-    then come the other arguments (``copy=``, the reduction, the lengths' types) and
-    the fit of the pattern to the input."""
-    if not isinstance(pattern, str):
-        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
-    try:
-        parse_transform(pattern, op)
-    except PatternError as error:
-        raise _with_context(error, pattern, shape, axes_lengths, op) from None
-
-
-def _plan_for(
-    pattern: str, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
-    dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
-    op: str = "rearrange", reduction: str | None = None,
-) -> Plan:
-    """Parse, recipe and plan, with every PatternError given the call's context."""
-    _parse_first(pattern, op, layout.shape, axes_lengths)
-    if copy is not None and copy is not True and copy is not False:
-        raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
-    describe_copy = None
-    if dtype is not None and itemsize:
-        scale = itemsize if stride_unit == "elements" else 1
-        kind = np.dtype(dtype).kind if dtype in np.sctypeDict else "V"
-
-        def describe_copy(source: Layout) -> kernel.CopyKernel:
-            return kernel.plan_copy(source.shape, tuple(s * scale for s in source.strides),
-                                    itemsize, kind)
-    try:
-        parsed = parse_transform(pattern, op)
-        recipe = build_recipe(parsed, layout.ndim)
-        return plan_transform(recipe, layout, axes_lengths, op=op, reduction=reduction,
-                              copy=copy, dtype=dtype, itemsize=itemsize,
-                              stride_unit=stride_unit, describe_copy=describe_copy)
-    except PatternError as error:
-        raise _with_context(error, pattern, layout.shape, axes_lengths, op) from None
-
-
-def _refuse_copy(plan: Plan) -> NoViewError:
-    return NoViewError(
-        f"copy=False, but no view of the input can express the result: {plan.copy_reason}\n"
-        f"  pattern '{shorten(plan.pattern)}', input shape {plan.input.shape}, "
-        f"strides {plan.input.strides} ({plan.stride_unit})"
-    )
-
 
 # ---------------------------------------------------------------------- numpy lowering
-
-def _steps_args(plan: Plan) -> tuple[tuple | None, tuple | None, tuple | None, bool, bool]:
-    """(split shape, permutation, merge shape, copies before merge, copy at end)."""
-    split = perm = merge = None
-    copy_before_merge = copy_at_end = False
-    for step in plan.steps:
-        if step.op == "split":
-            split = step.args
-        elif step.op == "permute":
-            perm = step.args
-        elif step.op == "merge":
-            merge = step.args
-        elif step.op == "copy" and step is plan.steps[-1]:
-            copy_at_end = True
-        else:
-            copy_before_merge = True
-    return split, perm, merge, copy_before_merge, copy_at_end
-
-
-def _numpy_view_runner(split, perm, merge) -> Runner:
-    """numpy calls for a view plan. Without a permutation, split and merge are one
-    reshape (a view exists for the whole reshape because one exists step by step)."""
-    if perm is None:
-        shape = merge if merge is not None else split
-        if shape is None:
-            return lambda x: x.view()
-        return lambda x: x.reshape(shape)
-    if split is None and merge is None:
-        return lambda x: x.transpose(perm)
-    if split is None:
-        return lambda x: x.transpose(perm).reshape(merge)
-    if merge is None:
-        return lambda x: x.reshape(split).transpose(perm)
-    return lambda x: x.reshape(split).transpose(perm).reshape(merge)
-
-
-def _numpy_strided_runner(plan: Plan, view: Layout, writeable: bool = True) -> Runner:
-    """The view ``view`` of the input built directly from its strides (never copies);
-    ``writeable=False`` makes it read-only."""
-    scale = plan.itemsize if plan.stride_unit == "elements" else 1
-    shape = view.shape
-    strides = tuple(s * scale for s in view.strides)
-    as_strided = np.lib.stride_tricks.as_strided
-    return lambda x: as_strided(x, shape, strides, subok=True, writeable=writeable)
-
-
-def _numpy_entry(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
-    """Lower ``plan`` to numpy calls, checked once against ``sample`` (an input with the
-    plan's exact shape and strides, so numpy decides the same way on every later call).
-    Returns the cache entry ``(code, argument)``."""
-    if plan.copy_requested is False and not plan.is_view:
-        error = _refuse_copy(plan)
-
-        def refuse(x: np.ndarray) -> np.ndarray:
-            raise error
-        return _CALL, refuse
-
-    split, perm, merge, copy_before_merge, copy_at_end = _steps_args(plan)
-    copy_step = next((step for step in plan.steps if step.is_copy), None)
-    if copy_before_merge:
-        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
-            return _CALL, _kernel_runner(_numpy_view_runner(split, perm, None), copy_step.kernel, merge)
-        # numpy's final reshape of the (non-contiguous) permuted view copies it in C
-        # order: for tiny and object arrays that is the cheapest copy step.
-        if perm is None:
-            return _RESHAPE, merge
-        if split is None:
-            return _TRANSPOSE_RESHAPE, (perm, merge)
-        return _CALL, _numpy_view_runner(split, perm, merge)
-    runner = _numpy_view_runner(split, perm, merge)
-    # The view the runner must produce: the output, or what copy=True then copies.
-    view = plan.steps[-2].layout if copy_at_end and len(plan.steps) > 1 else (
-        plan.input if copy_at_end else plan.output)
-    if not _is_expected_view(runner(sample), sample, plan, view):
-        runner = _numpy_strided_runner(plan, view)
-    if copy_at_end:
-        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
-            return _CALL, _kernel_runner(runner, copy_step.kernel, None)
-        return _CALL, lambda x: runner(x).copy()
-    if perm is not None and split is None and merge is None:
-        return _TRANSPOSE, perm
-    if perm is not None and split is not None and merge is None:
-        return _RESHAPE_TRANSPOSE, (split, perm)
-    if perm is not None and split is None and merge is not None:
-        return _TRANSPOSE_RESHAPE, (perm, merge)
-    if perm is None and (split or merge) is not None:
-        return _RESHAPE, merge if merge is not None else split
-    return _CALL, runner
-
-
-def _kernel_runner(view_part: Runner, planned: kernel.CopyKernel, merge: tuple | None) -> Runner:
-    """view_part(x) copied by the kernel into a fresh C-contiguous array (then merged).
-
-    ``planned`` was made for the thread count in force at planning time; a later
-    ``set_num_threads`` makes the kernel plan again."""
-    threads = kernel.get_num_threads()
-
-    def run(x: np.ndarray) -> np.ndarray:
-        source = view_part(x)
-        result = np.empty(source.shape, source.dtype)
-        kernel.copy_into(result, source,
-                         planned if kernel.get_num_threads() == threads else None)
-        return result if merge is None else result.reshape(merge)
-    return run
-
-
-def _run_entry(entry: tuple[int, Any], array: np.ndarray) -> Any:
-    code, argument = entry
-    if code == _TRANSPOSE:
-        return array.transpose(argument)
-    if code == _RESHAPE:
-        return array.reshape(argument)
-    if code == _TRANSPOSE_RESHAPE:
-        return array.transpose(argument[0]).reshape(argument[1])
-    if code == _RESHAPE_TRANSPOSE:
-        return array.reshape(argument[0]).transpose(argument[1])
-    return argument(array)
-
-
-def _is_expected_view(result: np.ndarray, source: np.ndarray, plan: Plan, view: Layout) -> bool:
-    """Did numpy return the very view the plan describes (same memory, same strides)?"""
-    if result.size == 0:
-        return True
-    scale = plan.itemsize if plan.stride_unit == "elements" else 1
-    expected = tuple(s * scale for s in view.strides)
-    same_strides = all(
-        size == 1 or got == want
-        for size, got, want in zip(result.shape, result.strides, expected)
-    )
-    address = result.__array_interface__["data"][0]
-    return same_strides and address == source.__array_interface__["data"][0]
 
 
 # ---------------------------------------------------------------------- Tensor lowering
 
-def _tensor_runner(plan: Plan) -> Runner:
-    if plan.copy_requested is False and not plan.is_view:
-        error = _refuse_copy(plan)
-
-        def refuse(t: Tensor) -> Tensor:
-            raise error
-        return refuse
-    copy_index = next((k for k, s in enumerate(plan.steps) if s.is_copy), None)
-    output = plan.output
-    if copy_index is None:
-        return lambda t: t._with(output)
-    before_copy = plan.steps[copy_index - 1].layout if copy_index else plan.input
-
-    def run(t: Tensor) -> Tensor:
-        source = t._with(before_copy).numpy()
-        flat = np.empty(source.size, source.dtype)
-        kernel.copy_into(flat.reshape(source.shape), source)
-        return Tensor._wrap(Storage(flat), output)
-    return run
-
 
 # ---------------------------------------------------------------------- public API
-
-def _as_array(tensor: Any, op: str = "rearrange") -> np.ndarray | Tensor:
-    """numpy arrays and Tensors as they are; lists/tuples stacked on a new first axis."""
-    if isinstance(tensor, (np.ndarray, Tensor)):
-        return tensor
-    if isinstance(tensor, (list, tuple)):
-        if not tensor:
-            raise RearrangeError(f"{op}() got an empty list; expected at least one array")
-        if all(isinstance(item, Tensor) for item in tensor):
-            stacked = np.stack([item.numpy() for item in tensor])
-            return Tensor._wrap(Storage(stacked.reshape(-1)), Layout.contiguous(stacked.shape))
-        try:
-            return np.stack([np.asarray(item) for item in tensor])
-        except ValueError as error:
-            shapes = [np.shape(item) for item in tensor]
-            raise RearrangeError(
-                f"{op}() stacks a list of arrays, which needs equal shapes; got {shapes}"
-            ) from error
-    if isinstance(tensor, np.generic):
-        return np.asarray(tensor)
-    raise ArgumentTypeError(
-        f"{op}() takes {backends.SUPPORTED_ARRAYS}, or a list/tuple of them; "
-        f"got {type(tensor).__module__}.{type(tensor).__name__}"
-    )
 
 
 def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any = None,
@@ -404,45 +153,26 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
                     and seen_copy is copy
                     and seen_lengths == axes_lengths
                     and (not axes_lengths or _PLAIN_INT.issuperset(map(type, axes_lengths.values())))):
-                if code == _TRANSPOSE:
+                if code == TRANSPOSE:
                     return tensor.transpose(argument)
-                if code == _RESHAPE:
+                if code == RESHAPE:
                     return tensor.reshape(argument)
-                if code == _RESHAPE_TRANSPOSE:
+                if code == RESHAPE_TRANSPOSE:
                     return tensor.reshape(argument[0]).transpose(argument[1])
-                if code == _TRANSPOSE_RESHAPE:
+                if code == TRANSPOSE_RESHAPE:
                     return tensor.transpose(argument[0]).reshape(argument[1])
                 return argument(tensor)
     if (copy is not None and copy is not True and copy is not False) or type(out) is int:
-        copy, out, axes_lengths = _keyword_axes(pattern, "rearrange", copy, out, axes_lengths)
+        copy, out, axes_lengths = keyword_axes(pattern, "rearrange", copy, out, axes_lengths)
     if out is not None:
         return _rearrange_into(tensor, pattern, copy, axes_lengths, out)
     backend = _foreign_types.get(type(tensor))
     if backend is not None:
         if axes_lengths and not _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
-            axes_lengths = _canonical_lengths(axes_lengths)
+            axes_lengths = canonical_lengths(axes_lengths)
         return backends.run_transform(backend, tensor, "rearrange", pattern, None, copy,
                                       axes_lengths)
     return _rearrange_general(tensor, pattern, copy, axes_lengths)
-
-
-def _keyword_axes(pattern: Any, op: str, copy: Any, out: Any,
-                  axes_lengths: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
-    """einops patterns may name axes ``copy`` or ``out``, whose lengths then arrive in
-    our ``copy=`` / ``out=`` keywords: an integer there (never a bool) is the length of
-    the axis of that name, if the pattern has one. Anything else is left for the usual
-    checks to report."""
-    try:
-        parsed = parse_transform(pattern, op)
-    except RearrangeError:
-        return copy, out, axes_lengths
-    names = {*parsed.left.names, *parsed.right.names}
-    lengths = dict(axes_lengths)
-    if "copy" in names and isinstance(copy, (int, np.integer)) and not isinstance(copy, bool):
-        lengths["copy"], copy = copy, None
-    if "out" in names and isinstance(out, (int, np.integer)) and not isinstance(out, bool):
-        lengths["out"], out = out, None
-    return copy, out, lengths
 
 
 def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
@@ -452,11 +182,11 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
         foreign = backends.foreign_input(tensor, "rearrange")
         if foreign is not None:
             return backends.run_transform(*foreign, "rearrange", pattern, None, copy,
-                                          _canonical_lengths(axes_lengths))
-    array = tensor if type(tensor) is _ndarray else _as_array(tensor)
+                                          canonical_lengths(axes_lengths))
+    array = tensor if type(tensor) is _ndarray else as_array(tensor)
     if not isinstance(array, np.ndarray):
         return _rearrange_other(array, pattern, copy, axes_lengths)
-    axes_lengths = _canonical_lengths(axes_lengths)
+    axes_lengths = canonical_lengths(axes_lengths)
     key = (pattern, array.shape, array.strides, array.dtype, copy, *axes_lengths.items())
     if type(array) is not _ndarray:
         key = ("subclass", type(array), *key)
@@ -471,60 +201,22 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
             _last_seen.clear()
         _last_seen[pattern] = (array.shape, array.strides, array.dtype, copy,
                                dict(axes_lengths), *entry)
-    return _run_entry(entry, array)
-
-
-def _canonical_lengths(axes_lengths: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Axis lengths as plain ints where they are integers (numpy ints and torch's symbolic
-    ints included), so that ``3``, ``np.int64(3)`` share cache entries while ``3.0`` or
-    ``True`` never hit one (``3.0 == 3`` and ``True == 1`` in Python) and reach the
-    planner's error instead."""
-    if _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
-        return axes_lengths
-    canonical: dict[str, Any] = {}
-    for name, value in axes_lengths.items():
-        if type(value) is not int:
-            value = _as_length(value)
-        canonical[name] = value
-    return canonical
-
-
-def _as_length(value: Any) -> Any:
-    """An integer-like axis length as an int; anything else wrapped so that the planner
-    rejects it with the original value in the message."""
-    if isinstance(value, np.integer):
-        return int(value)
-    if not isinstance(value, (bool, float, np.bool_)) and hasattr(type(value), "__index__"):
-        return operator.index(value)  # e.g. torch.SymInt under torch.compile
-    return _InvalidLength(value)
-
-
-class _InvalidLength:
-    """Wraps a non-integer axis length: equal to nothing else, so never a cache hit; the
-    planner rejects it with the original value in the message."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return repr(self.value)
+    return ndarray.run_entry(entry, array)
 
 
 def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
                     axes_lengths: Mapping[str, Any], out: Any) -> Any:
     """``rearrange(..., out=out)``: the plan's views, then one copy into ``out``."""
     if copy is False:
-        _parse_first(pattern, "rearrange", None, axes_lengths)     # the pattern comes first
+        parse_first(pattern, "rearrange", None, axes_lengths)     # the pattern comes first
         raise ArgumentTypeError("copy=False asks for a view, out= for a copy into out; pass one")
     if not isinstance(tensor, (np.ndarray, Tensor, list, tuple)) and backends.backend_for(tensor):
         raise ArgumentTypeError(
             f"out= writes into a numpy array or a rearrange.Tensor, for an input of the same "
             f"type; for a {type(tensor).__module__}.{type(tensor).__name__} input, copy the "
             f"returned array into yours (out.copy_(...) for torch)")
-    array = _as_array(tensor)
-    axes_lengths = _canonical_lengths(axes_lengths)     # plain ints: hashable cache keys
+    array = as_array(tensor)
+    axes_lengths = canonical_lengths(axes_lengths)     # plain ints: hashable cache keys
     if isinstance(array, Tensor):
         return _tensor_into(array, pattern, axes_lengths, out)
     if not isinstance(out, np.ndarray):
@@ -537,9 +229,9 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
     except TypeError:
         entry = None
     if entry is None:
-        entry = _numpy_into_entry(array, pattern, axes_lengths)
+        entry = ndarray.into_entry(array, pattern, axes_lengths)
         _remember(key, entry)
-    _check_out(out, entry.output_shape, array.dtype)
+    ndarray.check_out(out, entry.output_shape, array.dtype)
     source = entry.view(array)
     if np.may_share_memory(out, source) and np.shares_memory(out, source):
         raise RearrangeError("out overlaps the input; rearrange never writes to its input")
@@ -550,53 +242,6 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
     else:
         kernel.copy_into(out.reshape(entry.copy_shape), source, entry.kernel)
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class _IntoEntry:
-    """How ``out=`` runs for one input layout: ``view`` makes the permuted view of the
-    input (every step before the merge, never a copy), which ``kernel`` copies into
-    ``out`` seen with ``copy_shape``; ``kernel`` was planned under the thread setting
-    ``threads`` (it may itself use fewer)."""
-    output_shape: tuple[int, ...]
-    copy_shape: tuple[int, ...]
-    view: Runner
-    kernel: kernel.CopyKernel
-    threads: int
-
-
-def _numpy_into_entry(array: np.ndarray, pattern: str,
-                      axes_lengths: Mapping[str, Any]) -> _IntoEntry:
-    layout, unit = _numpy_layout(array)
-    plan = _plan_for(pattern, layout, axes_lengths, None, array.dtype.name, array.itemsize, unit)
-    split, perm, _, _, _ = _steps_args(plan)
-    before_merge = _before_merge(plan)
-    view = _numpy_view_runner(split, perm, None)
-    sample = view(array)
-    if not _is_expected_view(sample, array, plan, before_merge):
-        view = _numpy_strided_runner(plan, before_merge)
-        sample = view(array)
-    kind = "O" if array.dtype.hasobject else array.dtype.kind
-    threads = kernel.get_num_threads()
-    copy_plan = kernel.plan_copy(sample.shape, sample.strides, array.itemsize, kind, threads)
-    return _IntoEntry(plan.output.shape, before_merge.shape, view, copy_plan, threads)
-
-
-def _before_merge(plan: Plan) -> Layout:
-    """The permuted view: the input split and permuted, before any merge (all views)."""
-    return next((step.layout for step in reversed(plan.steps)
-                 if step.op in ("split", "permute")), plan.input)
-
-
-def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    if out.shape != shape or out.dtype != dtype:
-        raise RearrangeError(
-            f"out has shape {tuple(out.shape)} and dtype {out.dtype}; the result has shape "
-            f"{shape} and dtype {dtype}")
-    if not out.flags.c_contiguous:
-        raise RearrangeError("out must be C-contiguous: the result is written in row-major order")
-    if not out.flags.writeable:
-        raise RearrangeError("out is read-only")
 
 
 def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], out: Any) -> Any:
@@ -610,11 +255,11 @@ def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], o
     except TypeError:
         plan = None
     if plan is None:
-        plan = _plan_for(pattern, layout, axes_lengths, None, array.dtype.name, itemsize, "elements")
+        plan = plan_for(pattern, layout, axes_lengths, None, array.dtype.name, itemsize, "elements")
         _remember(key, plan)
     target = out.numpy()        # out's memory as numpy sees it: checked like a numpy out
-    _check_out(target, plan.output.shape, array.dtype)
-    before_merge = _before_merge(plan)
+    ndarray.check_out(target, plan.output.shape, array.dtype)
+    before_merge = ndarray.before_merge(plan)
     source = array._with(before_merge).numpy()
     if np.may_share_memory(target, source) and np.shares_memory(target, source):
         raise RearrangeError("out overlaps the input; rearrange never writes to its input")
@@ -633,9 +278,9 @@ def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | 
         raise ArgumentTypeError(
             f"axis lengths must be integers, got {dict(axes_lengths)!r}"
         ) from None
-    layout, unit = _numpy_layout(array)
-    plan = _plan_for(pattern, layout, axes_lengths, copy, array.dtype.name, array.itemsize, unit)
-    entry = _numpy_entry(plan, array)
+    layout, unit = numpy_layout(array)
+    plan = plan_for(pattern, layout, axes_lengths, copy, array.dtype.name, array.itemsize, unit)
+    entry = ndarray.lower_rearrange(plan, array)
     _remember(key, entry)
     return entry
 
@@ -647,44 +292,16 @@ def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
     key = ("tensor", pattern, layout, tensor.dtype, copy, *axes_lengths.items())
     runner = _plans.get(key)
     if runner is None:
-        plan = _plan_for(pattern, layout, axes_lengths, copy, tensor.dtype.name, tensor.element_size())
-        runner = _tensor_runner(plan)
+        plan = plan_for(pattern, layout, axes_lengths, copy, tensor.dtype.name, tensor.element_size())
+        runner = tensor_backend.lower_rearrange(plan)
         _remember(key, runner)
     return runner(tensor)
-
-
-def _layout_from(x_or_shape: Any, strides: Sequence[int] | None, dtype: Any) -> tuple[Layout, str | None, int | None, str]:
-    if isinstance(x_or_shape, Tensor):
-        return x_or_shape.layout, x_or_shape.dtype.name, x_or_shape.element_size(), "elements"
-    if isinstance(x_or_shape, (np.ndarray, np.generic, list)) and not _is_shape(x_or_shape):
-        array = _as_array(x_or_shape)
-        if isinstance(array, Tensor):
-            return array.layout, array.dtype.name, array.element_size(), "elements"
-        layout, unit = _numpy_layout(array)
-        return layout, array.dtype.name, array.itemsize, unit
-    if not _is_shape(x_or_shape):
-        raise ArgumentTypeError(
-            f"explain() takes {backends.SUPPORTED_ARRAYS}, or a shape (a tuple of ints); "
-            f"got {type(x_or_shape).__name__}"
-        )
-    shape = tuple(int(s) for s in x_or_shape)
-    layout = Layout.contiguous(shape) if strides is None else Layout(shape, tuple(strides), 0)
-    if dtype is None:
-        return layout, None, None, "elements"
-    resolved = _dtype(dtype)
-    return layout, resolved.name, resolved.itemsize, "elements"
 
 
 def _no_lengths(op: str, axes_lengths: Mapping[str, Any]) -> None:
     if axes_lengths:
         raise ArgumentTypeError(
             f"explain(op={op!r}) takes no axis lengths; got {', '.join(axes_lengths)}")
-
-
-def _is_shape(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and all(
-        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
-    )
 
 
 _EXPLAINED_OPS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack",
@@ -748,17 +365,15 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
         if op == "parse_shape":
             _no_lengths(op, axes_lengths)
         return explain_shape(x_or_shape, pattern, **axes_lengths)
-    if not isinstance(x_or_shape, (np.ndarray, Tensor)) and not _is_shape(x_or_shape):
+    if not isinstance(x_or_shape, (np.ndarray, Tensor)) and not is_shape(x_or_shape):
         foreign = backends.foreign_input(x_or_shape, "explain")
         if foreign is not None:
             return backends.plan_for_array(*foreign, op, pattern, reduction, copy, axes_lengths)
     if op != "rearrange":
-        from .ops import explain_transform
-
-        return explain_transform(op, x_or_shape, pattern, reduction=reduction, strides=strides,
+        return ops.explain_transform(op, x_or_shape, pattern, reduction=reduction, strides=strides,
                                  dtype=dtype, copy=copy, **axes_lengths)
-    layout, dtype_name, itemsize, unit = _layout_from(x_or_shape, strides, dtype)
-    return _plan_for(pattern, layout, axes_lengths, copy, dtype_name, itemsize, unit)
+    layout, dtype_name, itemsize, unit = layout_from(x_or_shape, strides, dtype)
+    return plan_for(pattern, layout, axes_lengths, copy, dtype_name, itemsize, unit)
 
 
 @dataclass(frozen=True)
@@ -794,9 +409,58 @@ def compile(pattern: str, **axes_lengths: int) -> CompiledRearrange:  # noqa: A0
     try:
         parse_transform(pattern, "rearrange")
     except PatternError as error:
-        raise PatternError(f"{error}\n{_context(pattern, None, axes_lengths)}") from None
+        raise PatternError(f"{error}\n{context_line(pattern, None, axes_lengths)}") from None
     for name, length in axes_lengths.items():
         if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length <= 0:
             raise PatternError(f"axis length {name}={length!r} must be a positive integer\n"
-                               f"{_context(pattern, None, axes_lengths)}")
+                               f"{context_line(pattern, None, axes_lengths)}")
     return CompiledRearrange(pattern, tuple((k, int(v)) for k, v in axes_lengths.items()))
+
+
+def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
+           **axes_lengths: int) -> Any:
+    """Rearrange and reduce: axes on the left side only are reduced with ``reduction``.
+
+    ``reduction`` is one of ``min max sum mean prod any all var std logsumexp argmax
+    argmin count_nonzero`` or a callable ``f(x, axes)`` that reduces ``x`` over the tuple
+    ``axes``. Numbers on the left name anonymous axes (``'b (h 2) -> b h'`` pools pairs).
+    Results follow numpy's dtype rules (an integer mean is float64). Without any
+    reduced axis, ``reduce`` is ``rearrange`` (a view where possible).
+
+    >>> import numpy as np, rearrange as ra
+    >>> x = np.arange(24).reshape(2, 3, 4)
+    >>> ra.reduce(x, 'b h w -> b', 'sum')
+    array([ 66, 210])
+    >>> ra.reduce(x, 'b h (w 2) -> b h w', 'max').shape
+    (2, 3, 2)
+
+    As in einops, ``reduction='rearrange'`` and ``'repeat'`` run those operations.
+    """
+    if type(reduction) is str and reduction in ("rearrange", "repeat"):
+        return (rearrange if reduction == "rearrange" else repeat)(tensor, pattern, **axes_lengths)
+    return ops.run_transform("reduce", tensor, pattern, reduction, None, axes_lengths)
+
+
+def repeat(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_lengths: int) -> Any:
+    """Rearrange and repeat: axes on the right side only are new, of the given lengths.
+
+    The result is a **read-only** broadcast view (new axes have stride 0) whenever every
+    output group can be expressed by strides, else a new C-contiguous array.
+    ``copy=True`` always returns a fresh, writable array; ``copy=False`` raises
+    :class:`NoViewError` where a view is impossible.
+
+    >>> import numpy as np, rearrange as ra
+    >>> x = np.arange(3)
+    >>> y = ra.repeat(x, 'w -> h w', h=2)
+    >>> y, y.flags.writeable, np.shares_memory(x, y)
+    (array([[0, 1, 2],
+           [0, 1, 2]]), False, True)
+    >>> ra.repeat(x, 'w -> (w 2)')
+    array([0, 0, 1, 1, 2, 2])
+    """
+    if copy is not None and copy is not True and copy is not False:
+        # an axis named copy; any other value is refused by planning, after the pattern
+        copy, _, axes_lengths = keyword_axes(pattern, "repeat", copy, None, axes_lengths)
+    return ops.run_transform("repeat", tensor, pattern, None, copy, axes_lengths)
+
+

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import api, backends
+from . import api, backends, calls
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout, size_problem
@@ -42,13 +42,13 @@ from .parsing import (
     Group,
     Member,
     Side,
-    _get_parser,
-    _invalid_name_reason,
-    _syntax_error,
+    get_parser,
+    invalid_name_reason,
+    syntax_error,
     pattern_error,
     shorten,
 )
-from .plan import JsonDump, Plan, _layout_dict
+from .plan import JsonDump, Plan, layout_dict
 from .tensor import Storage, Tensor
 
 __all__ = ["einsum", "explain_einsum", "parse_einsum", "EinsumPattern", "EinsumPlan", "EinsumStep"]
@@ -98,13 +98,13 @@ def parse_einsum(text: str) -> EinsumPattern:
 
 @functools.lru_cache(maxsize=1024)
 def _parse_einsum_cached(text: str) -> EinsumPattern:
-    parser = _get_parser("einsum")
-    from .parsing import _LARK_ERRORS  # bound once the parser exists
+    parser = get_parser("einsum")
+    from .parsing import LARK_ERRORS  # bound once the parser exists
 
     try:
         tree = parser.parse(text)
-    except _LARK_ERRORS as error:
-        raise _syntax_error(error, text) from None
+    except LARK_ERRORS as error:
+        raise syntax_error(error, text) from None
     inputs: list[Side] = []
     output: Side | None = None
     pending: Any = None  # the side tree waiting for the token that follows it
@@ -183,7 +183,7 @@ def _check_pattern(pattern: EinsumPattern) -> None:
             for member in group.members:
                 kind = type(member)
                 if kind is AxisName:
-                    reason = _invalid_name_reason(member.name)
+                    reason = invalid_name_reason(member.name)
                     if reason is not None and member.name != "_":  # einops allows `_` here
                         raise pattern_error(f"invalid axis name {member.name!r}: {reason}",
                                             text, member.start, member.end)
@@ -326,10 +326,10 @@ class EinsumPlan(JsonDump):
             "dtype": self.dtype,
             "itemsize": self.itemsize,
             "inputs": [
-                {**_layout_dict(layout), "dtype": dtype, "stride_unit": unit}
+                {**layout_dict(layout), "dtype": dtype, "stride_unit": unit}
                 for layout, dtype, unit in zip(self.inputs, self.input_dtypes, self.stride_units)
             ],
-            "output": _layout_dict(self.output),
+            "output": layout_dict(self.output),
             "axis_lengths": dict(self.axis_lengths),
             "ellipsis_shape": None if self.ellipsis_shape is None else list(self.ellipsis_shape),
             "summed": list(self.summed),
@@ -794,7 +794,7 @@ def _rearrange_name(name: str, used: set[str], reserved: set[str],
                     renamed: dict[str, str]) -> str:
     """``name`` if rearrange accepts it and it is not taken in this pattern, else a
     fresh ``axisN`` that no axis of the einsum pattern uses (recorded in ``renamed``)."""
-    if _invalid_name_reason(name) is None and name not in used:
+    if invalid_name_reason(name) is None and name not in used:
         used.add(name)
         return name
     number = 0
@@ -1107,9 +1107,9 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
     if tensors and not isinstance(tensors[0], (np.ndarray, np.generic, Tensor)):
         backend = backends.backend_for(tensors[0])
         if backend is not None:
-            return _einsum_foreign(backend, tensors, pattern, api._canonical_lengths(axes_lengths))
+            return _einsum_foreign(backend, tensors, pattern, calls.canonical_lengths(axes_lengths))
     arrays, as_tensor = _checked_inputs(tensors)
-    axes_lengths = api._canonical_lengths(axes_lengths)
+    axes_lengths = calls.canonical_lengths(axes_lengths)
     if as_tensor:
         key = (pattern, *(("tensor", t.layout, t.dtype) for t in arrays), *axes_lengths.items())
     else:
@@ -1206,7 +1206,7 @@ def _check_dtype(k: int, dtype: np.dtype) -> None:
 def _describe(tensor: Any) -> _Operand:
     if isinstance(tensor, Tensor):
         return _Operand(tensor.layout, tensor.dtype.name, tensor.element_size(), "elements", tensor)
-    layout, unit = api._numpy_layout(tensor)
+    layout, unit = calls.numpy_layout(tensor)
     return _Operand(layout, tensor.dtype.name, tensor.itemsize, unit, tensor)
 
 
@@ -1280,7 +1280,7 @@ def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[An
             f"dtype: expected one dtype, or one per input ({len(items)}), got {len(dtypes)}")
     operands = []
     for k, item in enumerate(items):
-        layout, name, itemsize, unit = api._layout_from(
+        layout, name, itemsize, unit = calls.layout_from(
             item, None if strides is None else strides[k], dtypes[k])
         source = item if isinstance(item, (np.ndarray, Tensor)) else None
         if source is not None:
@@ -1288,7 +1288,7 @@ def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[An
         elif dtypes[k] is not None:
             _check_dtype(k, np.dtype(name))
         operands.append(_Operand(layout, name, itemsize, unit, source))
-    return _plan_with_context(pattern, operands, api._canonical_lengths(axes_lengths))
+    return _plan_with_context(pattern, operands, calls.canonical_lengths(axes_lengths))
 
 
 def _operand_list(tensors_or_shapes: Any) -> list[Any]:
@@ -1301,6 +1301,6 @@ def _operand_list(tensors_or_shapes: Any) -> list[Any]:
     if not tensors_or_shapes:
         raise ArgumentTypeError(
             "explain_einsum needs at least one input; for one 0-d input pass [()]")
-    if api._is_shape(tensors_or_shapes):  # one shape given bare
+    if calls.is_shape(tensors_or_shapes):  # one shape given bare
         return [tuple(tensors_or_shapes)]
     return list(tensors_or_shapes)

@@ -22,23 +22,20 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from . import backends
-from .api import (
-    _as_array, _canonical_lengths, _context, _kernel_runner, _keyword_axes, _layout_from,
-    _numpy_layout, _numpy_strided_runner, _parse_first, _plan_for, _refuse_copy,
-    _with_context, rearrange,
-)
-from .api import _tensor_runner as _rearrange_tensor_runner  # repeat plans are its shape
+from .backends import ndarray
+from .backends.tensor import lower_rearrange as _rearrange_tensor_runner  # repeat plans are its shape
+from .calls import (as_array, canonical_lengths, layout_from, no_view_error, numpy_layout,
+                    plan_layout, with_context)
 from .caching import remember
-from .errors import ArgumentTypeError, OutOfMemoryError, PatternError, RearrangeError
+from .errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
 from .layout import Layout
-from .parsing import parse_transform, pattern_error
-from .plan import _REDUCTION_NAMES, Plan
+from .plan import REDUCTION_NAMES, Plan
 from .tensor import Storage, Tensor
 
-__all__ = ["reduce", "repeat", "REDUCTIONS"]
+__all__ = ["run_transform", "explain_transform", "REDUCTIONS"]
 
 #: The reductions ``reduce`` takes by name; any callable ``f(x, axes)`` works too.
-REDUCTIONS = _REDUCTION_NAMES
+REDUCTIONS = REDUCTION_NAMES
 
 Runner = Callable[[Any], Any]
 
@@ -96,20 +93,6 @@ _NUMPY_REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...]], Any]] = {
 }
 
 
-def _check_reduction(reduction: Any) -> str:
-    """The name the plan shows for ``reduction``; raises for anything else."""
-    if isinstance(reduction, str):
-        if reduction not in _NUMPY_REDUCERS:
-            raise RearrangeError(
-                f"unknown reduction {reduction!r}; expected one of "
-                f"{', '.join(map(repr, REDUCTIONS))}, or a callable f(x, axes)")
-        return reduction
-    if callable(reduction):
-        return getattr(reduction, "__name__", type(reduction).__name__)
-    raise ArgumentTypeError(
-        f"reduction must be a str or a callable f(x, axes), got {type(reduction).__name__}")
-
-
 def _apply_reduction(reduction: Any, y: np.ndarray, axis: tuple[int, ...],
                      kept_shape: tuple[int, ...]) -> np.ndarray:
     """``y`` reduced over its trailing ``axis``: an array of ``kept_shape``."""
@@ -161,9 +144,9 @@ def _numpy_repeat_runner(plan: Plan) -> Runner:
     """The broadcast view (read-only), or a kernel copy of it then the merge."""
     copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
     if copy_index is None:
-        return _numpy_strided_runner(plan, plan.output, writeable=False)
+        return ndarray.strided_runner(plan, plan.output, writeable=False)
     source = plan.steps[copy_index - 1].layout if copy_index else plan.input
-    return _kernel_runner(_numpy_strided_runner(plan, source, writeable=False),
+    return ndarray.kernel_runner(ndarray.strided_runner(plan, source, writeable=False),
                           plan.steps[copy_index].kernel, plan.output.shape)
 
 
@@ -186,20 +169,22 @@ def _tensor_runner(plan: Plan, reduction: Any) -> Runner:
 
 # ---------------------------------------------------------------------- shared front
 
-def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
-         axes_lengths: Mapping[str, Any]) -> Any:
+def run_transform(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
+                  axes_lengths: Mapping[str, Any]) -> Any:
+    """reduce or repeat of any array: the runner cache lookup (and, on a miss, planning
+    and lowering for the array's type)."""
     if not isinstance(tensor, (np.ndarray, Tensor)):
         backend = backends.by_type.get(type(tensor))
         foreign = (backend, tensor) if backend is not None else backends.foreign_input(tensor, op)
         if foreign is not None:
             if axes_lengths and not all(type(v) is int for v in axes_lengths.values()):
-                axes_lengths = _canonical_lengths(axes_lengths)
+                axes_lengths = canonical_lengths(axes_lengths)
             return backends.run_transform(*foreign, op, pattern, reduction, copy, axes_lengths)
-    array = _as_array(tensor, op)
+    array = as_array(tensor, op)
     is_tensor = isinstance(array, Tensor)
     # Canonical lengths before the key: 3.0 or True must never hit an entry made for 3
     # or 1 (they are equal and hash alike), so the planner sees and refuses them.
-    axes_lengths = _canonical_lengths(axes_lengths)
+    axes_lengths = canonical_lengths(axes_lengths)
     if is_tensor:
         key = (op, pattern, reduction, Tensor, array.layout, array.dtype, copy,
                *axes_lengths.items())
@@ -219,9 +204,9 @@ def _run(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool | None,
     try:
         return runner(array)
     except RearrangeError as error:  # a reduction that failed on these values
-        raise _with_context(error, pattern, array.shape, axes_lengths, op) from None
+        raise with_context(error, pattern, array.shape, axes_lengths, op) from None
     except MemoryError as error:     # a repeat's copy bigger than the memory
-        raise _with_context(OutOfMemoryError(f"not enough memory for the result: {error}"),
+        raise with_context(OutOfMemoryError(f"not enough memory for the result: {error}"),
                             pattern, array.shape, axes_lengths, op) from None
 
 
@@ -229,7 +214,7 @@ def _lower(op: str, array: np.ndarray | Tensor, pattern: str, reduction: Any,
            copy: bool | None, axes_lengths: Mapping[str, Any]) -> Runner:
     plan = _plan(op, array, pattern, reduction, copy, axes_lengths)
     if copy is False and not plan.is_view:
-        error = _refuse_copy(plan)
+        error = no_view_error(plan)
 
         def refuse(x: Any) -> Any:
             raise error
@@ -247,85 +232,13 @@ def _plan(op: str, array: Any, pattern: str, reduction: Any, copy: bool | None,
         layout, unit = array.layout, "elements"
         dtype, itemsize = array.dtype, array.element_size()
     else:
-        layout, unit = _numpy_layout(array)
+        layout, unit = numpy_layout(array)
         dtype, itemsize = array.dtype, array.itemsize
-    return _plan_layout(op, layout, dtype.name, itemsize, unit, pattern, reduction, copy,
+    return plan_layout(op, layout, dtype.name, itemsize, unit, pattern, reduction, copy,
                         axes_lengths)
 
 
-def _plan_layout(op: str, layout: Layout, dtype: str | None, itemsize: int | None, unit: str,
-                 pattern: str, reduction: Any, copy: bool | None,
-                 axes_lengths: Mapping[str, Any]) -> Plan:
-    """The plan of ``op`` (reduce or repeat) for one input layout."""
-    axes_lengths = _canonical_lengths(axes_lengths)
-    _parse_first(pattern, op, layout.shape, axes_lengths)
-    try:
-        name = _check_reduction(reduction) if op == "reduce" else None
-        for axis, length in axes_lengths.items():
-            if type(length) is not int:
-                raise PatternError(f"axis length {axis}={length!r} must be a positive integer")
-    except RearrangeError as error:
-        raise _with_context(error, pattern, layout.shape, axes_lengths, op) from None
-    plan = _plan_for(pattern, layout, axes_lengths, copy, dtype, itemsize, unit,
-                     op=op, reduction=name)
-    if name in ("argmax", "argmin"):
-        reduced = next((len(step.args) for step in plan.steps if step.op == "reduce"), 0)
-        if reduced != 1:
-            left = parse_transform(pattern, "reduce").left
-            error = pattern_error(
-                f"{name} gives the position along one reduced axis; this pattern reduces "
-                f"{reduced}", pattern, left.start, max(left.end, left.start + 1))
-            raise PatternError(f"{error}\n{_context(pattern, layout.shape, axes_lengths, op)}")
-    return plan
-
-
 # ---------------------------------------------------------------------- public API
-
-def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
-           **axes_lengths: int) -> Any:
-    """Rearrange and reduce: axes on the left side only are reduced with ``reduction``.
-
-    ``reduction`` is one of ``min max sum mean prod any all var std logsumexp argmax
-    argmin count_nonzero`` or a callable ``f(x, axes)`` that reduces ``x`` over the tuple
-    ``axes``. Numbers on the left name anonymous axes (``'b (h 2) -> b h'`` pools pairs).
-    Results follow numpy's dtype rules (an integer mean is float64). Without any
-    reduced axis, ``reduce`` is ``rearrange`` (a view where possible).
-
-    >>> import numpy as np, rearrange as ra
-    >>> x = np.arange(24).reshape(2, 3, 4)
-    >>> ra.reduce(x, 'b h w -> b', 'sum')
-    array([ 66, 210])
-    >>> ra.reduce(x, 'b h (w 2) -> b h w', 'max').shape
-    (2, 3, 2)
-
-    As in einops, ``reduction='rearrange'`` and ``'repeat'`` run those operations.
-    """
-    if type(reduction) is str and reduction in ("rearrange", "repeat"):
-        return (rearrange if reduction == "rearrange" else repeat)(tensor, pattern, **axes_lengths)
-    return _run("reduce", tensor, pattern, reduction, None, axes_lengths)
-
-
-def repeat(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_lengths: int) -> Any:
-    """Rearrange and repeat: axes on the right side only are new, of the given lengths.
-
-    The result is a **read-only** broadcast view (new axes have stride 0) whenever every
-    output group can be expressed by strides, else a new C-contiguous array.
-    ``copy=True`` always returns a fresh, writable array; ``copy=False`` raises
-    :class:`NoViewError` where a view is impossible.
-
-    >>> import numpy as np, rearrange as ra
-    >>> x = np.arange(3)
-    >>> y = ra.repeat(x, 'w -> h w', h=2)
-    >>> y, y.flags.writeable, np.shares_memory(x, y)
-    (array([[0, 1, 2],
-           [0, 1, 2]]), False, True)
-    >>> ra.repeat(x, 'w -> (w 2)')
-    array([0, 0, 1, 1, 2, 2])
-    """
-    if copy is not None and copy is not True and copy is not False:
-        # an axis named copy; any other value is refused by planning, after the pattern
-        copy, _, axes_lengths = _keyword_axes(pattern, "repeat", copy, None, axes_lengths)
-    return _run("repeat", tensor, pattern, None, copy, axes_lengths)
 
 
 def explain_transform(op: str, x_or_shape: Any, pattern: str, *, reduction: Any = None,
@@ -334,6 +247,6 @@ def explain_transform(op: str, x_or_shape: Any, pattern: str, *, reduction: Any 
     """The plan of ``reduce`` or ``repeat`` (see :func:`rearrange.explain`)."""
     if op != "reduce" and reduction is not None:
         raise ArgumentTypeError(f"reduction= applies to op='reduce', not op={op!r}")
-    layout, dtype_name, itemsize, unit = _layout_from(x_or_shape, strides, dtype)
-    return _plan_layout(op, layout, dtype_name, itemsize, unit, pattern, reduction, copy,
+    layout, dtype_name, itemsize, unit = layout_from(x_or_shape, strides, dtype)
+    return plan_layout(op, layout, dtype_name, itemsize, unit, pattern, reduction, copy,
                         axes_lengths)

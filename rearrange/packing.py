@@ -24,14 +24,14 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from . import backends
-from .api import _numpy_layout
+from .calls import SUPPORTED_ARRAYS, numpy_layout
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error, shorten
-from .plan import JsonDump, _layout_dict
+from .plan import JsonDump, layout_dict
 from .shapes import ShapeMismatchError
-from .tensor import Storage, Tensor, _dtype
+from .tensor import Storage, Tensor, as_dtype
 
 __all__ = ["pack", "unpack", "explain_pack", "explain_unpack", "PackPlan", "PackStep",
            "cache_info", "cache_clear"]
@@ -135,9 +135,9 @@ class PackPlan(JsonDump):
             "dtype": self.dtype,
             "itemsize": self.itemsize,
             "stride_unit": self.stride_unit,
-            "inputs": [_layout_dict(layout) for layout in self.inputs],
+            "inputs": [layout_dict(layout) for layout in self.inputs],
             "input_dtypes": list(self.input_dtypes),
-            "outputs": [_layout_dict(layout) for layout in self.outputs],
+            "outputs": [layout_dict(layout) for layout in self.outputs],
             "packed_shapes": [list(shape) for shape in self.packed_shapes],
             "axis": self.axis,
             "axis_lengths": dict(self.axis_lengths),
@@ -459,11 +459,11 @@ def _describe(item: Any, where: str) -> _Input:
     if isinstance(item, np.generic):
         item = np.asarray(item)
     if isinstance(item, np.ndarray):
-        layout, unit = _numpy_layout(item)
+        layout, unit = numpy_layout(item)
         return _Input(layout, item.dtype, unit)
     raise ArgumentTypeError(
         f"{where} is a {type(item).__module__}.{type(item).__name__}; expected "
-        f"{backends.SUPPORTED_ARRAYS}")
+        f"{SUPPORTED_ARRAYS}")
 
 
 def _shape_tuple(value: Any) -> tuple[int, ...] | None:
@@ -700,7 +700,7 @@ def explain_pack(tensors_or_shapes: Sequence[Any], pattern: str, *, dtype: Any =
             f"explain_pack() takes a list of inputs (arrays, Tensors or shapes), not one shape; "
             f"for one input of shape {tuple(tensors_or_shapes)}, pass [{tuple(tensors_or_shapes)}]")
     _check_sequence(tensors_or_shapes, "explain_pack")
-    resolved = None if dtype is None else _dtype(dtype)
+    resolved = None if dtype is None else as_dtype(dtype)
     described = []
     for k, item in enumerate(tensors_or_shapes):
         shape = _shape_tuple(item)
@@ -860,7 +860,7 @@ def explain_unpack(x_or_shape: Any, packed_shapes: Sequence[Sequence[int]], patt
         layout, resolved, unit = _describe(x_or_shape, "explain_unpack(): the input")
     else:
         layout, unit = Layout.contiguous(shape), "elements"
-        resolved = None if dtype is None else _dtype(dtype)
+        resolved = None if dtype is None else as_dtype(dtype)
     dtype_name = None if resolved is None else resolved.name
     itemsize = None if resolved is None else resolved.itemsize
     return _plan_unpack(pattern, layout, packed_shapes, dtype_name, itemsize, unit)[0]

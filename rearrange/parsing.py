@@ -234,13 +234,13 @@ def _found(token: Any) -> str:
 def _raise_syntax_error(text: str, start: str) -> NoReturn:
     """Let lark parse ``text`` (which the fast path rejected) and raise its error as ours."""
     try:
-        _get_parser(start).parse(text)
-    except _LARK_ERRORS as error:
-        raise _syntax_error(error, text) from None
+        get_parser(start).parse(text)
+    except LARK_ERRORS as error:
+        raise syntax_error(error, text) from None
     raise AssertionError(f"lark accepts {text!r} as a {start} pattern, the fast path does not")
 
 
-def _syntax_error(error: Exception, text: str) -> PatternError:
+def syntax_error(error: Exception, text: str) -> PatternError:
     """Map lark's UnexpectedCharacters / UnexpectedToken to a message about patterns."""
     token = getattr(error, "token", None)
     if token is None:  # UnexpectedCharacters: no terminal matches here
@@ -300,11 +300,11 @@ def _syntax_error(error: Exception, text: str) -> PatternError:
 #   the grammar alone decides what is accepted), while a linear pass over the tokens
 #   builds the AST: a few times cheaper than lark's general-purpose runtime.
 # * lark itself, only once the fast path has met a token the grammar does not allow
-#   there: it raises its UnexpectedInput, which `_syntax_error` turns into our message.
+#   there: it raises its UnexpectedInput, which `syntax_error` turns into our message.
 
 _PARSERS: dict[str, Any] = {}  # start rule -> lark.Lark; empty until the first parse
 _RECOGNIZERS: dict[str, _Recognizer] = {}  # start rule -> its fast-path recognizer
-_LARK_ERRORS: tuple[type[Exception], ...] = ()  # lark's UnexpectedInput, once lark is imported
+LARK_ERRORS: tuple[type[Exception], ...] = ()  # lark's UnexpectedInput, once lark is imported
 
 
 def _grammar_text() -> str:
@@ -327,18 +327,18 @@ def _grammar_text() -> str:
         ) from None
 
 
-def _get_parser(start: str) -> Any:
+def get_parser(start: str) -> Any:
     """Lark's LALR parser for one start rule of the grammar, built on first use."""
     parser = _PARSERS.get(start)
     if parser is None:
-        global _LARK_ERRORS
+        global LARK_ERRORS
         import lark  # deferred: `import rearrange` must not pay for lark
 
         # cache=True: lark stores the built LALR tables in the temp dir, keyed by the
         # grammar's hash, so later processes load them instead of rebuilding (~25 ms).
         parser = lark.Lark(_grammar_text(), parser="lalr", lexer="contextual", start=start,
                            cache=True)
-        _LARK_ERRORS = (lark.exceptions.UnexpectedInput,)
+        LARK_ERRORS = (lark.exceptions.UnexpectedInput,)
         _PARSERS[start] = parser
     return parser
 
@@ -346,7 +346,7 @@ def _get_parser(start: str) -> Any:
 def _get_recognizer(start: str) -> _Recognizer:
     recognizer = _RECOGNIZERS.get(start)
     if recognizer is None:
-        recognizer = _RECOGNIZERS[start] = _Recognizer(_get_parser(start), start)
+        recognizer = _RECOGNIZERS[start] = _Recognizer(get_parser(start), start)
     return recognizer
 
 
@@ -513,7 +513,7 @@ def _side(groups: tuple[Group, ...], empty_at: int) -> Side:
 # --------------------------------------------------------------------------- checks
 
 
-def _invalid_name_reason(name: str) -> str | None:
+def invalid_name_reason(name: str) -> str | None:
     """Why ``name`` is not an axis name in a transform (einops' rules), or None if it is."""
     if not name.isidentifier():
         if name[0].isdigit():
@@ -535,7 +535,7 @@ def _check_side(side: Side, label: str, text: str) -> tuple[set[str], bool]:
         for member in group.members:
             kind = type(member)
             if kind is AxisName:
-                reason = _invalid_name_reason(member.name)
+                reason = invalid_name_reason(member.name)
                 if reason is not None:
                     raise pattern_error(
                         f"invalid axis name {member.name!r}: {reason}", text, member.start, member.end
@@ -667,11 +667,11 @@ def parse_transform(text: str, op: str = "rearrange") -> TransformPattern:
     """
     if not isinstance(text, str):
         raise ArgumentTypeError(f"a pattern must be a str, not {type(text).__name__}")
-    return _parse_transform_cached(text, op)
+    return parse_transform_cached(text, op)
 
 
 @functools.lru_cache(maxsize=1024)
-def _parse_transform_cached(text: str, op: str) -> TransformPattern:
+def parse_transform_cached(text: str, op: str) -> TransformPattern:
     if op not in TRANSFORM_OPS:
         raise RearrangeError(f"op must be one of {', '.join(map(repr, TRANSFORM_OPS))}, not {op!r}")
     sides = _build_transform(text)
@@ -691,15 +691,15 @@ def _parse_transform_cached(text: str, op: str) -> TransformPattern:
     return TransformPattern(text, left, right)
 
 
-parse_transform.cache_info = _parse_transform_cached.cache_info  # type: ignore[attr-defined]
-parse_transform.cache_clear = _parse_transform_cached.cache_clear  # type: ignore[attr-defined]
+parse_transform.cache_info = parse_transform_cached.cache_info  # type: ignore[attr-defined]
+parse_transform.cache_clear = parse_transform_cached.cache_clear  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- one-tensor patterns
 #
 # Patterns of one tensor: ``"b * d"`` (pack, unpack) and ``"b _ (h w) c"`` (parse_shape,
 # check_shape). Both are parsed by lark itself (their start rules ``pack`` and ``shape``)
-# and cached, so a warm call is one lookup; syntax errors go through `_syntax_error`,
+# and cached, so a warm call is one lookup; syntax errors go through `syntax_error`,
 # with clearer words first for what only these start rules meet.
 
 SHAPE_OPS = ("parse_shape", "check_shape")
@@ -778,7 +778,7 @@ def _parse_pack_cached(text: str) -> PackPattern:
             star = token
             continue
         name = token.value
-        reason = _invalid_name_reason(name)
+        reason = invalid_name_reason(name)
         if reason is not None:
             raise pattern_error(
                 f"invalid axis name {name!r}: {reason}", text, token.start_pos, token.end_pos
@@ -920,7 +920,7 @@ def _check_shape_side(side: Side, op: str, text: str) -> None:
                         text, member.start, member.end,
                     )
             elif kind is AxisName and member.name != "_":
-                reason = _invalid_name_reason(member.name)
+                reason = invalid_name_reason(member.name)
                 if reason is not None:
                     raise pattern_error(
                         f"invalid axis name {member.name!r}: {reason}",
@@ -953,11 +953,11 @@ def _shape_syntax_error(error: Exception, text: str) -> PatternError | None:
 def _parse_with_lark(text: str, start: str, special: Any) -> Any:
     """Lark's tree of ``text`` for the start rule ``start``; a syntax error is raised as
     ``special(error, text)`` or, when that gives None, the general message."""
-    parser = _get_parser(start)
+    parser = get_parser(start)
     try:
         return parser.parse(text)
-    except _LARK_ERRORS as error:
-        raise (special(error, text) or _syntax_error(error, text)) from None
+    except LARK_ERRORS as error:
+        raise (special(error, text) or syntax_error(error, text)) from None
 
 
 parse_pack.cache_info = _parse_pack_cached.cache_info  # type: ignore[attr-defined]

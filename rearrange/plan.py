@@ -156,8 +156,8 @@ class Plan(JsonDump):
             "dtype": self.dtype,
             "itemsize": self.itemsize,
             "stride_unit": self.stride_unit,
-            "input": _layout_dict(self.input),
-            "output": _layout_dict(self.output),
+            "input": layout_dict(self.input),
+            "output": layout_dict(self.output),
             "axis_lengths": dict(self.axis_lengths),
             "is_view": self.is_view,
             "views": self.views,
@@ -213,7 +213,7 @@ _TORCH_REDUCTIONS = {"min": "amin", "max": "amax"}
 def _reduction_source(expr: str, library: str, reduction: str | None, dims: tuple[int, ...],
                       kept_shape: tuple[int, ...], dtype: str | None) -> str:
     """``expr`` reduced over its trailing ``dims`` by the named reduction."""
-    if reduction not in _REDUCTION_NAMES:  # a callable, by its name
+    if reduction not in REDUCTION_NAMES:  # a callable, by its name
         return f"reduction({expr}, ({_ints(dims)}))"
     if library == "numpy":
         if reduction == "count_nonzero":
@@ -234,7 +234,7 @@ def _reduction_source(expr: str, library: str, reduction: str | None, dims: tupl
 
 
 # The reductions that reduce() accepts by name (plus any callable f(x, axes)).
-_REDUCTION_NAMES = ("min", "max", "sum", "mean", "prod", "any", "all", "var", "std",
+REDUCTION_NAMES = ("min", "max", "sum", "mean", "prod", "any", "all", "var", "std",
                     "logsumexp", "argmax", "argmin", "count_nonzero")
 
 
@@ -246,7 +246,7 @@ def _ints(values: tuple[int, ...]) -> str:
     return ", ".join(str(v) for v in values)
 
 
-def _layout_dict(layout: Layout) -> dict[str, Any]:
+def layout_dict(layout: Layout) -> dict[str, Any]:
     return {"shape": list(layout.shape), "strides": list(layout.strides), "offset": layout.offset}
 
 

@@ -87,7 +87,7 @@ def manual_seed(seed: _builtin_int) -> None:
     _generator = np.random.default_rng(as_int(seed, "seed"))
 
 
-def _dtype(value: object) -> np.dtype:
+def as_dtype(value: object) -> np.dtype:
     """``value`` as one of the numeric dtypes a tensor can hold (bool, ints, floats,
     complex); anything else — objects, strings, dates — is an ArgumentTypeError."""
     with warnings.catch_warnings():
@@ -684,7 +684,7 @@ class Tensor:
         """This tensor as ``dtype`` (``self`` when nothing changes and ``copy`` is False)."""
         if isinstance(dtype, str) and dtype == "cpu":
             dtype = None
-        target = self.dtype if dtype is None else _dtype(dtype)
+        target = self.dtype if dtype is None else as_dtype(dtype)
         if target == self.dtype and not copy:
             return self
         return self._copy_to(self._preserved_layout(), target)
@@ -861,15 +861,15 @@ def tensor(data: object, dtype: object = None) -> Tensor:
         if isinstance(leaf, (str, bytes)):
             raise ArgumentTypeError(f"new(): invalid data type '{type(leaf).__name__}'")
         raise LayoutError(f"Could not infer dtype of {type(leaf).__name__}")
-    target = _infer_dtype(data, array) if dtype is None else _dtype(dtype)
+    target = _infer_dtype(data, array) if dtype is None else as_dtype(dtype)
     return _from_array(array.astype(target, copy=False))
 
 
 def as_tensor(data: object, dtype: object = None) -> Tensor:
     """``data`` itself when it is a tensor of ``dtype``, else :func:`tensor`."""
-    if isinstance(data, Tensor) and (dtype is None or _dtype(dtype) == data.dtype):
+    if isinstance(data, Tensor) and (dtype is None or as_dtype(dtype) == data.dtype):
         return data
-    if isinstance(data, np.ndarray) and (dtype is None or _dtype(dtype) == data.dtype):
+    if isinstance(data, np.ndarray) and (dtype is None or as_dtype(dtype) == data.dtype):
         return from_numpy(data)
     return tensor(data, dtype)
 
@@ -956,7 +956,7 @@ def _filled(name: str, sizes: tuple, dtype: object, fill) -> Tensor:
         raise LayoutError(
             f"Trying to create tensor with negative dimension {negative}: {list(shape)}"
         )
-    target = _DEFAULT_FLOAT if dtype is None else _dtype(dtype)
+    target = _DEFAULT_FLOAT if dtype is None else as_dtype(dtype)
     _check_creatable(shape, target)
     try:
         flat = fill(math.prod(shape), target)
@@ -1023,7 +1023,7 @@ def arange(start: object, end: object = None, step: object = 1, *, dtype: object
         raise LayoutError("value cannot be converted to type int64_t without overflow")
     if not integral and not all(math.isfinite(v) for v in (start, end, step)):
         raise LayoutError(f"unsupported range: {start} -> {end}")
-    target = (int64 if integral else _DEFAULT_FLOAT) if dtype is None else _dtype(dtype)
+    target = (int64 if integral else _DEFAULT_FLOAT) if dtype is None else as_dtype(dtype)
     count = -((start - end) // step) if integral else math.ceil((end - start) / step)
     _check_creatable((max(count, 0),), target)
     values = np.arange(start, end, step, dtype=np.float64 if not integral else np.int64)

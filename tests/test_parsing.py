@@ -608,8 +608,8 @@ def test_generated_pattern_parses_and_round_trips(case):
 
 def lark_accepts(text: str) -> bool:
     try:
-        parsing._get_parser("transform").parse(text)
-    except parsing._LARK_ERRORS:
+        parsing.get_parser("transform").parse(text)
+    except parsing.LARK_ERRORS:
         return False
     return True
 
@@ -674,7 +674,7 @@ START_RULE = {"einsum": "einsum", "pack": "pack", "unpack": "pack", "parse_shape
 def test_einops_corpus_other_start_rules(op, text, ran_in_einops):
     if not ran_in_einops:
         pytest.skip("einops rejected this pattern")
-    parsing._get_parser(START_RULE[op]).parse(text)
+    parsing.get_parser(START_RULE[op]).parse(text)
 
 
 @pytest.mark.parametrize(
@@ -682,8 +682,8 @@ def test_einops_corpus_other_start_rules(op, text, ran_in_einops):
     [("einsum", "a b, b c -> a c, d"), ("pack", "b * d *"), ("pack", "b (c) *"), ("shape", "b -> c")],
 )
 def test_other_start_rules_reject(start, text):
-    with pytest.raises(parsing._LARK_ERRORS):
-        parsing._get_parser(start).parse(text)
+    with pytest.raises(parsing.LARK_ERRORS):
+        parsing.get_parser(start).parse(text)
 
 
 # --------------------------------------------------------------------------- laziness, caching

@@ -27,16 +27,13 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..caching import remember
+from ..calls import SUPPORTED_ARRAYS, no_view_error, plan_for, plan_layout, with_context
 from ..errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
 from ..layout import Layout
 from ..tensor import Tensor
 
 __all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array", "asnumpy",
            "SUPPORTED_ARRAYS"]
-
-#: Every array type the public operations take, for messages about anything else.
-SUPPORTED_ARRAYS = ("a numpy array, a rearrange.Tensor, a torch tensor, a dask array or an "
-                    "array-API array (jax, cupy, array-api-strict, ...)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,15 +139,12 @@ _lock = threading.Lock()
 def plan_for_array(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
                    copy: bool | None, axes_lengths: Mapping[str, Any]) -> Any:
     """The plan of ``op`` for a foreign array ``x`` (explain and the runners use it)."""
-    from ..api import _plan_for
-    from ..ops import _plan_layout
-
     info = backend.describe(x)
     describe_copy = getattr(backend, "describe_copy", None)
     if op == "rearrange":
-        plan = _plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize)
+        plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize)
     else:
-        plan = _plan_layout(op, info.layout, info.dtype, info.itemsize, "elements", pattern,
+        plan = plan_layout(op, info.layout, info.dtype, info.itemsize, "elements", pattern,
                             reduction, copy, axes_lengths)
     if describe_copy is not None:
         plan = describe_copy(plan, x, info)
@@ -169,9 +163,7 @@ def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
     if runner is None:
         plan = plan_for_array(backend, x, op, pattern, reduction, copy, axes_lengths)
         if copy is False and not plan.is_view:
-            from ..api import _refuse_copy
-
-            raise _refuse_copy(plan)
+            raise no_view_error(plan)
         runner = backend.lower(plan, reduction)
         try:
             remember(_runners, key, runner, _CACHE_SIZE, _lock)
@@ -180,15 +172,11 @@ def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
     try:
         return runner(x)
     except RearrangeError as error:  # a reduction that failed on these values
-        from ..api import _with_context
-
-        raise _with_context(error, pattern, tuple(x.shape), axes_lengths, op) from None
+        raise with_context(error, pattern, tuple(x.shape), axes_lengths, op) from None
     except (MemoryError, RuntimeError) as error:
         if not is_out_of_memory(error):
             raise
-        from ..api import _with_context
-
-        raise _with_context(OutOfMemoryError(f"not enough memory for the result: {error}"),
+        raise with_context(OutOfMemoryError(f"not enough memory for the result: {error}"),
                             pattern, tuple(x.shape), axes_lengths, op) from None
 
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from ..api import _context, rearrange
+from ..api import reduce, rearrange
+from ..calls import check_reduction, context_line
 from ..errors import PatternError
-from ..ops import _check_reduction, reduce
 from ..parsing import parse_transform
 from ..backends._torch import allow_in_compiled_graph
 
@@ -39,11 +39,11 @@ def _checked(pattern: str, op: str, axes_lengths: dict[str, Any]) -> dict[str, i
     try:
         parse_transform(pattern, op)
     except PatternError as error:
-        raise PatternError(f"{error}\n{_context(pattern, None, axes_lengths, op)}") from None
+        raise PatternError(f"{error}\n{context_line(pattern, None, axes_lengths, op)}") from None
     for name, length in axes_lengths.items():
         if isinstance(length, bool) or not isinstance(length, int) or length <= 0:
             raise PatternError(f"axis length {name}={length!r} must be a positive integer\n"
-                               f"{_context(pattern, None, axes_lengths, op)}")
+                               f"{context_line(pattern, None, axes_lengths, op)}")
     return dict(axes_lengths)
 
 
@@ -71,7 +71,7 @@ class Reduce(torch.nn.Module):
 
     def __init__(self, pattern: str, reduction: str, **axes_lengths: int) -> None:
         super().__init__()
-        _check_reduction(reduction)
+        check_reduction(reduction)
         self.pattern = pattern
         self.reduction = reduction
         self.axes_lengths = _checked(pattern, "reduce", axes_lengths)

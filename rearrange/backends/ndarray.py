@@ -1,0 +1,210 @@
+"""numpy arrays: how a plan runs on them.
+
+A view plan becomes numpy's own ``reshape``/``transpose`` calls — checked once, on the
+first array of a layout, to give exactly the view the plan describes, else the view is
+built from the plan's strides (``as_strided``) — so a warm call is those calls alone. A
+copy step allocates a C-contiguous result and hands the strided view to the copy
+kernel (:func:`rearrange.kernel.copy_into`), which checks on every call that its plan
+fits the source. ``out=`` copies the permuted view into the caller's array.
+
+Entries are ``(code, argument)``: the front door runs the commonest view plans itself
+from the code (one call, no closure), and any other runner as ``argument(x)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .. import kernel
+from ..calls import no_view_error, numpy_layout, plan_for
+from ..errors import RearrangeError
+from ..layout import Layout
+from ..plan import Plan
+
+Runner = Callable[[Any], Any]
+
+CALL, TRANSPOSE, RESHAPE, TRANSPOSE_RESHAPE, RESHAPE_TRANSPOSE = 0, 1, 2, 3, 4
+
+
+def steps_args(plan: Plan) -> tuple[tuple | None, tuple | None, tuple | None, bool, bool]:
+    """(split shape, permutation, merge shape, copies before merge, copy at end)."""
+    split = perm = merge = None
+    copy_before_merge = copy_at_end = False
+    for step in plan.steps:
+        if step.op == "split":
+            split = step.args
+        elif step.op == "permute":
+            perm = step.args
+        elif step.op == "merge":
+            merge = step.args
+        elif step.op == "copy" and step is plan.steps[-1]:
+            copy_at_end = True
+        else:
+            copy_before_merge = True
+    return split, perm, merge, copy_before_merge, copy_at_end
+
+
+def view_runner(split, perm, merge) -> Runner:
+    """numpy calls for a view plan. Without a permutation, split and merge are one
+    reshape (a view exists for the whole reshape because one exists step by step)."""
+    if perm is None:
+        shape = merge if merge is not None else split
+        if shape is None:
+            return lambda x: x.view()
+        return lambda x: x.reshape(shape)
+    if split is None and merge is None:
+        return lambda x: x.transpose(perm)
+    if split is None:
+        return lambda x: x.transpose(perm).reshape(merge)
+    if merge is None:
+        return lambda x: x.reshape(split).transpose(perm)
+    return lambda x: x.reshape(split).transpose(perm).reshape(merge)
+
+
+def strided_runner(plan: Plan, view: Layout, writeable: bool = True) -> Runner:
+    """The view ``view`` of the input built directly from its strides (never copies);
+    ``writeable=False`` makes it read-only."""
+    scale = plan.itemsize if plan.stride_unit == "elements" else 1
+    shape = view.shape
+    strides = tuple(s * scale for s in view.strides)
+    as_strided = np.lib.stride_tricks.as_strided
+    return lambda x: as_strided(x, shape, strides, subok=True, writeable=writeable)
+
+
+def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
+    """Lower ``plan`` to numpy calls, checked once against ``sample`` (an input with the
+    plan's exact shape and strides, so numpy decides the same way on every later call).
+    Returns the cache entry ``(code, argument)``."""
+    if plan.copy_requested is False and not plan.is_view:
+        error = no_view_error(plan)
+
+        def refuse(x: np.ndarray) -> np.ndarray:
+            raise error
+        return CALL, refuse
+
+    split, perm, merge, copy_before_merge, copy_at_end = steps_args(plan)
+    copy_step = next((step for step in plan.steps if step.is_copy), None)
+    if copy_before_merge:
+        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
+            return CALL, kernel_runner(view_runner(split, perm, None), copy_step.kernel, merge)
+        # numpy's final reshape of the (non-contiguous) permuted view copies it in C
+        # order: for tiny and object arrays that is the cheapest copy step.
+        if perm is None:
+            return RESHAPE, merge
+        if split is None:
+            return TRANSPOSE_RESHAPE, (perm, merge)
+        return CALL, view_runner(split, perm, merge)
+    runner = view_runner(split, perm, merge)
+    # The view the runner must produce: the output, or what copy=True then copies.
+    view = plan.steps[-2].layout if copy_at_end and len(plan.steps) > 1 else (
+        plan.input if copy_at_end else plan.output)
+    if not is_expected_view(runner(sample), sample, plan, view):
+        runner = strided_runner(plan, view)
+    if copy_at_end:
+        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
+            return CALL, kernel_runner(runner, copy_step.kernel, None)
+        return CALL, lambda x: runner(x).copy()
+    if perm is not None and split is None and merge is None:
+        return TRANSPOSE, perm
+    if perm is not None and split is not None and merge is None:
+        return RESHAPE_TRANSPOSE, (split, perm)
+    if perm is not None and split is None and merge is not None:
+        return TRANSPOSE_RESHAPE, (perm, merge)
+    if perm is None and (split or merge) is not None:
+        return RESHAPE, merge if merge is not None else split
+    return CALL, runner
+
+
+def kernel_runner(view_part: Runner, planned: kernel.CopyKernel, merge: tuple | None) -> Runner:
+    """view_part(x) copied by the kernel into a fresh C-contiguous array (then merged).
+
+    ``planned`` was made for the thread count in force at planning time; a later
+    ``set_num_threads`` makes the kernel plan again."""
+    threads = kernel.get_num_threads()
+
+    def run(x: np.ndarray) -> np.ndarray:
+        source = view_part(x)
+        result = np.empty(source.shape, source.dtype)
+        kernel.copy_into(result, source,
+                         planned if kernel.get_num_threads() == threads else None)
+        return result if merge is None else result.reshape(merge)
+    return run
+
+
+def run_entry(entry: tuple[int, Any], array: np.ndarray) -> Any:
+    code, argument = entry
+    if code == TRANSPOSE:
+        return array.transpose(argument)
+    if code == RESHAPE:
+        return array.reshape(argument)
+    if code == TRANSPOSE_RESHAPE:
+        return array.transpose(argument[0]).reshape(argument[1])
+    if code == RESHAPE_TRANSPOSE:
+        return array.reshape(argument[0]).transpose(argument[1])
+    return argument(array)
+
+
+def is_expected_view(result: np.ndarray, source: np.ndarray, plan: Plan, view: Layout) -> bool:
+    """Did numpy return the very view the plan describes (same memory, same strides)?"""
+    if result.size == 0:
+        return True
+    scale = plan.itemsize if plan.stride_unit == "elements" else 1
+    expected = tuple(s * scale for s in view.strides)
+    same_strides = all(
+        size == 1 or got == want
+        for size, got, want in zip(result.shape, result.strides, expected)
+    )
+    address = result.__array_interface__["data"][0]
+    return same_strides and address == source.__array_interface__["data"][0]
+
+
+@dataclass(frozen=True, slots=True)
+class IntoEntry:
+    """How ``out=`` runs for one input layout: ``view`` makes the permuted view of the
+    input (every step before the merge, never a copy), which ``kernel`` copies into
+    ``out`` seen with ``copy_shape``; ``kernel`` was planned under the thread setting
+    ``threads`` (it may itself use fewer)."""
+    output_shape: tuple[int, ...]
+    copy_shape: tuple[int, ...]
+    view: Runner
+    kernel: kernel.CopyKernel
+    threads: int
+
+
+def into_entry(array: np.ndarray, pattern: str,
+                      axes_lengths: Mapping[str, Any]) -> IntoEntry:
+    layout, unit = numpy_layout(array)
+    plan = plan_for(pattern, layout, axes_lengths, None, array.dtype.name, array.itemsize, unit)
+    split, perm, _, _, _ = steps_args(plan)
+    permuted = before_merge(plan)
+    view = view_runner(split, perm, None)
+    sample = view(array)
+    if not is_expected_view(sample, array, plan, permuted):
+        view = strided_runner(plan, permuted)
+        sample = view(array)
+    kind = "O" if array.dtype.hasobject else array.dtype.kind
+    threads = kernel.get_num_threads()
+    copy_plan = kernel.plan_copy(sample.shape, sample.strides, array.itemsize, kind, threads)
+    return IntoEntry(plan.output.shape, permuted.shape, view, copy_plan, threads)
+
+
+def before_merge(plan: Plan) -> Layout:
+    """The permuted view: the input split and permuted, before any merge (all views)."""
+    return next((step.layout for step in reversed(plan.steps)
+                 if step.op in ("split", "permute")), plan.input)
+
+
+def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    if out.shape != shape or out.dtype != dtype:
+        raise RearrangeError(
+            f"out has shape {tuple(out.shape)} and dtype {out.dtype}; the result has shape "
+            f"{shape} and dtype {dtype}")
+    if not out.flags.c_contiguous:
+        raise RearrangeError("out must be C-contiguous: the result is written in row-major order")
+    if not out.flags.writeable:
+        raise RearrangeError("out is read-only")
+
+

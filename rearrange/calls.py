@@ -1,0 +1,270 @@
+"""What every public call shares before its array type matters: the first checks and
+their order, canonical axis lengths, the error context that quotes the call, and
+planning with that context.
+
+The fronts (:mod:`rearrange.api`) and every backend (:mod:`rearrange.backends`) use
+these, so a call is checked and reported the same way whatever array it gets. This
+module imports no backend and no front: the stages below it (parsing, recipe, plan,
+the kernel's pure-Python copy planner) are all it needs.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
+from .kernel.plan import CopyKernel, plan_copy
+from .layout import Layout
+from .parsing import parse_transform, pattern_error, shorten
+from .plan import REDUCTION_NAMES, Plan, plan_transform
+from .recipe import build_recipe
+from .tensor import Storage, Tensor, as_dtype
+
+_PLAIN_INT = frozenset({int})
+
+
+#: Every array type the public operations take, for messages about anything else.
+SUPPORTED_ARRAYS = ("a numpy array, a rearrange.Tensor, a torch tensor, a dask array or an "
+                    "array-API array (jax, cupy, array-api-strict, ...)")
+
+
+
+
+def numpy_layout(array: np.ndarray) -> tuple[Layout, str]:
+    """The layout of a numpy array in elements, or in bytes when its byte strides are
+    not whole multiples of the itemsize (views of structured fields)."""
+    itemsize = array.itemsize
+    if itemsize and all(s % itemsize == 0 for s in array.strides):
+        return Layout(array.shape, tuple(s // itemsize for s in array.strides), 0), "elements"
+    return Layout(array.shape, array.strides, 0), "bytes"
+
+
+_GERUND = {"rearrange": "rearranging", "reduce": "reducing", "repeat": "repeating"}
+
+
+def context_line(pattern: str, shape: Sequence[int] | None, axes_lengths: Mapping[str, Any],
+             op: str = "rearrange") -> str:
+    lengths = shorten("{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}")
+    where = "" if shape is None else f"input shape {tuple(shape)}, "
+    return (f"  while {_GERUND[op]} with pattern '{shorten(pattern)}': {where}"
+            f"axis lengths {lengths}")
+
+
+def with_context(error: RearrangeError, pattern: str, shape: Sequence[int] | None,
+                  axes_lengths: Mapping[str, Any], op: str = "rearrange") -> RearrangeError:
+    """``error`` (of the same class) with the call's context line, unless it quotes the
+    pattern already."""
+    if f"pattern '{shorten(pattern)}'" in str(error):
+        return error
+    return type(error)(f"{error}\n{context_line(pattern, shape, axes_lengths, op)}")
+
+
+def parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
+                 axes_lengths: Mapping[str, Any]) -> None:
+    """The first checks of every transform, in einops' order once the array type is
+    known: the pattern's type, then its syntax and meaning (no shapes needed). Only
+    then come the other arguments (``copy=``, the reduction, the lengths' types) and
+    the fit of the pattern to the input."""
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    try:
+        parse_transform(pattern, op)
+    except PatternError as error:
+        raise with_context(error, pattern, shape, axes_lengths, op) from None
+
+
+def _copy_describer(dtype: str, itemsize: int, stride_unit: str) -> Callable[[Layout], CopyKernel]:
+    """How the copy kernel would copy a source layout of this dtype (for the plan)."""
+    scale = itemsize if stride_unit == "elements" else 1
+    kind = np.dtype(dtype).kind if dtype in np.sctypeDict else "V"
+
+    def describe_copy(source: Layout) -> CopyKernel:
+        return plan_copy(source.shape, tuple(s * scale for s in source.strides), itemsize, kind)
+    return describe_copy
+
+
+def plan_for(
+    pattern: str, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
+    dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
+    op: str = "rearrange", reduction: str | None = None,
+) -> Plan:
+    """Parse, recipe and plan, with every PatternError given the call's context."""
+    parse_first(pattern, op, layout.shape, axes_lengths)
+    if copy is not None and copy is not True and copy is not False:
+        raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
+    describe_copy = None
+    if dtype is not None and itemsize:
+        describe_copy = _copy_describer(dtype, itemsize, stride_unit)
+    try:
+        parsed = parse_transform(pattern, op)
+        recipe = build_recipe(parsed, layout.ndim)
+        return plan_transform(recipe, layout, axes_lengths, op=op, reduction=reduction,
+                              copy=copy, dtype=dtype, itemsize=itemsize,
+                              stride_unit=stride_unit, describe_copy=describe_copy)
+    except PatternError as error:
+        raise with_context(error, pattern, layout.shape, axes_lengths, op) from None
+
+
+def no_view_error(plan: Plan) -> NoViewError:
+    return NoViewError(
+        f"copy=False, but no view of the input can express the result: {plan.copy_reason}\n"
+        f"  pattern '{shorten(plan.pattern)}', input shape {plan.input.shape}, "
+        f"strides {plan.input.strides} ({plan.stride_unit})"
+    )
+
+
+def as_array(tensor: Any, op: str = "rearrange") -> np.ndarray | Tensor:
+    """numpy arrays and Tensors as they are; lists/tuples stacked on a new first axis."""
+    if isinstance(tensor, (np.ndarray, Tensor)):
+        return tensor
+    if isinstance(tensor, (list, tuple)):
+        if not tensor:
+            raise RearrangeError(f"{op}() got an empty list; expected at least one array")
+        if all(isinstance(item, Tensor) for item in tensor):
+            stacked = np.stack([item.numpy() for item in tensor])
+            return Tensor._wrap(Storage(stacked.reshape(-1)), Layout.contiguous(stacked.shape))
+        try:
+            return np.stack([np.asarray(item) for item in tensor])
+        except ValueError as error:
+            shapes = [np.shape(item) for item in tensor]
+            raise RearrangeError(
+                f"{op}() stacks a list of arrays, which needs equal shapes; got {shapes}"
+            ) from error
+    if isinstance(tensor, np.generic):
+        return np.asarray(tensor)
+    raise ArgumentTypeError(
+        f"{op}() takes {SUPPORTED_ARRAYS}, or a list/tuple of them; "
+        f"got {type(tensor).__module__}.{type(tensor).__name__}"
+    )
+
+
+def keyword_axes(pattern: Any, op: str, copy: Any, out: Any,
+                  axes_lengths: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """einops patterns may name axes ``copy`` or ``out``, whose lengths then arrive in
+    our ``copy=`` / ``out=`` keywords: an integer there (never a bool) is the length of
+    the axis of that name, if the pattern has one. Anything else is left for the usual
+    checks to report."""
+    try:
+        parsed = parse_transform(pattern, op)
+    except RearrangeError:
+        return copy, out, axes_lengths
+    names = {*parsed.left.names, *parsed.right.names}
+    lengths = dict(axes_lengths)
+    if "copy" in names and isinstance(copy, (int, np.integer)) and not isinstance(copy, bool):
+        lengths["copy"], copy = copy, None
+    if "out" in names and isinstance(out, (int, np.integer)) and not isinstance(out, bool):
+        lengths["out"], out = out, None
+    return copy, out, lengths
+
+
+def canonical_lengths(axes_lengths: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Axis lengths as plain ints where they are integers (numpy ints and torch's symbolic
+    ints included), so that ``3``, ``np.int64(3)`` share cache entries while ``3.0`` or
+    ``True`` never hit one (``3.0 == 3`` and ``True == 1`` in Python) and reach the
+    planner's error instead."""
+    if _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
+        return axes_lengths
+    canonical: dict[str, Any] = {}
+    for name, value in axes_lengths.items():
+        if type(value) is not int:
+            value = _as_length(value)
+        canonical[name] = value
+    return canonical
+
+
+def _as_length(value: Any) -> Any:
+    """An integer-like axis length as an int; anything else wrapped so that the planner
+    rejects it with the original value in the message."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if not isinstance(value, (bool, float, np.bool_)) and hasattr(type(value), "__index__"):
+        return operator.index(value)  # e.g. torch.SymInt under torch.compile
+    return _InvalidLength(value)
+
+
+class _InvalidLength:
+    """Wraps a non-integer axis length: equal to nothing else, so never a cache hit; the
+    planner rejects it with the original value in the message."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def layout_from(x_or_shape: Any, strides: Sequence[int] | None, dtype: Any) -> tuple[Layout, str | None, int | None, str]:
+    if isinstance(x_or_shape, Tensor):
+        return x_or_shape.layout, x_or_shape.dtype.name, x_or_shape.element_size(), "elements"
+    if isinstance(x_or_shape, (np.ndarray, np.generic, list)) and not is_shape(x_or_shape):
+        array = as_array(x_or_shape)
+        if isinstance(array, Tensor):
+            return array.layout, array.dtype.name, array.element_size(), "elements"
+        layout, unit = numpy_layout(array)
+        return layout, array.dtype.name, array.itemsize, unit
+    if not is_shape(x_or_shape):
+        raise ArgumentTypeError(
+            f"explain() takes {SUPPORTED_ARRAYS}, or a shape (a tuple of ints); "
+            f"got {type(x_or_shape).__name__}"
+        )
+    shape = tuple(int(s) for s in x_or_shape)
+    layout = Layout.contiguous(shape) if strides is None else Layout(shape, tuple(strides), 0)
+    if dtype is None:
+        return layout, None, None, "elements"
+    resolved = as_dtype(dtype)
+    return layout, resolved.name, resolved.itemsize, "elements"
+
+
+def is_shape(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
+    )
+
+
+
+
+def check_reduction(reduction: Any) -> str:
+    """The name the plan shows for ``reduction``; raises for anything else."""
+    if isinstance(reduction, str):
+        if reduction not in REDUCTION_NAMES:
+            raise RearrangeError(
+                f"unknown reduction {reduction!r}; expected one of "
+                f"{', '.join(map(repr, REDUCTION_NAMES))}, or a callable f(x, axes)")
+        return reduction
+    if callable(reduction):
+        return getattr(reduction, "__name__", type(reduction).__name__)
+    raise ArgumentTypeError(
+        f"reduction must be a str or a callable f(x, axes), got {type(reduction).__name__}")
+
+
+def plan_layout(op: str, layout: Layout, dtype: str | None, itemsize: int | None, unit: str,
+                 pattern: str, reduction: Any, copy: bool | None,
+                 axes_lengths: Mapping[str, Any]) -> Plan:
+    """The plan of ``op`` (reduce or repeat) for one input layout."""
+    axes_lengths = canonical_lengths(axes_lengths)
+    parse_first(pattern, op, layout.shape, axes_lengths)
+    try:
+        name = check_reduction(reduction) if op == "reduce" else None
+        for axis, length in axes_lengths.items():
+            if type(length) is not int:
+                raise PatternError(f"axis length {axis}={length!r} must be a positive integer")
+    except RearrangeError as error:
+        raise with_context(error, pattern, layout.shape, axes_lengths, op) from None
+    plan = plan_for(pattern, layout, axes_lengths, copy, dtype, itemsize, unit,
+                     op=op, reduction=name)
+    if name in ("argmax", "argmin"):
+        reduced = next((len(step.args) for step in plan.steps if step.op == "reduce"), 0)
+        if reduced != 1:
+            left = parse_transform(pattern, "reduce").left
+            error = pattern_error(
+                f"{name} gives the position along one reduced axis; this pattern reduces "
+                f"{reduced}", pattern, left.start, max(left.end, left.start + 1))
+            raise PatternError(f"{error}\n{context_line(pattern, layout.shape, axes_lengths, op)}")
+    return plan
+
+
