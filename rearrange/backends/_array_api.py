@@ -176,10 +176,43 @@ def concat(xs: list[Any], axis: int) -> Any:
 
 
 def einsum(subscripts: str, *xs: Any) -> Any:
-    """numpy-style einsum from the standard's functions alone (the standard has none):
-    every operand is permuted and broadcast to one axis order, multiplied, and the
+    """The namespace's own ``einsum`` where it has one (jax.numpy, numpy, torch, cupy do),
+    else :func:`broadcast_einsum`."""
+    xp = xs[0].__array_namespace__()
+    own = getattr(xp, "einsum", None)
+    if own is not None:
+        return own(subscripts, *xs)
+    return broadcast_einsum(subscripts, *xs)
+
+
+def describe_einsum(plan: Any, xs: Any) -> Any:
+    """Which einsum runs, and for the stand-in, how large its product is."""
+    from ..contraction import with_engine
+
+    xp = xs[0].__array_namespace__()
+    name = getattr(xp, "__name__", type(xs[0]).__module__.split(".")[0])
+    if getattr(xp, "einsum", None) is not None:
+        return with_engine(plan, f"{name}.einsum", f"{name}.einsum, the namespace's own")
+    engine = f"broadcast product ({name} has no einsum)"
+    if _diagonal(plan.subscripts):
+        return with_engine(plan, engine, f"refused: an axis repeated within one input (a "
+                           f"diagonal) needs an einsum, and {name} has none")
+    elements = plan.cost
+    size = f"{elements * plan.itemsize:,} bytes" if plan.itemsize else f"{elements:,} elements"
+    return with_engine(plan, engine, f"{name} has no einsum: the inputs broadcast to one "
+                       f"product of {elements:,} elements ({size}), then summed")
+
+
+def _diagonal(subscripts: str) -> bool:
+    terms = subscripts.split("->")[0].replace("...", "").split(",")
+    return any(len(set(term)) != len(term) for term in terms)
+
+
+def broadcast_einsum(subscripts: str, *xs: Any) -> Any:
+    """numpy-style einsum from the standard's functions alone, for namespaces without
+    one: every operand is permuted and broadcast to one axis order, multiplied, and the
     summed axes reduced. The product is materialised, so this trades memory for
-    portability; a repeated letter within one operand (a diagonal) is not supported."""
+    portability; a repeated letter within one operand (a diagonal) is refused."""
     xp = xs[0].__array_namespace__()
     inputs, output = subscripts.split("->")
     terms = _expand_ellipses(inputs.split(","), output, [x.ndim for x in xs])
@@ -187,8 +220,9 @@ def einsum(subscripts: str, *xs: Any) -> Any:
     for term in inputs_terms:
         if len(set(term)) != len(term):
             raise RearrangeError(
-                f"einsum {subscripts!r}: an axis repeated within one input (a diagonal) is "
-                "not supported for array-API arrays")
+                f"einsum {subscripts!r}: an axis repeated within one input (a diagonal) "
+                f"needs an einsum, and this array namespace ({getattr(xp, '__name__', xp)}) "
+                "has none")
     summed = sorted({c for term in inputs_terms for c in term} - set(output_term))
     order = list(output_term) + summed
     product = None

@@ -393,6 +393,13 @@ def einsum(subscripts: str, *xs: Any) -> Any:
     return _da().einsum(subscripts, *xs)
 
 
+def describe_einsum(plan: Any, xs: Any) -> Any:
+    from ..contraction import with_engine
+
+    return with_engine(plan, "dask.array.einsum", "dask.array.einsum: numpy.einsum on "
+                       "each block, lazily")
+
+
 # ---------------------------------------------------------------------- reductions
 
 def _to_float(x: Any) -> Any:

@@ -247,3 +247,9 @@ def concat(xs: list[Any], axis: int) -> Any:
 
 def einsum(subscripts: str, *xs: Any) -> Any:
     return _torch().einsum(subscripts, *xs)
+
+
+def describe_einsum(plan: Any, xs: Any) -> Any:
+    from ..contraction import with_engine
+
+    return with_engine(plan, "torch.einsum", "torch.einsum (its own contraction order)")
