@@ -2,7 +2,7 @@
 
     rearrange explain 'b h t d -> b t (h d)' --shape 2,8,128,64 [--strides ...]
               [--dtype float32] [--op rearrange|reduce|repeat] [--reduction sum]
-              [--json | --emit numpy|torch] [h=8 ...]
+              [--copy auto|never|always] [--json | --emit numpy|torch] [h=8 ...]
     rearrange warmup
     rearrange demo
     rearrange --version
@@ -55,12 +55,19 @@ def _explain(args: argparse.Namespace) -> int:
         raise RearrangeError("--op reduce needs --reduction (sum, mean, max, ...)")
     plan = explain(args.shape, args.pattern, op=args.op, reduction=args.reduction,
                    strides=args.strides, dtype=args.dtype, copy=copy, **dict(args.lengths))
+    # A refused plan (--copy never, no view) is what the call would raise on: the table
+    # and the JSON still print (they say "refused"), no code is emitted for it, and the
+    # status is 1 either way.
     if args.json:
         print(plan.dump())
-    elif args.emit:
+    elif args.emit and plan.refused is None:
         print(plan.to_source(args.emit))
-    else:
+    elif not args.emit:
         print(plan)
+    if plan.refused is not None:
+        print(f"rearrange: refused: {args.op} with --copy never raises NoViewError: "
+              f"{plan.refused}", file=sys.stderr)
+        return 1
     return 0
 
 

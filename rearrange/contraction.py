@@ -21,6 +21,7 @@ the same axis of another input; the dims ``...`` stands for broadcast across inp
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -290,6 +291,8 @@ class EinsumPlan(JsonDump):
     output_pattern: str | None                 # rearrange of that result; None: it is the result
     output_plan: Plan | None
     steps: tuple[EinsumStep, ...]
+    engine: str = "numpy.einsum"               # the call that contracts: numpy's, or a
+                                               # foreign array library's (its backend says)
 
     op = "einsum"
 
@@ -339,6 +342,7 @@ class EinsumPlan(JsonDump):
             "optimize": False if self.path is None else ["einsum_path", *map(list, self.path)],
             "cost": self.cost,
             "output_pattern": self.output_pattern,
+            "engine": self.engine,
             "is_view": False,
             "views": self.views,
             "copies": self.copies,
@@ -988,7 +992,7 @@ def _format_plan(plan: EinsumPlan) -> str:
     views = plan.views
     copies = plan.copies
     lines.append(
-        f"  result   a new array: numpy.einsum, {views} view step{'s' if views != 1 else ''}, "
+        f"  result   a new array: {plan.engine}, {views} view step{'s' if views != 1 else ''}, "
         f"{copies} cop{'ies' if copies != 1 else 'y'}")
     rows = [("#", "step", "on", "shape", "strides", "kind", "reason")]
     for number, step in enumerate(plan.steps, 1):
@@ -1130,6 +1134,19 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
                     axes_lengths: Mapping[str, Any]) -> Any:
     """einsum of torch, dask or array-API arrays: the same plan, with each input's
     rearranges and the contraction done by the array's own library."""
+    plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
+    operands = [t if p is None else api.rearrange(t, p.pattern, **dict(p.axes_lengths))
+                for t, p in zip(tensors, plan.preparations or (None,) * len(tensors))]
+    result = backend.einsum(plan.subscripts, *operands)
+    if plan.output_pattern is not None:
+        result = api.rearrange(result, plan.output_pattern)
+    return result
+
+
+def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,
+                  axes_lengths: Mapping[str, Any]) -> EinsumPlan:
+    """The plan for foreign inputs (all of ``backend``'s type), with the backend's
+    account of the contraction (``describe_einsum``) when it has one."""
     for k, tensor in enumerate(tensors):
         if not backend.matches(tensor):
             raise ArgumentTypeError(
@@ -1145,14 +1162,23 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
         operands = [_Operand(info.layout, _numpy_name(info.dtype), info.itemsize, "elements", None)
                     for info in infos]
         plan = _plan_with_context(pattern, operands, axes_lengths)
+        describe_einsum = getattr(backend, "describe_einsum", None)
+        if describe_einsum is not None:
+            plan = describe_einsum(plan, tensors)
         if key is not None:
             remember(_foreign_plans, key, plan, _PLAN_CACHE_SIZE, _plans_lock)
-    operands = [t if p is None else api.rearrange(t, p.pattern, **dict(p.axes_lengths))
-                for t, p in zip(tensors, plan.preparations or (None,) * len(tensors))]
-    result = backend.einsum(plan.subscripts, *operands)
-    if plan.output_pattern is not None:
-        result = api.rearrange(result, plan.output_pattern)
-    return result
+    return plan
+
+
+def with_engine(plan: EinsumPlan, engine: str, how: str) -> EinsumPlan:
+    """``plan`` contracted by ``engine`` (a foreign library's einsum, or a stand-in for
+    it) instead of numpy.einsum: the header names it, the contraction step says
+    ``how`` it runs, and numpy's contraction path (which ``engine`` does not take) goes."""
+    sums = f"sum over {' '.join(plan.summed)}" if plan.summed else "no axis summed"
+    reason = f"{plan.subscripts!r}: {sums}; {how}"
+    steps = tuple(dataclasses.replace(step, reason=reason) if step.op == "einsum" else step
+                  for step in plan.steps)
+    return dataclasses.replace(plan, engine=engine, path=None, steps=steps)
 
 
 def _numpy_name(dtype: str) -> str | None:
@@ -1271,6 +1297,13 @@ def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[An
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"pattern must be a str, got {_kind(pattern)}")
     items = _operand_list(tensors_or_shapes)
+    backend = None if isinstance(items[0], (np.ndarray, np.generic, Tensor)) \
+        else backends.backend_for(items[0])
+    if backend is not None:
+        if strides is not None or dtype is not None:
+            raise ArgumentTypeError(
+                f"strides= and dtype= describe shapes; {_kind(items[0])} inputs carry their own")
+        return _foreign_plan(backend, items, pattern, api._canonical_lengths(axes_lengths))
     if strides is not None and len(strides) != len(items):
         raise ArgumentTypeError(
             f"strides: expected one tuple per input ({len(items)}), got {len(strides)}")
@@ -1292,7 +1325,8 @@ def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[An
 
 
 def _operand_list(tensors_or_shapes: Any) -> list[Any]:
-    if isinstance(tensors_or_shapes, (np.ndarray, Tensor, np.generic)):
+    if isinstance(tensors_or_shapes, (np.ndarray, Tensor, np.generic)) \
+            or backends.backend_for(tensors_or_shapes) is not None:
         return [tensors_or_shapes]
     if not isinstance(tensors_or_shapes, (list, tuple)):
         raise ArgumentTypeError(

@@ -61,7 +61,16 @@ def _remember(key: tuple, runner: Runner) -> None:
 
 def _logsumexp(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
     """log(sum(exp(y))) over ``axis``, shifted by the maximum so that exp never
-    overflows; infinite maxima are not shifted (their result is the maximum itself)."""
+    overflows; infinite maxima are not shifted (their result is the maximum itself).
+
+    Integers and bools are computed and returned in float64 (subtracting the peak in
+    their own dtype would wrap, and numpy's exp of small ints is float16); float16 is
+    computed in float32 (a sum of many exp terms exceeds float16's range) and returned
+    as float16."""
+    if y.dtype.kind in "biu":
+        y = y.astype(np.float64)
+    elif y.dtype == np.float16:
+        return _logsumexp(y.astype(np.float32), axis).astype(np.float16)
     if y.size == 0:
         with np.errstate(divide="ignore"):  # the sum of nothing is 0: log gives -inf
             return np.log(np.sum(np.exp(y), axis=axis))

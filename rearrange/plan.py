@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Mapping
 
-from .errors import RearrangeError
+from .errors import NoViewError, RearrangeError
 from .layout import Layout
 from .recipe import Recipe, check_result_size, solve_lengths
 
@@ -137,6 +137,18 @@ class Plan(JsonDump):
         return next((step.reason for step in self.steps if step.is_copy), None)
 
     @property
+    def refused(self) -> str | None:
+        """Why the call refuses this plan, or None when it runs it.
+
+        Invariant: non-None exactly when the operation, called with this input and
+        ``copy=False``, raises :class:`NoViewError` — the very test every lowering
+        applies before running (``copy_requested is False and not is_view``). The steps
+        still show the copy that ``copy=None`` would make."""
+        if self.copy_requested is False and not self.is_view:
+            return f"copy=False but no view: {self.copy_reason}"
+        return None
+
+    @property
     def bytes_moved(self) -> int | None:
         """Bytes read plus bytes written by the copy step (0 for a view plan)."""
         if self.itemsize is None:
@@ -164,6 +176,7 @@ class Plan(JsonDump):
             "copies": self.copies,
             "bytes_moved": self.bytes_moved,
             "copy_requested": self.copy_requested,
+            "refused": self.refused,
             "reduction": self.reduction,
             "read_only": self.read_only,
             "steps": [step.to_dict() for step in self.steps],
@@ -181,6 +194,9 @@ class Plan(JsonDump):
         """
         if library not in ("numpy", "torch"):
             raise RearrangeError(f"to_source: library must be 'numpy' or 'torch', got {library!r}")
+        if self.refused is not None:
+            raise NoViewError(f"to_source: the plan is refused ({self.refused}); "
+                              f"{self.op} with copy=False raises, so there is no code for it")
         expr = name
         copying = False
         for step in self.steps:
@@ -421,7 +437,9 @@ def format_plan(plan: Plan) -> str:
     else:
         dtype = f"{plan.dtype} ({plan.itemsize} byte{'s' if plan.itemsize != 1 else ''})"
     axes = " ".join(f"{n}={l}" for n, l in plan.axis_lengths) or "(none)"
-    if plan.is_view:
+    if plan.refused is not None:
+        verdict = f"refused: {plan.refused}"
+    elif plan.is_view:
         verdict = "view: no data is moved"
         if plan.read_only:
             verdict += "; read-only, since repeated elements share memory"

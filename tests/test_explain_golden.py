@@ -48,6 +48,12 @@ PLANS = [
     ("repeat_interleave", (64, 64, 3), "h w c -> (h 2) (w 2) c", {"dtype": "uint8", "op": "repeat"}),
     ("repeat_copy_true", (2, 3), "h w -> h w r", {"dtype": "float32", "op": "repeat", "r": 2,
                                                    "copy": True}),
+    ("refused_copy_false", (2, 8, 128, 64), "b h t d -> b t (h d)",
+     {"dtype": "float32", "copy": False}),
+    ("view_copy_false", (2, 8, 128, 64), "b h t d -> b h (t d)",
+     {"dtype": "float32", "copy": False}),
+    ("repeat_refused", (64, 64, 3), "h w c -> (h 2) (w 2) c",
+     {"dtype": "uint8", "op": "repeat", "copy": False}),
 ]
 
 

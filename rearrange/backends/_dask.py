@@ -398,6 +398,13 @@ def einsum(subscripts: str, *xs: Any) -> Any:
     return _da().einsum(subscripts, *xs)
 
 
+def describe_einsum(plan: Any, xs: Any) -> Any:
+    from ..contraction import with_engine
+
+    return with_engine(plan, "dask.array.einsum", "dask.array.einsum: numpy.einsum on "
+                       "each block, lazily")
+
+
 # ---------------------------------------------------------------------- reductions
 
 def _to_float(x: Any) -> Any:
@@ -413,8 +420,14 @@ def _quiet_log(block: np.ndarray) -> np.ndarray:
 
 def _logsumexp(x: Any, dims: tuple[int, ...]) -> Any:
     """log(sum(exp(x))) shifted by the maximum so exp never overflows; an infinite
-    maximum is not shifted (as in the numpy lowering)."""
+    maximum is not shifted. Dtypes as in the numpy lowering: integers and bools in
+    float64, float16 computed in float32 and returned as float16."""
     da = _da()
+    kind = np.dtype(x.dtype).kind
+    if kind in "biu":
+        x = x.astype(np.float64)
+    elif np.dtype(x.dtype) == np.float16:
+        return _logsumexp(x.astype(np.float32), dims).astype(np.float16)
     peak = x.max(axis=dims, keepdims=True)
     peak = da.where(da.isfinite(peak), peak, 0)
     total = da.exp(x - peak).sum(axis=dims)

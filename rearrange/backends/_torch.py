@@ -197,19 +197,35 @@ def _reducer(reduction: Any, dims: tuple[int, ...]) -> Runner:
         # numpy's promotion: integer and bool means (and friends) are float64
         return x if x.is_floating_point() or x.is_complex() else x.to(torch.float64)
 
+    def logsumexp(x: Any) -> Any:
+        # torch sums float16/bfloat16 exp terms in their own dtype: a few thousand
+        # terms overflow to inf. Computed in float32, returned in the input's dtype.
+        if x.dtype in (torch.float16, torch.bfloat16):
+            return torch.logsumexp(x.float(), dim=dims).to(x.dtype)
+        return torch.logsumexp(to_float(x), dim=dims)
+
+    def as_bool(x: Any) -> Any:
+        # torch's any/all of uint8 return uint8 (kept for backward compatibility);
+        # the documented result is bool
+        return x if x.dtype == torch.bool else x.to(torch.bool)
+
+    def ordered(x: Any) -> Any:
+        # torch has no argmax/argmin of bool; False < True as uint8 too
+        return x.to(torch.uint8) if x.dtype == torch.bool else x
+
     table: dict[str, Callable[[Any], Any]] = {
         "sum": lambda x: x.sum(dim=dims),
         "mean": lambda x: to_float(x).mean(dim=dims),
         "min": lambda x: x.amin(dim=dims),
         "max": lambda x: x.amax(dim=dims),
         "prod": lambda x: x.flatten(first).prod(dim=-1) if len(dims) > 1 else x.prod(dim=first),
-        "any": lambda x: x.any(dim=dims),
-        "all": lambda x: x.all(dim=dims),
+        "any": lambda x: as_bool(x.any(dim=dims)),
+        "all": lambda x: as_bool(x.all(dim=dims)),
         "var": lambda x: to_float(x).var(dim=dims, correction=0),
         "std": lambda x: to_float(x).std(dim=dims, correction=0),
-        "logsumexp": lambda x: torch.logsumexp(to_float(x), dim=dims),
-        "argmax": lambda x: x.argmax(dim=first),
-        "argmin": lambda x: x.argmin(dim=first),
+        "logsumexp": logsumexp,
+        "argmax": lambda x: ordered(x).argmax(dim=first),
+        "argmin": lambda x: ordered(x).argmin(dim=first),
         "count_nonzero": lambda x: torch.count_nonzero(x, dim=dims),
     }
     reduce = table[reduction]
@@ -217,7 +233,9 @@ def _reducer(reduction: Any, dims: tuple[int, ...]) -> Runner:
     def run(x: Any) -> Any:
         try:
             return reduce(x)
-        except (RuntimeError, IndexError) as error:  # e.g. amax over a zero-size dim
+        except (RuntimeError, IndexError, TypeError) as error:
+            # e.g. amax over a zero-size dim; torch has no max of uint64 or complex
+            # (NotImplementedError, a RuntimeError)
             raise reduction_error(reduction, error) from None
     return run
 
@@ -234,3 +252,9 @@ def concat(xs: list[Any], axis: int) -> Any:
 
 def einsum(subscripts: str, *xs: Any) -> Any:
     return _torch().einsum(subscripts, *xs)
+
+
+def describe_einsum(plan: Any, xs: Any) -> Any:
+    from ..contraction import with_engine
+
+    return with_engine(plan, "torch.einsum", "torch.einsum (its own contraction order)")
