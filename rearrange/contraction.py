@@ -32,7 +32,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import api, backends, calls
+from . import backends, calls
+from .backends import ndarray
+from .backends import tensor as tensor_backend
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout, size_problem
@@ -489,7 +491,7 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
     if any(not g.members or (g.bracketed and (len(g.members) > 1 or _has_ellipsis(g)))
            for g in pattern.output.groups):
         output_pattern, renamed = _output_pattern(pattern.output, reserved)
-        output_plan = api.explain(contraction.shape, output_pattern, dtype=dtype)
+        output_plan = _plan_rearrange(contraction.shape, output_pattern, dtype=dtype)
         output_layout = output_plan.output
         for step in output_plan.steps:
             steps.append(EinsumStep(step.op, "out", step.layout, "copy" if step.is_copy
@@ -883,12 +885,25 @@ def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int],
         return None, kept, notes
     rearrange_pattern = " ".join(left) + " -> " + " ".join(right)
     if operand.source is not None:
-        plan = api.explain(operand.source, rearrange_pattern, **given)
+        plan = _plan_rearrange(operand.source, rearrange_pattern, **given)
     else:
-        plan = api.explain(operand.layout.shape, rearrange_pattern, strides=operand.layout.strides,
-                           dtype=operand.dtype, **given)
+        plan = _plan_rearrange(operand.layout.shape, rearrange_pattern,
+                               strides=operand.layout.strides, dtype=operand.dtype, **given)
     return (InputPreparation(rearrange_pattern, tuple(given.items()), plan,
                              tuple(renamed.items())), kept, notes)
+
+
+def _plan_rearrange(x_or_shape: Any, pattern: str, *, strides: Sequence[int] | None = None,
+                    dtype: Any = None, **axes_lengths: int) -> Plan:
+    """The rearrange plan for an operand (an array of any type, or a shape with strides and
+    dtype), as ``rearrange.explain`` makes it."""
+    if not isinstance(x_or_shape, (np.ndarray, Tensor, tuple, list)):
+        backend = backends.backend_for(x_or_shape)
+        if backend is not None:
+            return backends.plan_for_array(backend, x_or_shape, "rearrange", pattern, None,
+                                           None, axes_lengths)
+    layout, dtype_name, itemsize, unit = calls.layout_from(x_or_shape, strides, dtype)
+    return calls.plan_for(pattern, layout, axes_lengths, None, dtype_name, itemsize, unit)
 
 
 def _check_keyword_lengths_kept(pattern: EinsumPattern, operands: Sequence[_Operand],
@@ -1135,11 +1150,13 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
     """einsum of torch, dask or array-API arrays: the same plan, with each input's
     rearranges and the contraction done by the array's own library."""
     plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
-    operands = [t if p is None else api.rearrange(t, p.pattern, **dict(p.axes_lengths))
+    operands = [t if p is None else backends.run_transform(
+                    backend, t, "rearrange", p.pattern, None, None, dict(p.axes_lengths))
                 for t, p in zip(tensors, plan.preparations or (None,) * len(tensors))]
     result = backend.einsum(plan.subscripts, *operands)
     if plan.output_pattern is not None:
-        result = api.rearrange(result, plan.output_pattern)
+        result = backends.run_transform(backend, result, "rearrange", plan.output_pattern,
+                                        None, None, {})
     return result
 
 
@@ -1241,15 +1258,18 @@ class _Runner:
     fresh C-contiguous array, the output's rearrange."""
 
     __slots__ = ("plan", "as_tensor", "preparations", "dtype", "shape", "numel",
-                 "subscripts", "optimize", "output_pattern")
+                 "subscripts", "optimize", "output_pattern", "lowered")
 
     def __init__(self, plan: EinsumPlan, as_tensor: bool) -> None:
         self.plan = plan
         self.as_tensor = as_tensor
         # Empty when no input needs a rearrange (the common case: plain names).
         self.preparations = tuple(
-            None if p is None else (p.pattern, dict(p.axes_lengths)) for p in plan.preparations
+            None if p is None else p.plan for p in plan.preparations
         ) if any(plan.preparations) else ()
+        # Each rearrange (inputs', then the output's) lowered on its first array: the
+        # runner is kept per input layout and dtype, so every later array has that layout.
+        self.lowered: list[Any] = [None] * (len(plan.preparations) + 1)
         self.dtype = np.dtype(plan.dtype)
         self.shape = plan.contraction.shape
         self.numel = plan.contraction.numel
@@ -1261,9 +1281,10 @@ class _Runner:
         operands = arrays
         if self.as_tensor or self.preparations:
             operands = []
-            for array, preparation in zip(arrays, self.preparations or (None,) * len(arrays)):
+            for k, (array, preparation) in enumerate(
+                    zip(arrays, self.preparations or (None,) * len(arrays))):
                 if preparation is not None:
-                    array = api.rearrange(array, preparation[0], **preparation[1])
+                    array = self._rearrange(k, preparation, array)
                 operands.append(array.numpy() if self.as_tensor else array)
         if self.as_tensor:
             flat = np.empty(self.numel, self.dtype)
@@ -1276,8 +1297,19 @@ class _Runner:
             if not self.shape and self.output_pattern is None:
                 return result[()]  # a numpy scalar, as numpy's (and einops') einsum returns
         if self.output_pattern is not None:
-            result = api.rearrange(result, self.output_pattern)
+            result = self._rearrange(-1, self.plan.output_plan, result)
         return result
+
+    def _rearrange(self, k: int, plan: Plan, array: Any) -> Any:
+        run = self.lowered[k]
+        if run is None:
+            if isinstance(array, Tensor):
+                run = tensor_backend.lower_rearrange(plan)
+            else:
+                entry = ndarray.lower_rearrange(plan, array)
+                run = functools.partial(ndarray.run_entry, entry)
+            self.lowered[k] = run
+        return run(array)
 
 
 def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[Any] | None = None,
@@ -1303,7 +1335,7 @@ def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[An
         if strides is not None or dtype is not None:
             raise ArgumentTypeError(
                 f"strides= and dtype= describe shapes; {_kind(items[0])} inputs carry their own")
-        return _foreign_plan(backend, items, pattern, api._canonical_lengths(axes_lengths))
+        return _foreign_plan(backend, items, pattern, calls.canonical_lengths(axes_lengths))
     if strides is not None and len(strides) != len(items):
         raise ArgumentTypeError(
             f"strides: expected one tuple per input ({len(items)}), got {len(strides)}")

@@ -30,6 +30,7 @@ from .caching import remember
 from .errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
 from .layout import Layout
 from .plan import REDUCTION_NAMES, Plan
+from .reductions import apply_reduction
 from .tensor import Storage, Tensor
 
 __all__ = ["run_transform", "explain_transform", "REDUCTIONS"]
@@ -57,73 +58,6 @@ def _remember(key: tuple, runner: Runner) -> None:
     remember(_runners, key, runner, _CACHE_SIZE, _runners_lock)
 
 
-# ---------------------------------------------------------------------- reductions
-
-def _logsumexp(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
-    """log(sum(exp(y))) over ``axis``, shifted by the maximum so that exp never
-    overflows; infinite maxima are not shifted (their result is the maximum itself).
-
-    Integers and bools are computed and returned in float64 (subtracting the peak in
-    their own dtype would wrap, and numpy's exp of small ints is float16); float16 is
-    computed in float32 (a sum of many exp terms exceeds float16's range) and returned
-    as float16."""
-    if y.dtype.kind in "biu":
-        y = y.astype(np.float64)
-    elif y.dtype == np.float16:
-        return _logsumexp(y.astype(np.float32), axis).astype(np.float16)
-    if y.size == 0:
-        with np.errstate(divide="ignore"):  # the sum of nothing is 0: log gives -inf
-            return np.log(np.sum(np.exp(y), axis=axis))
-    peak = np.max(y, axis=axis, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0)
-    with np.errstate(divide="ignore"):  # log(0) = -inf for an all -inf slice, as wanted
-        return np.log(np.sum(np.exp(y - peak), axis=axis)) + np.squeeze(peak, axis=axis)
-
-
-def _one_axis(method: str) -> Callable[[np.ndarray, tuple[int, ...]], np.ndarray]:
-    def reduce_one(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
-        return getattr(y, method)(axis=axis[0])
-    return reduce_one
-
-
-def _count_nonzero(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
-    return np.asarray(np.count_nonzero(y, axis=axis))
-
-
-# name -> f(view, trailing axes): numpy's own methods, so that dtypes follow numpy's
-# promotion (integer sums widen, integer means become float64).
-_NUMPY_REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...]], Any]] = {
-    **{name: (lambda method: lambda y, axis: getattr(y, method)(axis=axis))(name)
-       for name in ("min", "max", "sum", "mean", "prod", "any", "all", "var", "std")},
-    "logsumexp": _logsumexp,
-    "argmax": _one_axis("argmax"),
-    "argmin": _one_axis("argmin"),
-    "count_nonzero": _count_nonzero,
-}
-
-
-def _apply_reduction(reduction: Any, y: np.ndarray, axis: tuple[int, ...],
-                     kept_shape: tuple[int, ...]) -> np.ndarray:
-    """``y`` reduced over its trailing ``axis``: an array of ``kept_shape``."""
-    try:
-        if callable(reduction):
-            result = reduction(y, axis)
-        else:
-            result = _NUMPY_REDUCERS[reduction](y, axis)
-    except ValueError as error:  # numpy: a zero-size reduction without an identity
-        name = reduction if isinstance(reduction, str) else repr(reduction)
-        raise RearrangeError(
-            f"reduction {name} over axes of total length 0 failed: {error}") from None
-    if isinstance(result, np.generic):
-        result = np.asarray(result)
-    if not isinstance(result, np.ndarray) or result.shape != kept_shape:
-        got = getattr(result, "shape", type(result).__name__)
-        raise RearrangeError(
-            f"the reduction callable returned {got}; expected an array of shape {kept_shape} "
-            f"(the input of shape {y.shape} reduced over axes {axis})")
-    return result
-
-
 # ---------------------------------------------------------------------- lowering
 
 def _steps(plan: Plan) -> dict[str, Any]:
@@ -142,7 +76,7 @@ def _numpy_reduce_runner(plan: Plan, reduction: Any) -> Runner:
         y = x if split is None else x.reshape(split)
         if perm is not None:
             y = y.transpose(perm)
-        y = _apply_reduction(reduction, y, axis, kept_shape)
+        y = apply_reduction(reduction, y, axis, kept_shape)
         if merge is not None:
             return y.reshape(merge)
         return y[()] if y.ndim == 0 else y   # a full reduction is a numpy scalar, as in numpy
@@ -169,7 +103,7 @@ def _tensor_runner(plan: Plan, reduction: Any) -> Runner:
         output = plan.output
 
         def run_reduce(t: Tensor) -> Tensor:
-            result = _apply_reduction(reduction, t._with(permuted).numpy(), axis, kept_shape)
+            result = apply_reduction(reduction, t._with(permuted).numpy(), axis, kept_shape)
             flat = np.ascontiguousarray(result).reshape(-1)
             return Tensor._wrap(Storage(flat), Layout.contiguous(output.shape))
         return run_reduce

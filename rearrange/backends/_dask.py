@@ -464,9 +464,9 @@ def _reduce(x: Any, reduction: Any, dims: tuple[int, ...], kept_shape: tuple[int
         return result
     if 0 in x.shape:
         # no data: the result is whatever numpy gives for an empty input (or its error)
-        from ..ops import _apply_reduction
+        from ..reductions import apply_reduction
 
-        return da.from_array(_apply_reduction(reduction, np.empty(x.shape, x.dtype), dims,
+        return da.from_array(apply_reduction(reduction, np.empty(x.shape, x.dtype), dims,
                                               kept_shape))
     try:
         return _DASK_REDUCERS[reduction](x, dims)
