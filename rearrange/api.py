@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from . import backends, kernel, ops
+from . import backends, ops
 from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .backends.ndarray import RESHAPE, RESHAPE_TRANSPOSE, TRANSPOSE, TRANSPOSE_RESHAPE
@@ -232,16 +232,7 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
         entry = ndarray.into_entry(array, pattern, axes_lengths)
         _remember(key, entry)
     ndarray.check_out(out, entry.output_shape, array.dtype)
-    source = entry.view(array)
-    if np.may_share_memory(out, source) and np.shares_memory(out, source):
-        raise RearrangeError("out overlaps the input; rearrange never writes to its input")
-    if kernel.get_num_threads() != entry.threads:
-        kernel.copy_into(out.reshape(entry.copy_shape), source)     # plans for the new count
-    elif entry.kernel.variant == "numpy":       # tiny (or object) arrays: numpy's loop
-        np.copyto(out.reshape(entry.copy_shape), source, casting="no")
-    else:
-        kernel.copy_into(out.reshape(entry.copy_shape), source, entry.kernel)
-    return out
+    return ndarray.run_into(entry, array, out)
 
 
 def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], out: Any) -> Any:
@@ -259,11 +250,7 @@ def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], o
         _remember(key, plan)
     target = out.numpy()        # out's memory as numpy sees it: checked like a numpy out
     ndarray.check_out(target, plan.output.shape, array.dtype)
-    before_merge = ndarray.before_merge(plan)
-    source = array._with(before_merge).numpy()
-    if np.may_share_memory(target, source) and np.shares_memory(target, source):
-        raise RearrangeError("out overlaps the input; rearrange never writes to its input")
-    kernel.copy_into(target.reshape(before_merge.shape), source)
+    tensor_backend.run_into(plan, array, target)
     return out
 
 
@@ -287,13 +274,13 @@ def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | 
 
 def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
                      axes_lengths: Mapping[str, Any]) -> Any:
-    """rearrange.Tensor inputs (later: torch, dask, array-API)."""
+    """rearrange.Tensor inputs: the plan cache lookup, then the Tensor backend's runner."""
     layout = tensor.layout
     key = ("tensor", pattern, layout, tensor.dtype, copy, *axes_lengths.items())
     runner = _plans.get(key)
     if runner is None:
         plan = plan_for(pattern, layout, axes_lengths, copy, tensor.dtype.name, tensor.element_size())
-        runner = tensor_backend.lower_rearrange(plan)
+        runner = tensor_backend.lower(plan, None, tensor)
         _remember(key, runner)
     return runner(tensor)
 

@@ -23,15 +23,13 @@ import numpy as np
 
 from . import backends
 from .backends import ndarray
-from .backends.tensor import lower_rearrange as _rearrange_tensor_runner  # repeat plans are its shape
-from .calls import (as_array, canonical_lengths, layout_from, no_view_error, numpy_layout,
-                    plan_layout, with_context)
+from .backends import tensor as tensor_backend
+from .calls import (as_array, canonical_lengths, layout_from, numpy_layout, plan_layout,
+                    with_context)
 from .caching import remember
 from .errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
-from .layout import Layout
 from .plan import REDUCTION_NAMES, Plan
-from .reductions import apply_reduction
-from .tensor import Storage, Tensor
+from .tensor import Tensor
 
 __all__ = ["run_transform", "explain_transform", "REDUCTIONS"]
 
@@ -56,58 +54,6 @@ def cache_clear() -> None:
 
 def _remember(key: tuple, runner: Runner) -> None:
     remember(_runners, key, runner, _CACHE_SIZE, _runners_lock)
-
-
-# ---------------------------------------------------------------------- lowering
-
-def _steps(plan: Plan) -> dict[str, Any]:
-    return {step.op: step for step in plan.steps}
-
-
-def _numpy_reduce_runner(plan: Plan, reduction: Any) -> Runner:
-    steps = _steps(plan)
-    split = steps["split"].args if "split" in steps else None
-    perm = steps["permute"].args if "permute" in steps else None
-    axis = steps["reduce"].args
-    kept_shape = steps["reduce"].layout.shape
-    merge = steps["merge"].args if "merge" in steps else None
-
-    def run(x: np.ndarray) -> Any:
-        y = x if split is None else x.reshape(split)
-        if perm is not None:
-            y = y.transpose(perm)
-        y = apply_reduction(reduction, y, axis, kept_shape)
-        if merge is not None:
-            return y.reshape(merge)
-        return y[()] if y.ndim == 0 else y   # a full reduction is a numpy scalar, as in numpy
-    return run
-
-
-def _numpy_repeat_runner(plan: Plan) -> Runner:
-    """The broadcast view (read-only), or a kernel copy of it then the merge."""
-    copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
-    if copy_index is None:
-        return ndarray.strided_runner(plan, plan.output, writeable=False)
-    source = plan.steps[copy_index - 1].layout if copy_index else plan.input
-    return ndarray.kernel_runner(ndarray.strided_runner(plan, source, writeable=False),
-                          plan.steps[copy_index].kernel, plan.output.shape)
-
-
-def _tensor_runner(plan: Plan, reduction: Any) -> Runner:
-    """rearrange.Tensor inputs: views through layouts, numpy for the data steps."""
-    steps = _steps(plan)
-    if "reduce" in steps:
-        k = plan.steps.index(steps["reduce"])
-        permuted = plan.steps[k - 1].layout if k else plan.input   # what the reduction reads
-        axis, kept_shape = steps["reduce"].args, steps["reduce"].layout.shape
-        output = plan.output
-
-        def run_reduce(t: Tensor) -> Tensor:
-            result = apply_reduction(reduction, t._with(permuted).numpy(), axis, kept_shape)
-            flat = np.ascontiguousarray(result).reshape(-1)
-            return Tensor._wrap(Storage(flat), Layout.contiguous(output.shape))
-        return run_reduce
-    return _rearrange_tensor_runner(plan)  # views, then at most one kernel copy
 
 
 # ---------------------------------------------------------------------- shared front
@@ -156,17 +102,8 @@ def run_transform(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool
 def _lower(op: str, array: np.ndarray | Tensor, pattern: str, reduction: Any,
            copy: bool | None, axes_lengths: Mapping[str, Any]) -> Runner:
     plan = _plan(op, array, pattern, reduction, copy, axes_lengths)
-    if copy is False and not plan.is_view:
-        error = no_view_error(plan)
-
-        def refuse(x: Any) -> Any:
-            raise error
-        return refuse
-    if isinstance(array, Tensor):
-        return _tensor_runner(plan, reduction)
-    if plan.reduction is not None:
-        return _numpy_reduce_runner(plan, reduction)
-    return _numpy_repeat_runner(plan)
+    backend = tensor_backend if isinstance(array, Tensor) else ndarray
+    return backend.lower(plan, reduction, array)
 
 
 def _plan(op: str, array: Any, pattern: str, reduction: Any, copy: bool | None,

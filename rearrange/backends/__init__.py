@@ -1,20 +1,30 @@
-"""Array types other than numpy arrays and ``rearrange.Tensor``: torch, dask, array API.
+"""Backends: how a plan runs on each array type.
 
-A backend is detected from the array's type alone, never by importing a framework: a
-torch tensor can only exist once the caller has imported torch, so the module is
-looked up in ``sys.modules``. Each backend module provides
+One module per array type — :mod:`.ndarray` (numpy), :mod:`.tensor`
+(``rearrange.Tensor``), ``_torch``, ``_dask`` and ``_array_api`` — each providing the
+same functions:
 
 * ``matches(x)``            — cheap: is ``x`` one of its arrays?
 * ``cache_key(x)``          — cheap and hashable: all of ``x`` a lowered runner depends on
 * ``describe(x)``           — an :class:`ArrayInfo` (the layout the planner sees)
-* ``lower(plan, reduction)``— the plan as a runner ``x -> result`` of the framework's own
-                              ops (views stay views, autograd and devices keep working)
+* ``lower(plan, reduction, sample)`` — the plan of a transform (rearrange, reduce,
+                              repeat) as a runner ``x -> result`` for arrays like
+                              ``sample``, made of the library's own ops (views stay views,
+                              autograd and devices keep working)
 * ``stack(xs)``             — a list of its arrays stacked on a new first axis
+* ``reshape(x, shape)``, ``concat(xs, axis)``, ``einsum(subscripts, *xs)`` — what pack,
+                              unpack and einsum need (numpy and Tensor lower those plans
+                              with ``lower_pack``/``lower_unpack``/``lower_einsum``)
 * ``describe_copy(...)``    — optional: how a copy step will be done, for explain
 * ``to_numpy(x)``           — optional: ``x``'s values as a numpy array (default
                               ``numpy.asarray``), for :func:`asnumpy`
 
 and the same plan (:func:`rearrange.plan.plan_transform`) drives every one of them.
+numpy arrays and Tensors are handled by the fronts' own caches (rearrange's warm path
+runs numpy's calls inline); the other types are detected from the array's type alone,
+never by importing a framework: a torch tensor can only exist once the caller has
+imported torch, so those modules are loaded on the first array no numpy or Tensor path
+takes, and a type's backend is then one dict lookup (:data:`by_type`).
 """
 
 from __future__ import annotations
@@ -38,12 +48,13 @@ __all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array", "asnum
 
 @dataclass(frozen=True, slots=True)
 class ArrayInfo:
-    """What the planner needs to know about a foreign array."""
+    """What the planner needs to know about an array."""
 
-    layout: Layout          # strides in elements; C-contiguous where the framework hides
-                            # memory layout (dask, array API)
+    layout: Layout          # strides in elements (or bytes: see unit); C-contiguous where
+                            # the framework hides memory layout (dask, array API)
     dtype: str              # the dtype's name, e.g. "float32", "bfloat16"
     itemsize: int
+    unit: str = "elements"  # "bytes" for numpy views whose strides are not whole items
 
 
 # Checked in order: the first whose ``matches`` accepts the array wins (the generic
@@ -164,7 +175,7 @@ def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
         plan = plan_for_array(backend, x, op, pattern, reduction, copy, axes_lengths)
         if copy is False and not plan.is_view:
             raise no_view_error(plan)
-        runner = backend.lower(plan, reduction)
+        runner = backend.lower(plan, reduction, x)
         try:
             remember(_runners, key, runner, _CACHE_SIZE, _lock)
         except TypeError:       # an unhashable key: the runner is used once, not kept

@@ -47,7 +47,7 @@ def stack(xs: list[Any]) -> Any:
     return xs[0].__array_namespace__().stack(xs)
 
 
-def lower(plan: Plan, reduction: Any) -> Runner:
+def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
     steps = []
     for step in plan.steps:
         args = step.args

@@ -318,7 +318,7 @@ def _bytes_text(n: int) -> str:
 
 # ---------------------------------------------------------------------- lowering
 
-def lower(plan: Plan, reduction: Any) -> Runner:
+def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
     itemsize = plan.itemsize or 1
     steps = plan.steps
     copy_requested = plan.copy_requested is True

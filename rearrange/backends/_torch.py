@@ -111,7 +111,7 @@ def _torch_copy_kernel(kernel: Any, reason: str) -> Any:
 
 # ---------------------------------------------------------------------- lowering
 
-def lower(plan: Plan, reduction: Any) -> Runner:
+def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
     stages: list[Runner] = []
     steps = plan.steps
     k = 0

@@ -23,10 +23,115 @@ from ..calls import no_view_error, numpy_layout, plan_for
 from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
+from ..reductions import apply_reduction
+from . import ArrayInfo
 
 Runner = Callable[[Any], Any]
 
 CALL, TRANSPOSE, RESHAPE, TRANSPOSE_RESHAPE, RESHAPE_TRANSPOSE = 0, 1, 2, 3, 4
+
+
+# ---------------------------------------------------------------------- the backend interface
+# (see rearrange.backends: the same functions every array type provides)
+
+def matches(x: Any) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def cache_key(x: np.ndarray) -> tuple:
+    return type(x), x.shape, x.strides, x.dtype
+
+
+def describe(x: np.ndarray) -> ArrayInfo:
+    layout, unit = numpy_layout(x)
+    return ArrayInfo(layout, x.dtype.name, x.itemsize, unit)
+
+
+def lower(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
+    """The plan of any transform (rearrange, reduce, repeat) as ``x -> result`` for arrays
+    of ``sample``'s layout. ``copy=False`` plans that need a copy raise when run."""
+    if plan.refused is not None:
+        return _refuser(no_view_error(plan))
+    if plan.reduction is not None:
+        return _reduce_runner(plan, reduction)
+    if plan.op == "repeat":
+        return _repeat_runner(plan)
+    entry = lower_rearrange(plan, sample)
+    return lambda x: run_entry(entry, x)
+
+
+def stack(xs: list[Any]) -> np.ndarray:
+    return np.stack([np.asarray(x) for x in xs])
+
+
+def reshape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return x.reshape(shape)
+
+
+def concat(xs: list[np.ndarray], axis: int) -> np.ndarray:
+    return np.concatenate(xs, axis=axis)
+
+
+def to_numpy(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+def _refuser(error: Exception) -> Runner:
+    def refuse(x: Any) -> Any:
+        raise error
+    return refuse
+
+
+def _steps(plan: Plan) -> dict[str, Any]:
+    return {step.op: step for step in plan.steps}
+
+
+def _reduce_runner(plan: Plan, reduction: Any) -> Runner:
+    """Split and permute as views, reduce the trailing axes into a fresh array, merge."""
+    steps = _steps(plan)
+    split = steps["split"].args if "split" in steps else None
+    perm = steps["permute"].args if "permute" in steps else None
+    axis = steps["reduce"].args
+    kept_shape = steps["reduce"].layout.shape
+    merge = steps["merge"].args if "merge" in steps else None
+
+    def run(x: np.ndarray) -> Any:
+        y = x if split is None else x.reshape(split)
+        if perm is not None:
+            y = y.transpose(perm)
+        y = apply_reduction(reduction, y, axis, kept_shape)
+        if merge is not None:
+            return y.reshape(merge)
+        return y[()] if y.ndim == 0 else y   # a full reduction is a numpy scalar, as in numpy
+    return run
+
+
+def _repeat_runner(plan: Plan) -> Runner:
+    """The broadcast view (read-only), or a kernel copy of it then the merge."""
+    copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
+    if copy_index is None:
+        return strided_runner(plan, plan.output, writeable=False)
+    source = plan.steps[copy_index - 1].layout if copy_index else plan.input
+    return kernel_runner(strided_runner(plan, source, writeable=False),
+                         plan.steps[copy_index].kernel, plan.output.shape)
+
+
+def run_into(entry: "IntoEntry", array: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``rearrange(array, ..., out=out)`` for a checked ``out``: the permuted view of
+    ``array`` copied into it."""
+    source = entry.view(array)
+    if np.may_share_memory(out, source) and np.shares_memory(out, source):
+        raise RearrangeError("out overlaps the input; rearrange never writes to its input")
+    if kernel.get_num_threads() != entry.threads:
+        kernel.copy_into(out.reshape(entry.copy_shape), source)     # plans for the new count
+    elif entry.kernel.variant == "numpy":       # tiny (or object) arrays: numpy's loop
+        np.copyto(out.reshape(entry.copy_shape), source, casting="no")
+    else:
+        kernel.copy_into(out.reshape(entry.copy_shape), source, entry.kernel)
+    return out
+
+
+# ---------------------------------------------------------------------- rearrange
 
 
 def steps_args(plan: Plan) -> tuple[tuple | None, tuple | None, tuple | None, bool, bool]:

@@ -13,10 +13,79 @@ import numpy as np
 
 from .. import kernel
 from ..calls import no_view_error
+from ..errors import RearrangeError
+from ..layout import Layout
 from ..plan import Plan
+from ..reductions import apply_reduction
 from ..tensor import Storage, Tensor
+from . import ArrayInfo
+from .ndarray import before_merge
 
 Runner = Callable[[Any], Any]
+
+
+# ---------------------------------------------------------------------- the backend interface
+# (see rearrange.backends: the same functions every array type provides)
+
+def matches(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def cache_key(x: Tensor) -> tuple:
+    return Tensor, x.layout, x.dtype
+
+
+def describe(x: Tensor) -> ArrayInfo:
+    return ArrayInfo(x.layout, x.dtype.name, x.element_size())
+
+
+def lower(plan: Plan, reduction: Any, sample: Tensor | None = None) -> Runner:
+    """The plan of any transform (rearrange, reduce, repeat) as ``Tensor -> Tensor``:
+    views are the plan's layouts on the same storage; data steps run on numpy views."""
+    if plan.refused is not None:
+        error = no_view_error(plan)
+
+        def refuse(t: Tensor) -> Tensor:
+            raise error
+        return refuse
+    reduce_step = next((step for step in plan.steps if step.op == "reduce"), None)
+    if reduce_step is None:
+        return lower_rearrange(plan)    # views, then at most one kernel copy
+    k = plan.steps.index(reduce_step)
+    permuted = plan.steps[k - 1].layout if k else plan.input   # what the reduction reads
+    axis, kept_shape = reduce_step.args, reduce_step.layout.shape
+    output = Layout.contiguous(plan.output.shape)
+
+    def run_reduce(t: Tensor) -> Tensor:
+        result = apply_reduction(reduction, t._with(permuted).numpy(), axis, kept_shape)
+        return Tensor._wrap(Storage(np.ascontiguousarray(result).reshape(-1)), output)
+    return run_reduce
+
+
+def stack(xs: list[Tensor]) -> Tensor:
+    stacked = np.stack([x.numpy() for x in xs])
+    return Tensor._wrap(Storage(stacked.reshape(-1)), Layout.contiguous(stacked.shape))
+
+
+def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return x.reshape(shape)
+
+
+def to_numpy(x: Tensor) -> np.ndarray:
+    return x.numpy()
+
+
+def run_into(plan: Plan, array: Tensor, out: np.ndarray) -> None:
+    """``rearrange(array, ..., out=...)`` with ``out`` seen as numpy (checked): the
+    permuted view of ``array`` copied into it."""
+    permuted = before_merge(plan)
+    source = array._with(permuted).numpy()
+    if np.may_share_memory(out, source) and np.shares_memory(out, source):
+        raise RearrangeError("out overlaps the input; rearrange never writes to its input")
+    kernel.copy_into(out.reshape(permuted.shape), source)
+
+
+# ---------------------------------------------------------------------- rearrange
 
 
 def lower_rearrange(plan: Plan) -> Runner:
