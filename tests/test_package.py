@@ -68,3 +68,56 @@ def test_a_type_checker_sees_the_annotations(tmp_path: pathlib.Path) -> None:
         'Revealed type is "def (tensor: Any, pattern: str' in out, out
     assert 'Revealed type is "int"' in out or 'Revealed type is "builtins.int"' in out, out
     assert "missing library stubs or py.typed marker" not in out, out
+
+
+def _package_imports() -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
+    """Every ``from . import`` / ``from .x import y`` in the package (module- and
+    function-level), as edges between modules, and the imported names that are another
+    module's private ones."""
+    import ast
+
+    root = pathlib.Path(rearrange.__file__).parent
+    modules = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    edges: dict[str, set[str]] = {}
+    private = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                imported = f"{target}.{alias.name}"
+                module = imported if imported in modules else target
+                edges.setdefault(name, set()).add(module)
+                if alias.name.startswith("_") and not alias.name.startswith("__") and module != name:
+                    private.append((name, module, alias.name))
+    return edges, private
+
+
+def test_modules_import_each_other_in_one_direction() -> None:
+    edges, _ = _package_imports()
+    seen: dict[str, int] = {}     # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        seen[module] = 1
+        for target in sorted(edges.get(module, ())):
+            if seen.get(target) == 1:
+                raise AssertionError(f"import cycle: {' -> '.join(path + [module, target])}")
+            if target not in seen:
+                visit(target, path + [module])
+        seen[module] = 2
+
+    for module in sorted(edges):
+        if module not in seen:
+            visit(module, [])
+
+
+def test_modules_do_not_import_each_others_private_names() -> None:
+    _, private = _package_imports()
+    assert len(private) <= 5, private
