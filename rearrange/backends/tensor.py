@@ -12,7 +12,9 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import kernel
+from . import ndarray
 from ..calls import no_view_error
+from ..layout import Layout
 from ..plan import Plan
 from ..tensor import Storage, Tensor
 
@@ -41,3 +43,37 @@ def lower_rearrange(plan: Plan) -> Runner:
     return run
 
 
+# --------------------------------------------------------------------------- pack, unpack, einsum
+# Tensor data is numpy underneath: pack and einsum run numpy's lowering on the Tensors'
+# numpy views, and the fresh C-contiguous array it returns becomes the new storage.
+
+
+def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
+    """A pack plan as ``Sequence[Tensor | array] -> Tensor``: numpy's pack, whose new
+    C-contiguous array is the result's storage."""
+    pack = ndarray.lower_pack(plan, dtype)
+    layout = Layout.contiguous(plan.packed.shape)
+    return lambda tensors: Tensor._wrap(Storage(pack(tensors).reshape(-1)), layout)
+
+
+def lower_unpack(plan: Any) -> Runner:
+    """An unpack plan as ``Tensor -> list[Tensor]``: the plan's output layouts on the
+    packed Tensor's storage (all views)."""
+    outputs = plan.outputs
+    return lambda t: [t._with(layout) for layout in outputs]
+
+
+def lower_einsum(plan: Any) -> Runner:
+    """An einsum plan as ``Sequence[Tensor] -> Tensor``: each input's rearrange (on
+    Tensors), numpy's contraction of their numpy views into a new storage, the output's
+    rearrange (a view of it)."""
+    contract = ndarray.lower_contraction(plan)
+    preparations = [None if p is None else lower_rearrange(p.plan) for p in plan.preparations]
+    output = plan.contraction
+    finish = None if plan.output_pattern is None else lower_rearrange(plan.output_plan)
+
+    def run(tensors: Any) -> Tensor:
+        operands = [(t if p is None else p(t)).numpy() for t, p in zip(tensors, preparations)]
+        result = Tensor._wrap(Storage(contract(operands).reshape(-1)), output)
+        return result if finish is None else finish(result)
+    return run
