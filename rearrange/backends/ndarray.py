@@ -210,9 +210,6 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
         raise RearrangeError("out is read-only")
 
 
-
-
-
 # --------------------------------------------------------------------------- pack, unpack, einsum
 # The plans (packing.PackPlan, contraction.EinsumPlan) are taken by their fields alone:
 # this module does not import the modules that make them.
