@@ -12,7 +12,11 @@
   single-letter subscripts over elementary axes, written into a fresh C-contiguous array;
   and the ``rearrange`` that composes the output groups and inserts unit dims (a view of
   that array);
-* **execute**: exactly those calls, on numpy arrays or on :class:`rearrange.Tensor`.
+* **execute**: exactly those calls, on numpy arrays or on :class:`rearrange.Tensor`,
+  by the backend's lowering — ``lower_einsum`` in :mod:`rearrange.backends.ndarray` and
+  :mod:`rearrange.backends.tensor` — or, for torch, dask and array-API arrays, by the
+  array's own library (its ``einsum`` and rearranges). This module holds parsing,
+  planning and the public front (argument checks, caches, error context).
 
 Semantics are numpy's (and so einops'): an axis repeated within one input takes the
 diagonal; an axis absent from the output is summed; a dim of size 1 broadcasts against
@@ -28,7 +32,7 @@ import re
 import string
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -52,7 +56,7 @@ from .parsing import (
     shorten,
 )
 from .plan import JsonDump, Plan, layout_dict
-from .tensor import Storage, Tensor
+from .tensor import Tensor
 
 __all__ = ["einsum", "explain_einsum", "parse_einsum", "EinsumPattern", "EinsumPlan", "EinsumStep"]
 
@@ -1026,17 +1030,18 @@ def _format_plan(plan: EinsumPlan) -> str:
 
 _PLAN_CACHE_SIZE = 1024
 # (pattern, per input (shape, byte strides, dtype) or ("tensor", layout, dtype), axis
-# lengths) -> _Runner. Reads are single dict lookups; inserts happen under the lock.
+# lengths) -> the plan's lowering (ndarray.lower_einsum or tensor.lower_einsum). Reads
+# are single dict lookups; inserts happen under the lock.
 # The dtype is in the key because the runner's einsum and result type depend on it;
 # the axis lengths are canonical (plain ints) before a key is built, so 3.0 or True
 # never hit an entry made for 3 or 1. Foreign keys use the backend's cache_key (shape,
 # dtype, and strides/device where the library has them).
-_plans: dict[tuple, _Runner] = {}
+_plans: dict[tuple, Callable[[Sequence[Any]], Any]] = {}
 _foreign_plans: dict[tuple, EinsumPlan] = {}   # torch, dask, array-API inputs
 _plans_lock = threading.Lock()
 
 
-def _remember(key: tuple, runner: _Runner) -> None:
+def _remember(key: tuple, runner: Callable[[Sequence[Any]], Any]) -> None:
     remember(_plans, key, runner, _PLAN_CACHE_SIZE, _plans_lock)
 
 
@@ -1139,7 +1144,7 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
         key, runner = None, None
     if runner is None:
         plan = _plan_with_context(pattern, [_describe(t) for t in arrays], axes_lengths)
-        runner = _Runner(plan, as_tensor)
+        runner = (tensor_backend if as_tensor else ndarray).lower_einsum(plan)
         if key is not None and type(pattern) is str:
             _remember(key, runner)
     return runner(arrays)
@@ -1251,65 +1256,6 @@ def _describe(tensor: Any) -> _Operand:
         return _Operand(tensor.layout, tensor.dtype.name, tensor.element_size(), "elements", tensor)
     layout, unit = calls.numpy_layout(tensor)
     return _Operand(layout, tensor.dtype.name, tensor.itemsize, unit, tensor)
-
-
-class _Runner:
-    """An einsum plan lowered to its calls: each input's rearrange, numpy.einsum into a
-    fresh C-contiguous array, the output's rearrange."""
-
-    __slots__ = ("plan", "as_tensor", "preparations", "dtype", "shape", "numel",
-                 "subscripts", "optimize", "output_pattern", "lowered")
-
-    def __init__(self, plan: EinsumPlan, as_tensor: bool) -> None:
-        self.plan = plan
-        self.as_tensor = as_tensor
-        # Empty when no input needs a rearrange (the common case: plain names).
-        self.preparations = tuple(
-            None if p is None else p.plan for p in plan.preparations
-        ) if any(plan.preparations) else ()
-        # Each rearrange (inputs', then the output's) lowered on its first array: the
-        # runner is kept per input layout and dtype, so every later array has that layout.
-        self.lowered: list[Any] = [None] * (len(plan.preparations) + 1)
-        self.dtype = np.dtype(plan.dtype)
-        self.shape = plan.contraction.shape
-        self.numel = plan.contraction.numel
-        self.subscripts = plan.subscripts
-        self.optimize = plan.optimize
-        self.output_pattern = plan.output_pattern
-
-    def __call__(self, arrays: Sequence[Any]) -> Any:
-        operands = arrays
-        if self.as_tensor or self.preparations:
-            operands = []
-            for k, (array, preparation) in enumerate(
-                    zip(arrays, self.preparations or (None,) * len(arrays))):
-                if preparation is not None:
-                    array = self._rearrange(k, preparation, array)
-                operands.append(array.numpy() if self.as_tensor else array)
-        if self.as_tensor:
-            flat = np.empty(self.numel, self.dtype)
-            np.einsum(self.subscripts, *operands, out=flat.reshape(self.shape),
-                      optimize=self.optimize)
-            result = Tensor._wrap(Storage(flat), self.plan.contraction)
-        else:
-            result = np.empty(self.shape, self.dtype)
-            np.einsum(self.subscripts, *operands, out=result, optimize=self.optimize)
-            if not self.shape and self.output_pattern is None:
-                return result[()]  # a numpy scalar, as numpy's (and einops') einsum returns
-        if self.output_pattern is not None:
-            result = self._rearrange(-1, self.plan.output_plan, result)
-        return result
-
-    def _rearrange(self, k: int, plan: Plan, array: Any) -> Any:
-        run = self.lowered[k]
-        if run is None:
-            if isinstance(array, Tensor):
-                run = tensor_backend.lower_rearrange(plan)
-            else:
-                entry = ndarray.lower_rearrange(plan, array)
-                run = functools.partial(ndarray.run_entry, entry)
-            self.lowered[k] = run
-        return run(array)
 
 
 def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[Any] | None = None,

@@ -10,6 +10,13 @@ for the shapes (cached by pattern, shapes and dtypes), and the plan executed:
   packed dims (always a view) — so no input is reshaped and nothing is copied twice;
 * unpack is views only: a slice of the packed dim, split into the packed dims.
 
+This module parses, plans and holds the public front (argument checks, caches, error
+context); the plans run through a backend's lowering: ``lower_pack`` and
+``lower_unpack`` in :mod:`rearrange.backends.ndarray` (numpy arrays) and
+:mod:`rearrange.backends.tensor` (``rearrange.Tensor``). Torch, dask and array-API
+arrays are reshaped and concatenated by their own library (``backend.reshape``,
+``backend.concat``).
+
 ``explain_pack`` and ``explain_unpack`` return that plan (:class:`PackPlan`) without
 touching data: printable, JSON-ready, and convertible to plain numpy or torch code.
 """
@@ -24,6 +31,8 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from . import backends
+from .backends import ndarray
+from .backends import tensor as tensor_backend
 from .calls import SUPPORTED_ARRAYS, numpy_layout
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
@@ -31,7 +40,7 @@ from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error, shorten
 from .plan import JsonDump, layout_dict
 from .shapes import ShapeMismatchError
-from .tensor import Storage, Tensor, as_dtype
+from .tensor import Tensor, as_dtype
 
 __all__ = ["pack", "unpack", "explain_pack", "explain_unpack", "PackPlan", "PackStep",
            "cache_info", "cache_clear"]
@@ -610,7 +619,8 @@ def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
     to_tensor = isinstance(tensors[0], Tensor)
     if to_tensor and dtype.kind not in "biufc":
         raise ArgumentTypeError(f"pack(): a rearrange.Tensor cannot hold dtype {dtype}")
-    entry = (_pack_runner(plan, dtype, to_tensor), plan.packed_shapes)
+    lowering = tensor_backend if to_tensor else ndarray
+    entry = (lowering.lower_pack(plan, dtype), plan.packed_shapes)
     # Every item is an array, a numpy scalar or a Tensor here: all have .shape and .dtype.
     _remember(_pack_cache, (pattern, *[(type(x), x.shape, x.dtype) for x in tensors]), entry)
     return entry
@@ -641,45 +651,6 @@ def _plan_pack(pattern: str, described: Sequence[_Input]) -> tuple[PackPlan, np.
         shapes = "input shapes [" + ", ".join(_fmt(d.layout.shape) for d in described) + "]"
         raise type(error)(f"{error}\n{_context('pack', pattern, shapes)}") from None
     return plan, packed
-
-
-def _pack_runner(plan: PackPlan, dtype: np.dtype, to_tensor: bool) -> Any:
-    """The plan as numpy calls: a new array of ``dtype``, then per input a view of its
-    place (slice, split) and one np.copyto into it."""
-    shape = plan.packed.shape
-    places: list[list[Any]] = [[None, None] for _ in plan.inputs]  # [index key, split shape]
-    for step in plan.steps:
-        if step.op == "slice":
-            dim, start, stop = step.args
-            places[step.index][0] = (slice(None),) * dim + (slice(start, stop),)
-        elif step.op == "split":
-            places[step.index][1] = step.args
-    places_t = [(Ellipsis if key is None else key, split) for key, split in places]
-    numel = math.prod(shape)
-
-    def fill(out: np.ndarray, tensors: Sequence[Any]) -> None:
-        for x, (key, split) in zip(tensors, places_t):
-            if type(x) is Tensor:
-                x = x.numpy()
-            if split is None:
-                out[key] = x
-            else:
-                out[key].reshape(split)[...] = x  # a one-dim split: always a view
-
-    if to_tensor:
-        layout = Layout.contiguous(shape)
-
-        def run_tensor(tensors: Sequence[Any]) -> Tensor:
-            storage = Storage(np.empty(numel, dtype))
-            fill(storage.array.reshape(shape), tensors)
-            return Tensor._wrap(storage, layout)
-        return run_tensor
-
-    def run(tensors: Sequence[Any]) -> np.ndarray:
-        out = np.empty(shape, dtype)
-        fill(out, tensors)
-        return out
-    return run
 
 
 def explain_pack(tensors_or_shapes: Sequence[Any], pattern: str, *, dtype: Any = None) -> PackPlan:
@@ -801,7 +772,7 @@ def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
         tensor = np.asarray(tensor)
     layout, dtype, unit = _describe(tensor, "unpack(): the packed array")
     plan, shapes = _plan_unpack(pattern, layout, packed_shapes, dtype.name, dtype.itemsize, unit)
-    run = _unpack_runner(plan, isinstance(tensor, Tensor))
+    run = (tensor_backend if isinstance(tensor, Tensor) else ndarray).lower_unpack(plan)
     if type(tensor) is np.ndarray:
         _remember(_unpack_cache, (pattern, tensor.shape, tuple(shapes)), run)
     elif type(tensor) is Tensor:
@@ -822,26 +793,6 @@ def _plan_unpack(pattern: str, layout: Layout, packed_shapes: Any, dtype: str | 
     except RearrangeError as error:
         where = f"input shape {_fmt(layout.shape)}, packed_shapes {shorten(repr(packed_shapes))}"
         raise type(error)(f"{error}\n{_context('unpack', pattern, where)}") from None
-
-
-def _unpack_runner(plan: PackPlan, is_tensor: bool) -> Any:
-    """numpy arrays: the plan's slices and splits as indexing and reshape (a split of one
-    dim is always a view); Tensors: the plan's output layouts on the same storage."""
-    if is_tensor:
-        outputs = plan.outputs
-        return lambda t: [t._with(layout) for layout in outputs]
-    places: list[list[Any]] = [[Ellipsis, None] for _ in plan.outputs]
-    for step in plan.steps:
-        if step.op == "slice":
-            dim, start, stop = step.args
-            places[step.index][0] = (slice(None),) * dim + (slice(start, stop),)
-        else:
-            places[step.index][1] = step.args
-    places_t = [tuple(place) for place in places]
-
-    def run(x: np.ndarray) -> list[np.ndarray]:
-        return [x[key] if split is None else x[key].reshape(split) for key, split in places_t]
-    return run
 
 
 def explain_unpack(x_or_shape: Any, packed_shapes: Sequence[Sequence[int]], pattern: str, *,

@@ -5,7 +5,11 @@ first array of a layout, to give exactly the view the plan describes, else the v
 built from the plan's strides (``as_strided``) — so a warm call is those calls alone. A
 copy step allocates a C-contiguous result and hands the strided view to the copy
 kernel (:func:`rearrange.kernel.copy_into`), which checks on every call that its plan
-fits the source. ``out=`` copies the permuted view into the caller's array.
+fits the source. ``out=`` copies the permuted view into the caller's array. reduce
+reduces the trailing axes of a view (:mod:`rearrange.reductions`), repeat is a
+read-only broadcast view or its kernel copy; pack assigns each input into its slice of
+a new array, unpack returns slices and splits (views), einsum runs ``numpy.einsum``
+into a new array between the operands' and the result's rearranges.
 
 Entries are ``(code, argument)``: the front door runs the commonest view plans itself
 from the code (one call, no closure), and any other runner as ``argument(x)``.
@@ -14,6 +18,7 @@ from the code (one call, no closure), and any other runner as ``argument(x)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -24,6 +29,7 @@ from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
 from ..reductions import apply_reduction
+from ..tensor import Tensor
 from . import ArrayInfo
 
 Runner = Callable[[Any], Any]
@@ -313,3 +319,100 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
         raise RearrangeError("out is read-only")
 
 
+# --------------------------------------------------------------------------- pack, unpack, einsum
+# The plans (packing.PackPlan, contraction.EinsumPlan) are taken by their fields alone:
+# this module does not import the modules that make them.
+
+
+def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
+    """A pack plan as numpy calls, ``Sequence[array] -> np.ndarray``: a new C-contiguous
+    array of ``dtype``, then per input a view of its place (slice, split) assigned from
+    the input (numpy casts, and reads the input's strides on every call). Items may be
+    numpy arrays, numpy scalars or Tensors (through their numpy view)."""
+    shape = plan.packed.shape
+    places = packed_places(plan)
+
+    def run(tensors: Any) -> np.ndarray:
+        out = np.empty(shape, dtype)
+        for x, (key, split) in zip(tensors, places):
+            if type(x) is Tensor:
+                x = x.numpy()
+            if split is None:
+                out[key] = x
+            else:
+                out[key].reshape(split)[...] = x  # a one-dim split: always a view
+        return out
+    return run
+
+
+def lower_unpack(plan: Any) -> Runner:
+    """An unpack plan as numpy calls, ``np.ndarray -> list[np.ndarray]``: per output its
+    slice of the packed dim, reshaped to split it; a split of one dim is always a view,
+    so every result is a view of the input whatever its strides."""
+    places = packed_places(plan)
+
+    def run(x: np.ndarray) -> list[np.ndarray]:
+        return [x[key] if split is None else x[key].reshape(split) for key, split in places]
+    return run
+
+
+def packed_places(plan: Any) -> list[tuple[Any, tuple[int, ...] | None]]:
+    """Per unpacked array of a pack or unpack plan (pack's inputs, unpack's outputs), its
+    place in the packed array: the index of its slice of the packed dim (``...`` when it
+    is the whole dim) and the shape that slice splits into (None: it is not split)."""
+    count = len(plan.inputs if plan.op == "pack" else plan.outputs)
+    keys: list[Any] = [Ellipsis] * count
+    splits: list[tuple[int, ...] | None] = [None] * count
+    for step in plan.steps:
+        if step.op == "slice":
+            dim, start, stop = step.args
+            keys[step.index] = (slice(None),) * dim + (slice(start, stop),)
+        elif step.op == "split":
+            splits[step.index] = step.args
+    return list(zip(keys, splits))
+
+
+def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
+    """An einsum plan's contraction, ``Sequence[np.ndarray] -> np.ndarray``: numpy.einsum
+    of the prepared operands into a fresh C-contiguous array (``plan.contraction``)."""
+    shape, dtype = plan.contraction.shape, np.dtype(plan.dtype)
+    subscripts, optimize = plan.subscripts, plan.optimize
+
+    def contract(operands: Any) -> np.ndarray:
+        result = np.empty(shape, dtype)
+        np.einsum(subscripts, *operands, out=result, optimize=optimize)
+        return result
+    return contract
+
+
+def lower_einsum(plan: Any) -> Runner:
+    """An einsum plan as numpy calls, ``Sequence[np.ndarray] -> result``: each input's
+    rearrange, the contraction, the output's rearrange. A 0-d result with no output
+    rearrange is a numpy scalar, as numpy's (and einops') einsum returns.
+
+    Each rearrange is lowered on its first array (``lower_rearrange`` checks numpy's
+    views against a sample): the runner is cached per input layout and dtype, so every
+    later array has that layout."""
+    contract = lower_contraction(plan)
+    # Empty when no input needs a rearrange (the common case: plain names).
+    preparations = tuple(None if p is None else p.plan for p in plan.preparations) \
+        if any(plan.preparations) else ()
+    output_plan = plan.output_plan if plan.output_pattern is not None else None
+    scalar = not plan.contraction.shape and output_plan is None
+    lowered: list[Any] = [None] * (len(plan.preparations) + 1)  # inputs', then the output's
+
+    def rearranged(k: int, step_plan: Plan, array: np.ndarray) -> Any:
+        run = lowered[k]
+        if run is None:
+            run = lowered[k] = partial(run_entry, lower_rearrange(step_plan, array))
+        return run(array)
+
+    def run(arrays: Any) -> Any:
+        if preparations:
+            arrays = [array if p is None else rearranged(k, p, array)
+                      for k, (array, p) in enumerate(zip(arrays, preparations))]
+        result = contract(arrays)
+        if output_plan is not None:
+            return rearranged(-1, output_plan, result)
+        return result[()] if scalar else result
+    return run

@@ -2,7 +2,9 @@
 
 A Tensor is a storage seen through a :class:`~rearrange.layout.Layout`, so a view plan
 is the plan's output layout on the same storage, and a copy step copies the numpy view
-of the storage through that layout with the copy kernel into a new storage.
+of the storage through that layout with the copy kernel into a new storage. Data
+steps of the other ops (a reduction, pack's copies, einsum's contraction) run on the
+numpy view of the storage, through the numpy backend's lowering.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ..layout import Layout
 from ..plan import Plan
 from ..reductions import apply_reduction
 from ..tensor import Storage, Tensor
-from . import ArrayInfo
+from . import ArrayInfo, ndarray
 from .ndarray import before_merge
 
 Runner = Callable[[Any], Any]
@@ -110,3 +112,37 @@ def lower_rearrange(plan: Plan) -> Runner:
     return run
 
 
+# --------------------------------------------------------------------------- pack, unpack, einsum
+# Tensor data is numpy underneath: pack and einsum run numpy's lowering on the Tensors'
+# numpy views, and the fresh C-contiguous array it returns becomes the new storage.
+
+
+def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
+    """A pack plan as ``Sequence[Tensor | array] -> Tensor``: numpy's pack, whose new
+    C-contiguous array is the result's storage."""
+    pack = ndarray.lower_pack(plan, dtype)
+    layout = Layout.contiguous(plan.packed.shape)
+    return lambda tensors: Tensor._wrap(Storage(pack(tensors).reshape(-1)), layout)
+
+
+def lower_unpack(plan: Any) -> Runner:
+    """An unpack plan as ``Tensor -> list[Tensor]``: the plan's output layouts on the
+    packed Tensor's storage (all views)."""
+    outputs = plan.outputs
+    return lambda t: [t._with(layout) for layout in outputs]
+
+
+def lower_einsum(plan: Any) -> Runner:
+    """An einsum plan as ``Sequence[Tensor] -> Tensor``: each input's rearrange (on
+    Tensors), numpy's contraction of their numpy views into a new storage, the output's
+    rearrange (a view of it)."""
+    contract = ndarray.lower_contraction(plan)
+    preparations = [None if p is None else lower_rearrange(p.plan) for p in plan.preparations]
+    output = plan.contraction
+    finish = None if plan.output_pattern is None else lower_rearrange(plan.output_plan)
+
+    def run(tensors: Any) -> Tensor:
+        operands = [(t if p is None else p(t)).numpy() for t, p in zip(tensors, preparations)]
+        result = Tensor._wrap(Storage(contract(operands).reshape(-1)), output)
+        return result if finish is None else finish(result)
+    return run
