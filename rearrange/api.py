@@ -1,9 +1,12 @@
-"""The public operations: ``rearrange``, ``explain``, ``compile`` and the caches.
+"""The front door: ``rearrange``, ``reduce``, ``repeat``, ``explain``, ``compile``, their
+argument checks and plan caches (``pack``, ``einsum`` and ``parse_shape`` have theirs in
+their own modules).
 
-Data flow (see DESIGN.md): pattern text --parse--> TransformPattern (cached by text)
---build_recipe--> Recipe (cached by pattern and rank) --plan_transform--> Plan, lowered
-to a runner for the input's array type (cached by pattern, shape, strides, axis lengths
-and ``copy``). A warm call is one dict lookup plus the array calls of the plan.
+Data flow (docs/architecture.md): pattern text --parse--> TransformPattern (cached by
+text) --build_recipe--> Recipe (cached by pattern and rank) --plan_transform--> Plan,
+lowered by the input's backend (:mod:`rearrange.backends`) to a runner, cached by
+pattern, shape, strides, dtype, ``copy`` and axis lengths. A warm call is one dict
+lookup plus the array calls of the plan.
 """
 
 from __future__ import annotations
