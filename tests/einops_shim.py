@@ -67,16 +67,38 @@ sys.modules["einops_compat"] = COMPAT
 
 
 def _torch_layers() -> types.ModuleType:
-    """Our torch layers where einops' tests ask einops for its own (EinMix stays einops')."""
+    """Our torch layers (Rearrange, Reduce, EinMix) where einops' tests ask for einops'."""
     import einops.layers.torch as theirs
 
     from rearrange.layers import torch as ours
 
     layers = types.ModuleType("einops_compat_torch_layers")
     layers.__dict__.update({k: v for k, v in vars(theirs).items() if not k.startswith("__")})
-    layers.Rearrange, layers.Reduce = ours.Rearrange, ours.Reduce
+    layers.Rearrange, layers.Reduce, layers.EinMix = ours.Rearrange, ours.Reduce, ours.EinMix
     sys.modules["einops_compat_torch_layers"] = layers
     return layers
+
+
+class _EinmixDebugger:
+    """einops' ``_EinmixDebugger`` (its EinMix plan, no framework) over our plan."""
+
+    def __init__(self, pattern: str, weight_shape: str, bias_shape: str | None = None,
+                 **axes_lengths: Any) -> None:
+        from rearrange.layers.mixing import plan_einmix
+
+        plan = _as_einops(plan_einmix)(pattern, weight_shape, bias_shape, axes_lengths)
+        self.pre_reshape_pattern = plan.pre_reshape_pattern
+        self.pre_reshape_lengths = plan.pre_reshape_lengths
+        self.post_reshape_pattern = plan.post_reshape_pattern
+        self.post_reshape_lengths = {} if plan.post_reshape_pattern is not None else None
+        self.einsum_pattern = plan.einsum_pattern
+        self.saved_weight_shape = list(plan.weight_shape)
+        self.saved_bias_shape = None if plan.bias_shape is None else list(plan.bias_shape)
+
+
+EINMIX = types.ModuleType("einops_compat_einmix")
+EINMIX._EinmixDebugger = _EinmixDebugger  # type: ignore[attr-defined]
+sys.modules["einops_compat_einmix"] = EINMIX
 
 
 def _use_our_torch_layers() -> None:
@@ -101,8 +123,6 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
     "this package's docs are doctested instead",
     ("test_other", "test_backends_installed"): _INTERNAL + " (its backend registry)",
     ("test_other", "test_is_float_type"): _INTERNAL + " (backend.is_float_type)",
-    ("test_layers", "test_einmix_decomposition"): "EinMix is not part of this package",
-    ("test_layers", "test_einmix_restrictions"): "EinMix is not part of this package",
     ("test_einsum", "test_functional_errors"): "expects NotImplementedError for compositions "
     "and unit axes in einsum patterns, which this package supports; its other checks are "
     "in tests/test_einsum.py",
@@ -127,6 +147,7 @@ PENDING: dict[tuple[str, str], str] = {
 
 _IMPORT = re.compile(r"^from einops(?:\.einops|\.packing)? import ", re.MULTILINE)
 _TORCH_LAYERS_IMPORT = re.compile(r"^(\s*)from einops\.layers\.torch import ", re.MULTILINE)
+_EINMIX_IMPORT = re.compile(r"^(\s*)from einops\.layers\._einmix import ", re.MULTILINE)
 
 
 def load(module: str) -> dict[str, Any]:
@@ -136,6 +157,7 @@ def load(module: str) -> dict[str, Any]:
     with open(spec.origin, encoding="utf-8") as file:
         source = _IMPORT.sub("from einops_compat import ", file.read())
     source = _TORCH_LAYERS_IMPORT.sub(r"\1from einops_compat_torch_layers import ", source)
+    source = _EINMIX_IMPORT.sub(r"\1from einops_compat_einmix import ", source)
     _use_our_torch_layers()
     copy = types.ModuleType(f"einops_suite_{module}")
     copy.__file__ = spec.origin
