@@ -557,6 +557,16 @@ _misses = 0
 _PLAIN_INT = frozenset({int})
 
 
+def _remember_if_hashable(cache: dict, key: tuple, entry: Any) -> None:
+    """Keep a foreign array's entry, unless its key cannot be hashed (torch's symbolic
+    sizes under torch.compile): such calls are planned each time."""
+    try:
+        hash(key)
+    except TypeError:
+        return
+    _remember(cache, key, entry)
+
+
 def _remember(cache: dict, key: tuple, entry: Any) -> None:
     global _misses
     with _lock:
@@ -613,7 +623,10 @@ def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
     _check_sequence(tensors, "pack")
     backend = _foreign_backend(tensors[0])
     if backend is not None:
-        return _pack_foreign_entry(backend, tensors, pattern)
+        entry = _pack_foreign_entry(backend, tensors, pattern)
+        _remember_if_hashable(_pack_cache, (pattern, *[(type(x), x.shape, x.dtype) for x in tensors]),
+                              entry)
+        return entry
     described = [_describe(x, f"pack(): item {k}") for k, x in enumerate(tensors)]
     plan, dtype = _plan_pack(pattern, described)
     to_tensor = isinstance(tensors[0], Tensor)
@@ -705,6 +718,8 @@ def unpack(tensor: Any, packed_shapes: Sequence[Sequence[int]], pattern: str) ->
             run = _unpack_cache.get((pattern, tensor.shape, shapes))
         elif type(tensor) is Tensor:
             run = _unpack_cache.get((pattern, tensor.layout, shapes))
+        elif type(tensor) in backends.by_type:
+            run = _unpack_cache.get((pattern, type(tensor), tuple(tensor.shape), shapes))
         if run is not None and not _PLAIN_INT.issuperset(type(v) for s in shapes for v in s):
             run = None  # 3.0 or True equals an int: let the cold path reject it
     except TypeError:  # not shapes, or an unhashable pattern: the cold path says which
@@ -767,7 +782,11 @@ def _unpack_foreign(backend: Any, tensor: Any, packed_shapes: Any, pattern: str)
 def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     backend = _foreign_backend(tensor)
     if backend is not None:
-        return _unpack_foreign(backend, tensor, packed_shapes, pattern)
+        run = _unpack_foreign(backend, tensor, packed_shapes, pattern)
+        _remember_if_hashable(
+            _unpack_cache, (pattern, type(tensor), tuple(tensor.shape),
+                            tuple(map(tuple, packed_shapes))), run)
+        return run
     if isinstance(tensor, np.generic):
         tensor = np.asarray(tensor)
     layout, dtype, unit = _describe(tensor, "unpack(): the packed array")

@@ -434,6 +434,25 @@ def test_warm_calls_hit_the_cache() -> None:
     assert ra.pack(xs, "b *")[1] == [(3,), (2, 2)]
 
 
+def test_warm_torch_calls_hit_the_cache() -> None:
+    """pack/unpack of torch tensors are planned once per shapes, as numpy's are (they
+    were planned on every call: 0.13x einops' speed for pack)."""
+    torch = pytest.importorskip("torch")
+    packing.cache_clear()
+    xs = [torch.zeros(2, 3), torch.zeros(2, 2, 2)]
+    packed, ps = ra.pack(xs, "b *")
+    ra.unpack(packed, ps, "b *")
+    misses = packing.cache_info()["misses"]
+    for _ in range(3):
+        packed, ps = ra.pack([torch.ones(2, 3), torch.ones(2, 2, 2)], "b *")
+        parts = ra.unpack(packed, ps, "b *")
+    assert packing.cache_info()["misses"] == misses
+    assert [tuple(p.shape) for p in parts] == [(2, 3), (2, 2, 2)]
+    assert bool((parts[1] == 1).all())
+    with pytest.raises(ra.RearrangeError):     # a cache hit still checks plain ints
+        ra.unpack(packed, [(3.0,), (2, 2)], "b *")
+
+
 def test_cache_hits_need_plain_ints() -> None:
     x = np.zeros((2, 5))
     ra.unpack(x, [(2,), (3,)], "b *")
