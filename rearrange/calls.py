@@ -31,8 +31,6 @@ SUPPORTED_ARRAYS = ("a numpy array, a rearrange.Tensor, a torch tensor, a dask a
                     "array-API array (jax, cupy, array-api-strict, ...)")
 
 
-
-
 def numpy_layout(array: np.ndarray) -> tuple[Layout, str]:
     """The layout of a numpy array in elements, or in bytes when its byte strides are
     not whole multiples of the itemsize (views of structured fields)."""
@@ -46,7 +44,7 @@ _GERUND = {"rearrange": "rearranging", "reduce": "reducing", "repeat": "repeatin
 
 
 def context_line(pattern: str, shape: Sequence[int] | None, axes_lengths: Mapping[str, Any],
-             op: str = "rearrange") -> str:
+                 op: str = "rearrange") -> str:
     lengths = shorten("{" + ", ".join(f"{k}={v!r}" for k, v in axes_lengths.items()) + "}")
     where = "" if shape is None else f"input shape {tuple(shape)}, "
     return (f"  while {_GERUND[op]} with pattern '{shorten(pattern)}': {where}"
@@ -54,7 +52,7 @@ def context_line(pattern: str, shape: Sequence[int] | None, axes_lengths: Mappin
 
 
 def with_context(error: RearrangeError, pattern: str, shape: Sequence[int] | None,
-                  axes_lengths: Mapping[str, Any], op: str = "rearrange") -> RearrangeError:
+                 axes_lengths: Mapping[str, Any], op: str = "rearrange") -> RearrangeError:
     """``error`` (of the same class) with the call's context line, unless it quotes the
     pattern already."""
     if f"pattern '{shorten(pattern)}'" in str(error):
@@ -63,7 +61,7 @@ def with_context(error: RearrangeError, pattern: str, shape: Sequence[int] | Non
 
 
 def parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
-                 axes_lengths: Mapping[str, Any]) -> None:
+                axes_lengths: Mapping[str, Any]) -> None:
     """The first checks of every transform, in einops' order once the array type is
     known: the pattern's type, then its syntax and meaning (no shapes needed). Only
     then come the other arguments (``copy=``, the reduction, the lengths' types) and
@@ -87,10 +85,10 @@ def _copy_describer(dtype: str, itemsize: int, stride_unit: str) -> Callable[[La
 
 
 def plan_for(
-    pattern: str, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
-    dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
-    op: str = "rearrange", reduction: str | None = None,
-) -> Plan:
+             pattern: str, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
+             dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
+             op: str = "rearrange", reduction: str | None = None,
+             ) -> Plan:
     """Parse, recipe and plan, with every PatternError given the call's context."""
     parse_first(pattern, op, layout.shape, axes_lengths)
     if copy is not None and copy is not True and copy is not False:
@@ -142,7 +140,7 @@ def as_array(tensor: Any, op: str = "rearrange") -> np.ndarray | Tensor:
 
 
 def keyword_axes(pattern: Any, op: str, copy: Any, out: Any,
-                  axes_lengths: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+                 axes_lengths: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """einops patterns may name axes ``copy`` or ``out``, whose lengths then arrive in
     our ``copy=`` / ``out=`` keywords: an integer there (never a bool) is the length of
     the axis of that name, if the pattern has one. Anything else is left for the usual
@@ -226,8 +224,6 @@ def is_shape(value: Any) -> bool:
     )
 
 
-
-
 def check_reduction(reduction: Any) -> str:
     """The name the plan shows for ``reduction``; raises for anything else."""
     if isinstance(reduction, str):
@@ -243,8 +239,8 @@ def check_reduction(reduction: Any) -> str:
 
 
 def plan_layout(op: str, layout: Layout, dtype: str | None, itemsize: int | None, unit: str,
-                 pattern: str, reduction: Any, copy: bool | None,
-                 axes_lengths: Mapping[str, Any]) -> Plan:
+                pattern: str, reduction: Any, copy: bool | None,
+                axes_lengths: Mapping[str, Any]) -> Plan:
     """The plan of ``op`` (reduce or repeat) for one input layout."""
     axes_lengths = canonical_lengths(axes_lengths)
     parse_first(pattern, op, layout.shape, axes_lengths)

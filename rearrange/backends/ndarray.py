@@ -286,7 +286,7 @@ class IntoEntry:
 
 
 def into_entry(array: np.ndarray, pattern: str,
-                      axes_lengths: Mapping[str, Any]) -> IntoEntry:
+               axes_lengths: Mapping[str, Any]) -> IntoEntry:
     layout, unit = numpy_layout(array)
     plan = plan_for(pattern, layout, axes_lengths, None, array.dtype.name, array.itemsize, unit)
     split, perm, _, _, _ = steps_args(plan)
