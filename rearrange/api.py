@@ -23,7 +23,7 @@ from .backends import tensor as tensor_backend
 from .backends.ndarray import RESHAPE, RESHAPE_TRANSPOSE, TRANSPOSE, TRANSPOSE_RESHAPE
 from .caching import remember
 from .calls import (as_array, canonical_lengths, context_line, is_shape, keyword_axes,
-                    layout_from, numpy_layout, parse_first, plan_for)
+                    layout_from, parse_first, plan_for)
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .parsing import parse_transform, parse_transform_cached
 from .plan import Plan
@@ -268,8 +268,9 @@ def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | 
         raise ArgumentTypeError(
             f"axis lengths must be integers, got {dict(axes_lengths)!r}"
         ) from None
-    layout, unit = numpy_layout(array)
-    plan = plan_for(pattern, layout, axes_lengths, copy, array.dtype.name, array.itemsize, unit)
+    info = ndarray.describe(array)
+    plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize,
+                    info.unit)
     entry = ndarray.lower_rearrange(plan, array)
     _remember(key, entry)
     return entry
@@ -278,11 +279,11 @@ def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | 
 def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
                      axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange.Tensor inputs: the plan cache lookup, then the Tensor backend's runner."""
-    layout = tensor.layout
-    key = ("tensor", pattern, layout, tensor.dtype, copy, *axes_lengths.items())
+    key = ("tensor", pattern, tensor.layout, tensor.dtype, copy, *axes_lengths.items())
     runner = _plans.get(key)
     if runner is None:
-        plan = plan_for(pattern, layout, axes_lengths, copy, tensor.dtype.name, tensor.element_size())
+        info = tensor_backend.describe(tensor)
+        plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize)
         runner = tensor_backend.lower(plan, None, tensor)
         _remember(key, runner)
     return runner(tensor)

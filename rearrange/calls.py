@@ -85,10 +85,10 @@ def _copy_describer(dtype: str, itemsize: int, stride_unit: str) -> Callable[[La
 
 
 def plan_for(
-             pattern: str, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
-             dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
-             op: str = "rearrange", reduction: str | None = None,
-             ) -> Plan:
+    pattern: str, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
+    dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
+    op: str = "rearrange", reduction: str | None = None,
+) -> Plan:
     """Parse, recipe and plan, with every PatternError given the call's context."""
     parse_first(pattern, op, layout.shape, axes_lengths)
     if copy is not None and copy is not True and copy is not False:

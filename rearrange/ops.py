@@ -24,7 +24,7 @@ import numpy as np
 from . import backends
 from .backends import ndarray
 from .backends import tensor as tensor_backend
-from .calls import (as_array, canonical_lengths, layout_from, numpy_layout, plan_layout,
+from .calls import (as_array, canonical_lengths, layout_from, plan_layout,
                     with_context)
 from .caching import remember
 from .errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
@@ -101,21 +101,11 @@ def run_transform(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool
 
 def _lower(op: str, array: np.ndarray | Tensor, pattern: str, reduction: Any,
            copy: bool | None, axes_lengths: Mapping[str, Any]) -> Runner:
-    plan = _plan(op, array, pattern, reduction, copy, axes_lengths)
     backend = tensor_backend if isinstance(array, Tensor) else ndarray
+    info = backend.describe(array)
+    plan = plan_layout(op, info.layout, info.dtype, info.itemsize, info.unit, pattern,
+                       reduction, copy, axes_lengths)
     return backend.lower(plan, reduction, array)
-
-
-def _plan(op: str, array: Any, pattern: str, reduction: Any, copy: bool | None,
-          axes_lengths: Mapping[str, Any]) -> Plan:
-    if isinstance(array, Tensor):
-        layout, unit = array.layout, "elements"
-        dtype, itemsize = array.dtype, array.element_size()
-    else:
-        layout, unit = numpy_layout(array)
-        dtype, itemsize = array.dtype, array.itemsize
-    return plan_layout(op, layout, dtype.name, itemsize, unit, pattern, reduction, copy,
-                        axes_lengths)
 
 
 # ---------------------------------------------------------------------- public API

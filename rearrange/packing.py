@@ -610,6 +610,7 @@ def pack(tensors: Sequence[Any], pattern: str) -> tuple[Any, list[tuple[int, ...
     entry = None
     if type(tensors) is list or type(tensors) is tuple:
         try:
+            # _pack_key, written out: the warm path's one lookup
             entry = _pack_cache.get((pattern, *[(type(x), x.shape, x.dtype) for x in tensors]))
         except (TypeError, AttributeError):  # not arrays, or an unhashable pattern
             pass
@@ -619,13 +620,17 @@ def pack(tensors: Sequence[Any], pattern: str) -> tuple[Any, list[tuple[int, ...
     return run(tensors), list(packed_shapes)
 
 
+def _pack_key(pattern: str, tensors: Sequence[Any]) -> tuple:
+    """The pack cache's key (see the comment at ``_pack_cache``)."""
+    return (pattern, *[(type(x), x.shape, x.dtype) for x in tensors])
+
+
 def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
     _check_sequence(tensors, "pack")
     backend = _foreign_backend(tensors[0])
     if backend is not None:
         entry = _pack_foreign_entry(backend, tensors, pattern)
-        _remember_if_hashable(_pack_cache, (pattern, *[(type(x), x.shape, x.dtype) for x in tensors]),
-                              entry)
+        _remember_if_hashable(_pack_cache, _pack_key(pattern, tensors), entry)
         return entry
     described = [_describe(x, f"pack(): item {k}") for k, x in enumerate(tensors)]
     plan, dtype = _plan_pack(pattern, described)
@@ -635,7 +640,7 @@ def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
     lowering = tensor_backend if to_tensor else ndarray
     entry = (lowering.lower_pack(plan, dtype), plan.packed_shapes)
     # Every item is an array, a numpy scalar or a Tensor here: all have .shape and .dtype.
-    _remember(_pack_cache, (pattern, *[(type(x), x.shape, x.dtype) for x in tensors]), entry)
+    _remember(_pack_cache, _pack_key(pattern, tensors), entry)
     return entry
 
 

@@ -376,28 +376,28 @@ class Fuzzer:
         if x.dtype == object or x.size > 1 << 16:
             return
         d = self.dask.from_array(x, chunks=max(1, x.shape[0] // 2) if x.shape[0] else 1)
-        pattern, name, *_ = self.rng.choice(REARRANGES)
-        lengths, valid = self._pick_lengths(name, x, split_dim=1 if "(b c)" in pattern else 0)
-        self.record(f"dask rearrange({member.name}, {pattern!r}, {lengths})")
-        call = lambda: ra.rearrange(d, pattern, **lengths)  # noqa: E731
-        if not valid:
-            return self._expect_refusal(call)
-        expected = einops.rearrange(x, pattern, **{k: int(v) for k, v in lengths.items()})
-        self._same(call().compute(), expected)
+        self._rearrange_wrapped("dask", member, d, lambda result: result.compute())
 
     def array_api_op(self, member: Member) -> None:
         x = member.array
         if x.dtype.kind not in "iufb" or x.dtype == np.uint16 or x.size > 1 << 16:
             return
         a = self.xp.asarray(np.ascontiguousarray(x))
+        self._rearrange_wrapped("array-API", member, a, np.asarray)
+
+    def _rearrange_wrapped(self, kind: str, member: Member, wrapped: Any,
+                           to_numpy: Callable[[Any], np.ndarray]) -> None:
+        """A random rearrange of ``wrapped`` (``member``'s values as another array type)
+        against einops on the numpy member."""
+        x = member.array
         pattern, name, *_ = self.rng.choice(REARRANGES)
         lengths, valid = self._pick_lengths(name, x, split_dim=1 if "(b c)" in pattern else 0)
-        self.record(f"array-API rearrange({member.name}, {pattern!r}, {lengths})")
-        call = lambda: ra.rearrange(a, pattern, **lengths)  # noqa: E731
+        self.record(f"{kind} rearrange({member.name}, {pattern!r}, {lengths})")
+        call = lambda: ra.rearrange(wrapped, pattern, **lengths)  # noqa: E731
         if not valid:
             return self._expect_refusal(call)
         expected = einops.rearrange(x, pattern, **{k: int(v) for k, v in lengths.items()})
-        self._same(np.asarray(call()), expected)
+        self._same(to_numpy(call()), expected)
 
     def copy_into(self, member: Member) -> None:
         """The kernel's own front, with no plan handed in: its plan cache decides."""

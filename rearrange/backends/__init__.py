@@ -1,20 +1,24 @@
 """Backends: how a plan runs on each array type.
 
 One module per array type — :mod:`.ndarray` (numpy), :mod:`.tensor`
-(``rearrange.Tensor``), ``_torch``, ``_dask`` and ``_array_api`` — each providing the
-same functions:
+(``rearrange.Tensor``), ``_torch``, ``_dask`` and ``_array_api``. Every one provides
 
-* ``matches(x)``            — cheap: is ``x`` one of its arrays?
-* ``cache_key(x)``          — cheap and hashable: all of ``x`` a lowered runner depends on
 * ``describe(x)``           — an :class:`ArrayInfo` (the layout the planner sees)
 * ``lower(plan, reduction, sample)`` — the plan of a transform (rearrange, reduce,
                               repeat) as a runner ``x -> result`` for arrays like
                               ``sample``, made of the library's own ops (views stay views,
-                              autograd and devices keep working)
+                              autograd and devices keep working); a plan the call refuses
+                              lowers to :func:`refusal`
+
+numpy and Tensor also lower pack, unpack and einsum plans (``lower_pack``,
+``lower_unpack``, ``lower_einsum``); the fronts detect them, key their caches and stack
+their lists themselves. The foreign backends, found through this module, also provide
+
+* ``matches(x)``            — cheap: is ``x`` one of its arrays?
+* ``cache_key(x)``          — cheap and hashable: all of ``x`` a lowered runner depends on
 * ``stack(xs)``             — a list of its arrays stacked on a new first axis
 * ``reshape(x, shape)``, ``concat(xs, axis)``, ``einsum(subscripts, *xs)`` — what pack,
-                              unpack and einsum need (numpy and Tensor lower those plans
-                              with ``lower_pack``/``lower_unpack``/``lower_einsum``)
+                              unpack and einsum run through
 * ``describe_copy(...)``    — optional: how a copy step will be done, for explain
 * ``to_numpy(x)``           — optional: ``x``'s values as a numpy array (default
                               ``numpy.asarray``), for :func:`asnumpy`
@@ -40,6 +44,7 @@ from ..caching import remember
 from ..calls import SUPPORTED_ARRAYS, no_view_error, plan_for, plan_layout, with_context
 from ..errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
 from ..layout import Layout
+from ..plan import Plan
 from ..tensor import Tensor
 
 __all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array", "asnumpy",
@@ -153,13 +158,27 @@ def plan_for_array(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
     info = backend.describe(x)
     describe_copy = getattr(backend, "describe_copy", None)
     if op == "rearrange":
-        plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize)
+        plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize,
+                        info.unit)
     else:
-        plan = plan_layout(op, info.layout, info.dtype, info.itemsize, "elements", pattern,
-                            reduction, copy, axes_lengths)
+        plan = plan_layout(op, info.layout, info.dtype, info.itemsize, info.unit, pattern,
+                           reduction, copy, axes_lengths)
     if describe_copy is not None:
         plan = describe_copy(plan, x, info)
     return plan
+
+
+def refusal(plan: Plan) -> Callable[[Any], Any] | None:
+    """For a plan the call refuses (``copy=False`` and no view: ``plan.refused``), the
+    runner every backend caches in its place: it raises :class:`NoViewError` on each
+    call. None for a plan that runs."""
+    if plan.refused is None:
+        return None
+    error = no_view_error(plan)
+
+    def refuse(x: Any) -> Any:
+        raise error
+    return refuse
 
 
 def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,

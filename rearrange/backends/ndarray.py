@@ -24,13 +24,13 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .. import kernel
-from ..calls import no_view_error, numpy_layout, plan_for
+from ..calls import numpy_layout, plan_for
 from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
 from ..reductions import apply_reduction
 from ..tensor import Tensor
-from . import ArrayInfo
+from . import ArrayInfo, refusal
 
 Runner = Callable[[Any], Any]
 
@@ -38,15 +38,8 @@ CALL, TRANSPOSE, RESHAPE, TRANSPOSE_RESHAPE, RESHAPE_TRANSPOSE = 0, 1, 2, 3, 4
 
 
 # ---------------------------------------------------------------------- the backend interface
-# (see rearrange.backends: the same functions every array type provides)
-
-def matches(x: Any) -> bool:
-    return isinstance(x, np.ndarray)
-
-
-def cache_key(x: np.ndarray) -> tuple:
-    return type(x), x.shape, x.strides, x.dtype
-
+# (see rearrange.backends; detection, cache keys and the stacking of lists are the
+# fronts' own for numpy arrays)
 
 def describe(x: np.ndarray) -> ArrayInfo:
     layout, unit = numpy_layout(x)
@@ -56,36 +49,15 @@ def describe(x: np.ndarray) -> ArrayInfo:
 def lower(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
     """The plan of any transform (rearrange, reduce, repeat) as ``x -> result`` for arrays
     of ``sample``'s layout. ``copy=False`` plans that need a copy raise when run."""
-    if plan.refused is not None:
-        return _refuser(no_view_error(plan))
+    refuse = refusal(plan)
+    if refuse is not None:
+        return refuse
     if plan.reduction is not None:
         return _reduce_runner(plan, reduction)
     if plan.op == "repeat":
         return _repeat_runner(plan)
     entry = lower_rearrange(plan, sample)
     return lambda x: run_entry(entry, x)
-
-
-def stack(xs: list[Any]) -> np.ndarray:
-    return np.stack([np.asarray(x) for x in xs])
-
-
-def reshape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    return x.reshape(shape)
-
-
-def concat(xs: list[np.ndarray], axis: int) -> np.ndarray:
-    return np.concatenate(xs, axis=axis)
-
-
-def to_numpy(x: np.ndarray) -> np.ndarray:
-    return x
-
-
-def _refuser(error: Exception) -> Runner:
-    def refuse(x: Any) -> Any:
-        raise error
-    return refuse
 
 
 def _steps(plan: Plan) -> dict[str, Any]:
@@ -189,11 +161,8 @@ def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
     """Lower ``plan`` to numpy calls, checked once against ``sample`` (an input with the
     plan's exact shape and strides, so numpy decides the same way on every later call).
     Returns the cache entry ``(code, argument)``."""
-    if plan.copy_requested is False and not plan.is_view:
-        error = no_view_error(plan)
-
-        def refuse(x: np.ndarray) -> np.ndarray:
-            raise error
+    refuse = refusal(plan)
+    if refuse is not None:
         return CALL, refuse
 
     split, perm, merge, copy_before_merge, copy_at_end = steps_args(plan)
@@ -287,8 +256,9 @@ class IntoEntry:
 
 def into_entry(array: np.ndarray, pattern: str,
                axes_lengths: Mapping[str, Any]) -> IntoEntry:
-    layout, unit = numpy_layout(array)
-    plan = plan_for(pattern, layout, axes_lengths, None, array.dtype.name, array.itemsize, unit)
+    info = describe(array)
+    plan = plan_for(pattern, info.layout, axes_lengths, None, info.dtype, info.itemsize,
+                    info.unit)
     split, perm, _, _, _ = steps_args(plan)
     permuted = before_merge(plan)
     view = view_runner(split, perm, None)

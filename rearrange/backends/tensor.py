@@ -14,28 +14,20 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import kernel
-from ..calls import no_view_error
 from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
 from ..reductions import apply_reduction
 from ..tensor import Storage, Tensor
-from . import ArrayInfo, ndarray
+from . import ArrayInfo, ndarray, refusal
 from .ndarray import before_merge
 
 Runner = Callable[[Any], Any]
 
 
 # ---------------------------------------------------------------------- the backend interface
-# (see rearrange.backends: the same functions every array type provides)
-
-def matches(x: Any) -> bool:
-    return isinstance(x, Tensor)
-
-
-def cache_key(x: Tensor) -> tuple:
-    return Tensor, x.layout, x.dtype
-
+# (see rearrange.backends; detection, cache keys and the stacking of lists are the
+# fronts' own for Tensors)
 
 def describe(x: Tensor) -> ArrayInfo:
     return ArrayInfo(x.layout, x.dtype.name, x.element_size())
@@ -44,15 +36,9 @@ def describe(x: Tensor) -> ArrayInfo:
 def lower(plan: Plan, reduction: Any, sample: Tensor | None = None) -> Runner:
     """The plan of any transform (rearrange, reduce, repeat) as ``Tensor -> Tensor``:
     views are the plan's layouts on the same storage; data steps run on numpy views."""
-    if plan.refused is not None:
-        error = no_view_error(plan)
-
-        def refuse(t: Tensor) -> Tensor:
-            raise error
-        return refuse
     reduce_step = next((step for step in plan.steps if step.op == "reduce"), None)
     if reduce_step is None:
-        return lower_rearrange(plan)    # views, then at most one kernel copy
+        return lower_rearrange(plan)    # views, then at most one kernel copy (or refusal)
     k = plan.steps.index(reduce_step)
     permuted = plan.steps[k - 1].layout if k else plan.input   # what the reduction reads
     axis, kept_shape = reduce_step.args, reduce_step.layout.shape
@@ -62,19 +48,6 @@ def lower(plan: Plan, reduction: Any, sample: Tensor | None = None) -> Runner:
         result = apply_reduction(reduction, t._with(permuted).numpy(), axis, kept_shape)
         return Tensor._wrap(Storage(np.ascontiguousarray(result).reshape(-1)), output)
     return run_reduce
-
-
-def stack(xs: list[Tensor]) -> Tensor:
-    stacked = np.stack([x.numpy() for x in xs])
-    return Tensor._wrap(Storage(stacked.reshape(-1)), Layout.contiguous(stacked.shape))
-
-
-def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:
-    return x.reshape(shape)
-
-
-def to_numpy(x: Tensor) -> np.ndarray:
-    return x.numpy()
 
 
 def run_into(plan: Plan, array: Tensor, out: np.ndarray) -> None:
@@ -92,11 +65,8 @@ def run_into(plan: Plan, array: Tensor, out: np.ndarray) -> None:
 
 def lower_rearrange(plan: Plan) -> Runner:
     """The plan (of rearrange, or of a repeat: the same steps) as ``Tensor -> Tensor``."""
-    if plan.copy_requested is False and not plan.is_view:
-        error = no_view_error(plan)
-
-        def refuse(t: Tensor) -> Tensor:
-            raise error
+    refuse = refusal(plan)
+    if refuse is not None:
         return refuse
     copy_index = next((k for k, s in enumerate(plan.steps) if s.is_copy), None)
     output = plan.output
