@@ -86,14 +86,12 @@ def __dir__():
 
 
 def _register_with_torch_compile() -> None:
-    """If torch is already imported, make the operations single nodes under
-    ``torch.compile`` now, before any call can be traced (later: on the first tensor)."""
-    import sys
+    """Make the operations single nodes under ``torch.compile`` however the imports are
+    ordered: now if dynamo is loaded, else as soon as it loads (an import hook; torch
+    itself is not imported here)."""
+    from .backends._torch import register_when_dynamo_loads
 
-    if "torch" in sys.modules:
-        from .backends._torch import allow_in_compiled_graph
-
-        allow_in_compiled_graph()
+    register_when_dynamo_loads()
 
 
 _register_with_torch_compile()

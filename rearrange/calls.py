@@ -20,7 +20,7 @@ from .kernel.plan import CopyKernel, plan_copy
 from .layout import Layout
 from .parsing import parse_transform, pattern_error, shorten
 from .plan import REDUCTION_NAMES, Plan, plan_transform
-from .recipe import build_recipe
+from .recipe import build_recipe, is_symbolic
 from .tensor import Storage, Tensor, as_dtype
 
 _PLAIN_INT = frozenset({int})
@@ -159,8 +159,8 @@ def keyword_axes(pattern: Any, op: str, copy: Any, out: Any,
 
 
 def canonical_lengths(axes_lengths: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Axis lengths as plain ints where they are integers (numpy ints and torch's symbolic
-    ints included), so that ``3``, ``np.int64(3)`` share cache entries while ``3.0`` or
+    """Axis lengths as plain ints where they are integers (numpy ints included; torch's
+    symbolic ints stay symbolic), so that ``3``, ``np.int64(3)`` share cache entries while ``3.0`` or
     ``True`` never hit one (``3.0 == 3`` and ``True == 1`` in Python) and reach the
     planner's error instead."""
     if _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
@@ -178,6 +178,8 @@ def _as_length(value: Any) -> Any:
     rejects it with the original value in the message."""
     if isinstance(value, np.integer):
         return int(value)
+    if is_symbolic(value):
+        return value  # a traced size stays symbolic: int() would pin the trace to its value
     if not isinstance(value, (bool, float, np.bool_)) and hasattr(type(value), "__index__"):
         return operator.index(value)  # e.g. torch.SymInt under torch.compile
     return _InvalidLength(value)

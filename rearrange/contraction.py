@@ -1154,6 +1154,9 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
                     axes_lengths: Mapping[str, Any]) -> Any:
     """einsum of torch, dask or array-API arrays: the same plan, with each input's
     rearranges and the contraction done by the array's own library."""
+    traced = getattr(backend, "traced", None)
+    if traced is not None and any(backend.matches(t) and traced(t, axes_lengths) for t in tensors):
+        return backend.einsum(_traced_subscripts(pattern, tensors, axes_lengths), *tensors)
     plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
     operands = [t if p is None else backends.run_transform(
                     backend, t, "rearrange", p.pattern, None, None, dict(p.axes_lengths))
@@ -1163,6 +1166,45 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
         result = backends.run_transform(backend, result, "rearrange", plan.output_pattern,
                                         None, None, {})
     return result
+
+
+def _traced_subscripts(pattern: str, tensors: Sequence[Any], axes_lengths: Mapping[str, Any]) -> str:
+    """The library einsum's subscripts for inputs whose sizes are traced (torch.compile,
+    torch.export, torch.jit.trace): einops' subset of patterns — one axis name or ``...``
+    per dim — whose subscripts follow from the pattern and the ranks alone, so no size is
+    compared. Composed groups and unit dims need the sizes: refused with that reason."""
+    parsed = parse_einsum(pattern)
+    shapes = [tuple(t.shape) for t in tensors]
+    try:
+        if len(tensors) != len(parsed.inputs):
+            sides = len(parsed.inputs)
+            raise pattern_error(
+                f"the pattern describes {sides} input{'s' if sides != 1 else ''}, but "
+                f"{len(tensors)} tensor{'s were' if len(tensors) != 1 else ' was'} given",
+                parsed.text, parsed.inputs[0].start, max(parsed.inputs[-1].end, parsed.inputs[0].start + 1))
+        for side in (*parsed.inputs, parsed.output):
+            for group in side.groups:
+                if not _is_bare_ellipsis(group) and (len(group.members) != 1 or group.bracketed
+                                                     and _has_ellipsis(group)):
+                    raise pattern_error(
+                        "with traced sizes (torch.compile, torch.export, torch.jit.trace) einsum "
+                        "takes one axis name or '...' per dim, as einops does: composed groups "
+                        "and unit dims are split by their sizes, which are not known yet; "
+                        "rearrange the inputs first", parsed.text, group.start, group.end)
+        if axes_lengths:
+            raise PatternError(
+                f"axis lengths ({', '.join(axes_lengths)}) only split composed groups, which "
+                f"einsum over traced sizes does not take")
+        for k, (side, shape) in enumerate(zip(parsed.inputs, shapes)):
+            _input_dims(side, len(shape), k, parsed.text)   # the ranks fit the pattern
+    except PatternError as error:
+        raise PatternError(f"{error}\n{_context(pattern, shapes, axes_lengths)}") from None
+    letter_of = {name: _LETTERS[k] for k, name in enumerate(parsed.names)}
+
+    def side_subscripts(side: Side) -> str:
+        return "".join("..." if _is_bare_ellipsis(g) or type(g.members[0]) is EllipsisAxis
+                       else letter_of[g.members[0].name] for g in side.groups)
+    return ",".join(map(side_subscripts, parsed.inputs)) + "->" + side_subscripts(parsed.output)
 
 
 def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,

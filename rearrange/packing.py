@@ -39,6 +39,7 @@ from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error, shorten
 from .plan import JsonDump, layout_dict
+from .recipe import is_symbolic
 from .shapes import ShapeMismatchError
 from .tensor import Tensor, as_dtype
 
@@ -331,15 +332,7 @@ def plan_pack(pattern: PackPattern, layouts: Sequence[Layout], dtypes: Sequence[
     """
     text = pattern.text
     n_before, n_after = len(pattern.before), len(pattern.after)
-    named = n_before + n_after
-    for k, layout in enumerate(layouts):
-        if layout.ndim < named:
-            axes = shorten(", ".join(pattern.names))
-            raise ShapeMismatchError(
-                f"input {k} has shape {_fmt(layout.shape)}, {layout.ndim} dim"
-                f"{'s' if layout.ndim != 1 else ''}, but the pattern names {named} ax"
-                f"{'es' if named != 1 else 'is'} besides '*' ({axes}): every input needs at "
-                f"least {named}\n{_caret_text(text, 0, len(text))}")
+    _check_pack_ranks(pattern, [layout.shape for layout in layouts])
     first = layouts[0].shape
     lengths = first[:n_before] + (first[len(first) - n_after:] if n_after else ())
     for k, layout in enumerate(layouts[1:], 1):
@@ -378,6 +371,31 @@ def plan_pack(pattern: PackPattern, layouts: Sequence[Layout], dtypes: Sequence[
     )
 
 
+def _check_pack_ranks(pattern: PackPattern, shapes: Sequence[tuple[Any, ...]]) -> None:
+    """Every input of pack has the named axes and zero or more dims for ``*``."""
+    text = pattern.text
+    named = len(pattern.before) + len(pattern.after)
+    for k, shape in enumerate(shapes):
+        if len(shape) < named:
+            axes = shorten(", ".join(pattern.names))
+            raise ShapeMismatchError(
+                f"input {k} has shape {_fmt(shape)}, {len(shape)} dim"
+                f"{'s' if len(shape) != 1 else ''}, but the pattern names {named} ax"
+                f"{'es' if named != 1 else 'is'} besides '*' ({axes}): every input needs at "
+                f"least {named}\n{_caret_text(text, 0, len(text))}")
+
+
+def _check_unpack_rank(pattern: PackPattern, shape: tuple[Any, ...]) -> None:
+    """unpack's input has the named axes and one packed dim for ``*``."""
+    text = pattern.text
+    expected = len(pattern.before) + 1 + len(pattern.after)
+    if len(shape) != expected:
+        raise ShapeMismatchError(
+            f"the input has shape {_fmt(shape)}, {len(shape)} dim"
+            f"{'s' if len(shape) != 1 else ''}, but the pattern describes {expected}: the "
+            f"named axes and one packed dim for '*'\n{_caret_text(text, 0, len(text))}")
+
+
 def plan_unpack(pattern: PackPattern, layout: Layout, packed_shapes: Sequence[tuple[int, ...]],
                 dtype: str | None, itemsize: int | None,
                 stride_unit: str = "elements") -> PackPlan:
@@ -385,12 +403,7 @@ def plan_unpack(pattern: PackPattern, layout: Layout, packed_shapes: Sequence[tu
     tuples of ints; at most one -1 among them all, which is inferred)."""
     text = pattern.text
     n_before, n_after = len(pattern.before), len(pattern.after)
-    if layout.ndim != n_before + 1 + n_after:
-        expected = n_before + 1 + n_after
-        raise ShapeMismatchError(
-            f"the input has shape {_fmt(layout.shape)}, {layout.ndim} dim"
-            f"{'s' if layout.ndim != 1 else ''}, but the pattern describes {expected}: the "
-            f"named axes and one packed dim for '*'\n{_caret_text(text, 0, len(text))}")
+    _check_unpack_rank(pattern, layout.shape)
     total = layout.shape[n_before]
     resolved = _resolve_minus_one(packed_shapes, total, text, pattern, layout.shape)
     steps: list[PackStep] = []
@@ -628,6 +641,8 @@ def _pack_key(pattern: str, tensors: Sequence[Any]) -> tuple:
 def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
     _check_sequence(tensors, "pack")
     backend = _foreign_backend(tensors[0])
+    if backend is not None and _traced(backend, tensors):
+        return _pack_traced(backend, tensors, pattern)  # never cached: sizes are traced
     if backend is not None:
         entry = _pack_foreign_entry(backend, tensors, pattern)
         _remember_if_hashable(_pack_cache, _pack_key(pattern, tensors), entry)
@@ -764,6 +779,94 @@ def _pack_foreign_entry(backend: Any, tensors: Sequence[Any], pattern: str) -> t
     return run, plan.packed_shapes
 
 
+def _traced(backend: Any, tensors: Sequence[Any]) -> bool:
+    """Are some input's sizes traced (torch.compile, torch.export, torch.jit.trace)?"""
+    traced = getattr(backend, "traced", None)
+    return traced is not None and any(backend.matches(x) and traced(x, {}) for x in tensors)
+
+
+def _pack_traced(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[Any, tuple]:
+    """pack over traced sizes: the steps depend on the ranks alone and sizes are
+    carried as expressions, never compared (see :mod:`rearrange.symbolic`); the library's
+    concatenation checks that the named axes agree."""
+    for k, x in enumerate(tensors):
+        if not backend.matches(x):
+            raise ArgumentTypeError(
+                f"pack(): item {k} is a {type(x).__module__}.{type(x).__name__}; every item "
+                f"must be of the first one's type ({type(tensors[0]).__name__})")
+    parsed = _parsed_with_context("pack", pattern, [tuple(x.shape) for x in tensors])
+    shapes = [tuple(x.shape) for x in tensors]
+    try:
+        _check_pack_ranks(parsed, shapes)
+    except RearrangeError as error:
+        raise type(error)(f"{error}\n{_context('pack', pattern, _shapes_text(shapes))}") from None
+    n_before, n_after = len(parsed.before), len(parsed.after)
+    packed_shapes = tuple(shape[n_before:len(shape) - n_after] for shape in shapes)
+
+    def run(xs: Sequence[Any]) -> Any:
+        pieces = [backend.reshape(x, (*shape[:n_before], math.prod(packed),
+                                      *shape[len(shape) - n_after:]))
+                  for x, shape, packed in zip(xs, shapes, packed_shapes)]
+        return backend.concat(pieces, n_before)
+    return run, packed_shapes
+
+
+def _unpack_traced(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) -> Any:
+    """unpack over traced sizes (and packed shapes that may be traced, as a compiled
+    pack returns them): slices and reshapes whose sizes are expressions; a -1 is what
+    the other shapes leave of the packed dim."""
+    shape = tuple(tensor.shape)
+    parsed = _parsed_with_context("unpack", pattern, [shape])
+    try:
+        _check_unpack_rank(parsed, shape)
+        if not isinstance(packed_shapes, (list, tuple)) or not all(
+                isinstance(s, (list, tuple)) for s in packed_shapes):
+            raise ArgumentTypeError(
+                "unpack(): packed_shapes must be a list of shapes (tuples or lists of ints), "
+                f"as pack returns; got {packed_shapes!r}")
+    except RearrangeError as error:
+        raise type(error)(f"{error}\n{_context('unpack', pattern, _shapes_text([shape]))}") from None
+    n_before, n_after = len(parsed.before), len(parsed.after)
+    shapes = [tuple(s) for s in packed_shapes]
+    known = sum(math.prod(s) for s in shapes if not any(_is_minus_one(v) for v in s))
+    resolved = []
+    for s in shapes:
+        if any(_is_minus_one(v) for v in s):
+            others = math.prod(v for v in s if not _is_minus_one(v))
+            s = tuple((shape[n_before] - known) // others if _is_minus_one(v) else v for v in s)
+        resolved.append(s)
+    before, after = shape[:n_before], shape[n_before + 1:]
+
+    def run(x: Any) -> list[Any]:
+        parts, start = [], 0
+        for packed in resolved:
+            size = math.prod(packed)
+            index = (slice(None),) * n_before + (slice(start, start + size), Ellipsis)
+            parts.append(backend.reshape(x[index], (*before, *packed, *after)))
+            start = start + size
+        return parts
+    return run
+
+
+def _is_minus_one(value: Any) -> bool:
+    return not is_symbolic(value) and value == -1
+
+
+def _parsed_with_context(op: str, pattern: str, shapes: Sequence[tuple[Any, ...]]) -> PackPattern:
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    try:
+        return parse_pack(pattern)
+    except RearrangeError as error:
+        raise type(error)(f"{error}\n{_context(op, pattern, _shapes_text(shapes))}") from None
+
+
+def _shapes_text(shapes: Sequence[tuple[Any, ...]]) -> str:
+    if len(shapes) == 1:
+        return f"input shape {_fmt(shapes[0])}"
+    return "input shapes [" + ", ".join(_fmt(shape) for shape in shapes) + "]"
+
+
 def _unpack_foreign(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     """unpack of torch, dask or array-API arrays: slices then reshapes, by the library
     (views wherever the library makes them: torch always can here)."""
@@ -786,6 +889,9 @@ def _unpack_foreign(backend: Any, tensor: Any, packed_shapes: Any, pattern: str)
 
 def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     backend = _foreign_backend(tensor)
+    if backend is not None and (_traced(backend, [tensor]) or any(
+            is_symbolic(v) for s in packed_shapes for v in s)):
+        return _unpack_traced(backend, tensor, packed_shapes, pattern)  # never cached
     if backend is not None:
         run = _unpack_foreign(backend, tensor, packed_shapes, pattern)
         _remember_if_hashable(

@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping
+from typing import Any, Mapping
 
 from .errors import PatternError
 from .layout import MAX_DIMS, MAX_SIZE, size_problem
 from .parsing import AnonymousAxis, AxisName, EllipsisAxis, Group, TransformPattern, pattern_error
 
-__all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_result_size"]
+__all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_result_size",
+           "is_symbolic"]
 
 ELLIPSIS_PREFIX = "…"  # ellipsis dims are named …0, …1, ... (not valid identifiers)
 
@@ -183,6 +184,8 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
     text = recipe.pattern.text
     names = recipe.names
     for name, length in axes_lengths.items():
+        if is_symbolic(length) and name in names:
+            continue  # a traced size: checking it would pin the trace to its value
         if name not in names or not name.isidentifier():  # not an ellipsis or numbered axis
             raise PatternError(
                 f"axis length given for '{name}', which is not an axis of the pattern "
@@ -204,12 +207,12 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
     for axis, length in recipe.fixed_lengths:   # at most 18 digits: parsing checks
         lengths[axis] = length
     for name, length in axes_lengths.items():
-        lengths[names.index(name)] = length.__index__()
+        lengths[names.index(name)] = length if is_symbolic(length) else length.__index__()
 
     for dim, (group, size) in enumerate(zip(recipe.input_groups, shape)):
         start, end = recipe.input_spans[dim]
         if not group:
-            if size != 1:
+            if _known(size) and size != 1:
                 raise pattern_error(
                     f"a unit axis matches input dim {dim}, which has size {size} (expected 1)",
                     text, start, end,
@@ -229,14 +232,14 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 text, start, end,
             )
         if unknown:
-            if size % known:
+            if _known(size, known) and size % known:
                 raise pattern_error(
                     f"input dim {dim} of size {size} cannot be split into "
                     f"{recipe.group_text(group)}: {size} is not divisible by {known}",
                     text, start, end,
                 )
             lengths[unknown[0]] = size // known
-        elif known != size:
+        elif _known(size, known) and known != size:
             given = ", ".join(f"{recipe.axes[i].name}={lengths[i]}" for i in group)
             if len(group) == 1:
                 message = (f"axis '{recipe.axes[group[0]].name}' has length {size} in the input, "
@@ -254,6 +257,20 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 text, recipe.axes[axis].start, recipe.axes[axis].end,
             )
     return tuple(lengths)  # type: ignore[arg-type]
+
+
+def is_symbolic(value: Any) -> bool:
+    """Is ``value`` a size the caller's framework traces: a ``SymInt`` (torch.compile,
+    torch.export) or a 0-d tensor (torch.jit.trace's sizes)? Told apart by type name, so
+    that no framework is imported to ask."""
+    return type(value).__name__ in ("SymInt", "Tensor")
+
+
+def _known(*values: Any) -> bool:
+    """Can these sizes be compared? Symbolic ones are not: each comparison would become a
+    guard of the compiled graph, i.e. a recompile per shape; the framework's own reshape
+    checks them instead."""
+    return not any(map(is_symbolic, values))
 
 
 def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | None) -> None:

@@ -139,11 +139,7 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
 }
 
 #: Tests that fail for a known, open reason (strict: they must start passing when fixed).
-PENDING: dict[tuple[str, str], str] = {
-    ("test_other", "test_torch_compile_for_functions"): "no graph breaks, but plans are made "
-    "for concrete shapes: each new input shape recompiles, and its 3 shapes x 3 patterns "
-    "exceed dynamo's default limit of 8 recompiles (it passes with the limit at 16)",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 _IMPORT = re.compile(r"^from einops(?:\.einops|\.packing)? import ", re.MULTILINE)
 _TORCH_LAYERS_IMPORT = re.compile(r"^(\s*)from einops\.layers\.torch import ", re.MULTILINE)

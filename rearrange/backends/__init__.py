@@ -15,7 +15,12 @@ numpy and Tensor also lower pack, unpack and einsum plans (``lower_pack``,
 their lists themselves. The foreign backends, found through this module, also provide
 
 * ``matches(x)``            — cheap: is ``x`` one of its arrays?
-* ``cache_key(x)``          — cheap and hashable: all of ``x`` a lowered runner depends on
+* ``cache_key(x)``          — cheap and hashable: all of ``x`` a lowered runner depends on;
+                              unhashable when ``x``'s sizes are traced (no runner is kept)
+* ``traced(x, lengths)``    — optional: are the sizes symbolic or traced (torch.compile,
+                              torch.export, torch.jit.trace)? Then the call follows a
+                              :class:`~rearrange.symbolic.SymbolicPlan`, lowered by
+                              ``lower_symbolic(plan, reduction)`` and never cached
 * ``stack(xs)``             — a list of its arrays stacked on a new first axis
 * ``reshape(x, shape)``, ``concat(xs, axis)``, ``einsum(subscripts, *xs)`` — what pack,
                               unpack and einsum run through
@@ -41,10 +46,12 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..caching import remember
-from ..calls import SUPPORTED_ARRAYS, no_view_error, plan_for, plan_layout, with_context
+from ..calls import (SUPPORTED_ARRAYS, check_reduction, no_view_error, parse_first, plan_for,
+                     plan_layout, with_context)
 from ..errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
 from ..layout import Layout
 from ..plan import Plan
+from ..symbolic import SymbolicPlan, plan_symbolic
 from ..tensor import Tensor
 
 __all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array", "asnumpy",
@@ -155,6 +162,8 @@ _lock = threading.Lock()
 def plan_for_array(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
                    copy: bool | None, axes_lengths: Mapping[str, Any]) -> Any:
     """The plan of ``op`` for a foreign array ``x`` (explain and the runners use it)."""
+    if _is_traced(backend, x, axes_lengths):
+        return plan_traced(x, op, pattern, reduction, copy, axes_lengths)
     info = backend.describe(x)
     describe_copy = getattr(backend, "describe_copy", None)
     if op == "rearrange":
@@ -166,6 +175,31 @@ def plan_for_array(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
     if describe_copy is not None:
         plan = describe_copy(plan, x, info)
     return plan
+
+
+def _is_traced(backend: Any, x: Any, axes_lengths: Mapping[str, Any]) -> bool:
+    traced = getattr(backend, "traced", None)
+    return traced is not None and traced(x, axes_lengths)
+
+
+def plan_traced(x: Any, op: str, pattern: str, reduction: Any, copy: bool | None,
+                axes_lengths: Mapping[str, Any]) -> SymbolicPlan:
+    """The plan of ``op`` for an array whose sizes are traced: steps from the pattern
+    alone, sizes as expressions (see :mod:`rearrange.symbolic`)."""
+    shape = tuple(x.shape)
+    parse_first(pattern, op, shape, axes_lengths)
+    if copy is not None and copy is not True and copy is not False:
+        raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
+    try:
+        name = check_reduction(reduction) if op == "reduce" else None
+        plan = plan_symbolic(op, pattern, shape, axes_lengths, name, copy)
+        reduced = next((len(step.args) for step in plan.steps if step.op == "reduce"), 0)
+        if name in ("argmax", "argmin") and reduced != 1:
+            raise RearrangeError(f"{name} gives the position along one reduced axis; this "
+                                 f"pattern reduces {reduced}")
+        return plan
+    except RearrangeError as error:
+        raise with_context(error, pattern, shape, axes_lengths, op) from None
 
 
 def refusal(plan: Plan) -> Callable[[Any], Any] | None:
@@ -188,9 +222,13 @@ def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
            *axes_lengths.items())
     try:
         runner = _runners.get(key)
-    except TypeError:  # unhashable lengths or reduction: planning reports which
+    except TypeError:  # unhashable lengths or reduction (planning reports which), or traced sizes
         runner = None
-    if runner is None:
+    if runner is None and _is_traced(backend, x, axes_lengths):
+        # never cached: a runner made for one trace's sizes would bake them into another
+        runner = backend.lower_symbolic(
+            plan_traced(x, op, pattern, reduction, copy, axes_lengths), reduction)
+    elif runner is None:
         plan = plan_for_array(backend, x, op, pattern, reduction, copy, axes_lengths)
         if copy is False and not plan.is_view:
             raise no_view_error(plan)

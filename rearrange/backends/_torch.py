@@ -11,11 +11,16 @@ where the benchmark shows it faster than torch's (every variant except the small
 from __future__ import annotations
 
 import dataclasses
+import importlib.abc
 import sys
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, Mapping
 
+from ..errors import NoViewError
 from ..layout import Layout
 from ..plan import Plan
+from ..recipe import is_symbolic
+from ..symbolic import SymbolicPlan
 from . import ArrayInfo, reduction_error
 
 Runner = Callable[[Any], Any]
@@ -27,33 +32,93 @@ def _torch() -> Any:
 
 def matches(x: Any) -> bool:
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(x, torch.Tensor):
-        return False
-    if not _registered:
-        allow_in_compiled_graph()
-    return True
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
+_OPERATIONS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack")
 _registered: list[bool] = []
 
 
 def allow_in_compiled_graph() -> None:
-    """Register the operations with ``torch.compiler.allow_in_graph``: under
-    ``torch.compile`` each call becomes one node of the graph, traced through its torch
-    ops, instead of a graph break. Done on the first torch tensor seen, on ``import
-    rearrange`` when torch is already imported, and by ``rearrange.layers.torch``."""
+    """Register the operations with dynamo (``torch.compiler.allow_in_graph``): under
+    ``torch.compile`` and ``torch.export`` each call becomes one node of the graph,
+    traced through its torch ops (over symbolic sizes: :mod:`rearrange.symbolic`),
+    instead of dynamo tracing the planner's Python. Needs ``torch._dynamo`` loaded:
+    :func:`register_when_dynamo_loads` calls it at the right time."""
     if _registered:
         return
     _registered.append(True)
     import rearrange
 
-    torch = _torch()
-    for name in ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack"):
-        torch.compiler.allow_in_graph(getattr(rearrange, name))
+    dynamo = sys.modules["torch._dynamo"]
+    for name in _OPERATIONS:
+        dynamo.allow_in_graph(getattr(rearrange, name))
 
 
-def cache_key(x: Any) -> tuple:
+def register_when_dynamo_loads() -> None:
+    """Registration that does not depend on import order, and costs nothing until it is
+    needed: at once if ``torch._dynamo`` (what torch.compile, torch.export and
+    ``torch.compiler`` load) is loaded, else right after it loads. Importing
+    ``torch._dynamo`` here would cost every torch user 1.6 s, compiling or not."""
+    if "torch._dynamo" in sys.modules:
+        allow_in_compiled_graph()
+    elif not any(isinstance(finder, _AfterDynamoLoads) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AfterDynamoLoads())
+
+
+class _AfterDynamoLoads(importlib.abc.MetaPathFinder):
+    """An import hook that finds nothing itself: when ``torch._dynamo`` is imported, it
+    asks the other finders for it and registers the operations once its module has
+    run. It removes itself on first use; a failure to register warns, never breaks the
+    import."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != "torch._dynamo":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            spec = None if find_spec is None else find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_register(module: Any) -> None:
+            exec_module(module)
+            try:
+                allow_in_compiled_graph()
+            except Exception as error:  # noqa: BLE001 - never break the caller's import
+                warnings.warn(f"rearrange: could not register with torch.compile "
+                              f"({type(error).__name__}: {error}); its calls will be traced "
+                              f"by dynamo instead", RuntimeWarning, stacklevel=2)
+        loader.exec_module = exec_then_register
+        return spec
+
+
+def cache_key(x: Any) -> tuple | list:
+    if _tracing_state() is not None:
+        # torch.jit.trace: sizes read from x.shape are recorded as reads of the shape only
+        # when they flow into the ops themselves; a cached runner's would be constants
+        return [x]  # unhashable: no runner is kept (see ``traced``)
     return x.shape, x.stride(), x.dtype, x.device
+
+
+def _tracing_state() -> Any:
+    return _torch()._C._get_tracing_state()
+
+
+def traced(x: Any, axes_lengths: Mapping[str, Any]) -> bool:
+    """Are ``x``'s sizes (or the axis lengths) traced, by torch.compile / torch.export
+    (``SymInt`` s) or by torch.jit.trace? Then the call is planned over symbolic sizes
+    (:mod:`rearrange.symbolic`): a plan of concrete sizes would pin the trace to them."""
+    return (not all(type(n) is int for n in x.shape) or any(map(is_symbolic, axes_lengths.values()))
+            or _tracing_state() is not None)
 
 
 def describe(x: Any) -> ArrayInfo:
@@ -148,6 +213,54 @@ def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
             x = stage(x)
         return x
     return run
+
+
+def lower_symbolic(plan: SymbolicPlan, reduction: Any) -> Runner:
+    """A plan over symbolic sizes as torch ops: ``reshape`` lets torch decide view or
+    copy at run time (``view`` with ``copy=False``, which refuses where a copy is
+    needed); nothing here compares a size."""
+    torch = _torch()
+    stages: list[Runner] = []
+    for step in plan.steps:
+        if step.op == "reshape":
+            stages.append(_reshape(step.args) if plan.copy_requested is not False
+                          else _strict_view(step.args, plan))
+        elif step.op == "permute":
+            stages.append(_permute(step.args))
+        elif step.op == "reduce":
+            stages.append(_reducer(reduction, step.args))
+        elif step.op == "unsqueeze":
+            stages.append(_unsqueeze(step.args))
+        elif step.op == "expand":
+            stages.append(_expand(step.args))
+        else:  # copy=True
+            stages.append(lambda x: x.clone(memory_format=torch.contiguous_format))
+
+    def run(x: Any) -> Any:
+        x = x.view(x.shape) if not stages else x   # a new tensor object, like einops' views
+        for stage in stages:
+            x = stage(x)
+        return x
+    return run
+
+
+def _strict_view(shape: tuple[Any, ...], plan: SymbolicPlan) -> Runner:
+    def view(x: Any) -> Any:
+        try:
+            return x.view(shape)
+        except RuntimeError as error:
+            raise NoViewError(f"copy=False, but no view of the input can express the result "
+                              f"(torch: {error})\n  pattern '{plan.pattern}', input shape "
+                              f"{tuple(x.shape)}") from None
+    return view
+
+
+def _unsqueeze(positions: tuple[int, ...]) -> Runner:
+    def unsqueeze(x: Any) -> Any:
+        for position in positions:  # increasing: each lands at its final place
+            x = x.unsqueeze(position)
+        return x
+    return unsqueeze
 
 
 def _reshape(shape: tuple[int, ...]) -> Runner:

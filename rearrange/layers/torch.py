@@ -29,11 +29,8 @@ from ..calls import check_reduction, context_line
 from ..errors import PatternError
 from ..parsing import parse_transform
 from .mixing import plan_einmix
-from ..backends._torch import allow_in_compiled_graph
 
 __all__ = ["Rearrange", "Reduce", "EinMix"]
-
-allow_in_compiled_graph()
 
 
 def _checked(pattern: str, op: str, axes_lengths: dict[str, Any]) -> dict[str, int]:
