@@ -209,7 +209,7 @@ class Plan(JsonDump):
                 verb = "transpose" if library == "numpy" else "permute"
                 expr += f".{verb}({_ints(step.args)})"
             elif step.op == "reduce":
-                expr = _reduction_source(expr, library, self.reduction, step.args,
+                expr = reduction_source(expr, library, self.reduction, step.args,
                                          step.layout.shape, self.dtype)
             elif step.op == "expand":
                 expr = (f"np.broadcast_to({expr}, ({_ints(step.args)}))" if library == "numpy"
@@ -226,7 +226,7 @@ class Plan(JsonDump):
 _TORCH_REDUCTIONS = {"min": "amin", "max": "amax"}
 
 
-def _reduction_source(expr: str, library: str, reduction: str | None, dims: tuple[int, ...],
+def reduction_source(expr: str, library: str, reduction: str | None, dims: tuple[int, ...],
                       kept_shape: tuple[int, ...], dtype: str | None) -> str:
     """``expr`` reduced over its trailing ``dims`` by the named reduction."""
     if reduction not in REDUCTION_NAMES:  # a callable, by its name

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from .errors import RearrangeError
 from .parsing import parse_transform
-from .plan import JsonDump
+from .plan import JsonDump, reduction_source
 from .recipe import build_recipe, is_symbolic, solve_lengths
 
 __all__ = ["SymbolicStep", "SymbolicPlan", "plan_symbolic", "is_symbolic"]
@@ -119,8 +119,7 @@ class SymbolicPlan(JsonDump):
                 for position in step.args:
                     expr += f".unsqueeze({position})"
             elif step.op == "reduce":
-                expr += f".{self.reduction}(dim=({args},))" if len(step.args) == 1 \
-                    else f".{self.reduction}(dim=({args}))"
+                expr = reduction_source(expr, "torch", self.reduction, step.args, (), None)
             elif step.op == "copy":
                 expr += ".clone(memory_format=torch.contiguous_format)"
             else:

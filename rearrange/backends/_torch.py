@@ -248,7 +248,7 @@ def _strict_view(shape: tuple[Any, ...], plan: SymbolicPlan) -> Runner:
     def view(x: Any) -> Any:
         try:
             return x.view(shape)
-        except RuntimeError as error:
+        except (RuntimeError, ValueError) as error:   # eager: RuntimeError; traced: ValueError
             raise NoViewError(f"copy=False, but no view of the input can express the result "
                               f"(torch: {error})\n  pattern '{plan.pattern}', input shape "
                               f"{tuple(x.shape)}") from None
