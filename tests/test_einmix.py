@@ -111,3 +111,28 @@ def test_torch_compile_fullgraph():
     x = torch.randn(2, 4, 3)
     compiled = torch.compile(model, fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(x), model(x))
+
+
+@pytest.mark.parametrize("pattern, weight_shape, bias_shape, lengths, shape", CASES)
+def test_explain_follows_the_forward(pattern, weight_shape, bias_shape, lengths, shape):
+    """The explanation's shapes are the ones the forward produces, step by step (the
+    oracle: the layer's own rearranges and torch.einsum run on the input)."""
+    layer = EinMix(pattern, weight_shape, bias_shape, **lengths)
+    x = torch.randn(shape)
+    explanation = layer.explain(x)
+    text = str(explanation)
+    mixed = x
+    if layer.pre_rearrange is not None:
+        mixed = layer.pre_rearrange(x)
+        assert explanation.pre_rearrange.output.shape == tuple(mixed.shape)
+        assert "before the einsum:" in text
+    mixed = torch.einsum(layer.einsum_pattern, mixed, layer.weight)
+    assert f"torch.einsum({layer.einsum_pattern!r}, x, weight)" in text
+    assert explanation.weight_shape == tuple(layer.weight.shape)
+    assert (explanation.bias_shape is None) == (bias_shape is None)
+    if layer.post_rearrange is not None:
+        assert explanation.post_rearrange.input.shape == tuple(mixed.shape)
+        assert explanation.post_rearrange.dtype == "float32"
+        assert explanation.post_rearrange.output.shape == tuple(layer(x).shape)
+    else:
+        assert explanation.post_rearrange is None and tuple(mixed.shape) == tuple(layer(x).shape)

@@ -24,7 +24,9 @@ from typing import Any
 
 import torch
 
-from ..api import reduce, rearrange
+from dataclasses import dataclass
+
+from ..api import explain, reduce, rearrange
 from ..calls import check_reduction, context_line
 from ..errors import PatternError
 from ..parsing import parse_transform
@@ -60,6 +62,10 @@ class Rearrange(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return rearrange(x, self.pattern, **self.axes_lengths)
 
+    def explain(self, x_or_shape: Any, **options: Any) -> Any:
+        """The plan ``forward`` follows for this input (see :func:`rearrange.explain`)."""
+        return explain(x_or_shape, self.pattern, **options, **self.axes_lengths)
+
     def extra_repr(self) -> str:
         return f"{self.pattern!r}{_lengths_repr(self.axes_lengths)}"
 
@@ -76,6 +82,11 @@ class Reduce(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return reduce(x, self.pattern, self.reduction, **self.axes_lengths)
+
+    def explain(self, x_or_shape: Any, **options: Any) -> Any:
+        """The plan ``forward`` follows for this input (see :func:`rearrange.explain`)."""
+        return explain(x_or_shape, self.pattern, op="reduce", reduction=self.reduction,
+                       **options, **self.axes_lengths)
 
     def extra_repr(self) -> str:
         return f"{self.pattern!r}, {self.reduction!r}{_lengths_repr(self.axes_lengths)}"
@@ -124,9 +135,73 @@ class EinMix(torch.nn.Module):
             result = self.post_rearrange(result)
         return result
 
+    def explain(self, x_or_shape: Any, **options: Any) -> "EinMixExplanation":
+        """What ``forward`` does to this input (an array or a shape): the plan of the
+        rearrange before the einsum, the einsum with the weight, the bias, and the plan
+        of the rearrange after it. ``options`` go to :func:`rearrange.explain`."""
+        first = self.pre_rearrange.explain(x_or_shape, **options) if self.pre_rearrange else None
+        mixed_shape = None
+        if self.post_rearrange is not None:
+            shape = tuple(first.output.shape if first is not None and hasattr(first, "output")
+                          else first.output_shape if first is not None
+                          else getattr(x_or_shape, "shape", x_or_shape))
+            mixed_shape = _einsum_shape(self.einsum_pattern, shape, tuple(self.weight.shape))
+        last = None
+        if self.post_rearrange is not None:
+            dtype = getattr(x_or_shape, "dtype", None)
+            post_options = dict(options)
+            if dtype is not None and "dtype" not in options:   # the einsum keeps the dtype
+                post_options["dtype"] = str(dtype).removeprefix("torch.")
+            last = self.post_rearrange.explain(mixed_shape, **post_options)
+        return EinMixExplanation(repr(self), first, self.einsum_pattern,
+                                 tuple(self.weight.shape),
+                                 None if self.bias is None else tuple(self.bias.shape), last)
+
     def __repr__(self) -> str:
         params = repr(self.pattern) + f", '{self.weight_shape}'"
         if self.bias_shape is not None:
             params += f", '{self.bias_shape}'"
         params += "".join(f", {axis}={length}" for axis, length in self.axes_lengths.items())
         return f"{type(self).__name__}({params})"
+
+
+def _einsum_shape(subscripts: str, shape: tuple[Any, ...], weight: tuple[int, ...]) -> tuple[Any, ...]:
+    """The shape of ``torch.einsum(subscripts, x, weight)``: one letter per axis, and
+    ``...`` (in x and the output only, as EinMix writes them) for the dims it covers."""
+    inputs, output = subscripts.split("->")
+    x_letters, w_letters = inputs.split(",")
+    size = dict(zip(w_letters, weight))
+    head, _, tail = x_letters.partition("...")
+    size.update(zip(head, shape))
+    size.update(zip(tail, shape[len(shape) - len(tail):]))
+    covered = tuple(shape[len(head):len(shape) - len(tail)])
+    before, dots, after = output.partition("...")
+    return (*(size[c] for c in before), *(covered if dots else ()), *(size[c] for c in after))
+
+
+@dataclass(frozen=True)
+class EinMixExplanation:
+    """The steps of an ``EinMix`` forward for one input; ``str()`` prints them."""
+
+    layer: str
+    pre_rearrange: Any          # the rearrange's plan (a Plan or SymbolicPlan), or None
+    einsum_pattern: str         # torch.einsum(einsum_pattern, x, weight)
+    weight_shape: tuple[int, ...]
+    bias_shape: tuple[int, ...] | None
+    post_rearrange: Any         # the rearrange's plan, or None
+
+    def __str__(self) -> str:
+        lines = [self.layer]
+        if self.pre_rearrange is not None:
+            lines += ["", "before the einsum:", _indented(str(self.pre_rearrange))]
+        lines += ["", f"torch.einsum({self.einsum_pattern!r}, x, weight)  weight shape "
+                      f"{self.weight_shape}: a new array"]
+        if self.bias_shape is not None:
+            lines.append(f"+ bias, shape {self.bias_shape} (broadcast): a new array")
+        if self.post_rearrange is not None:
+            lines += ["", "after the einsum:", _indented(str(self.post_rearrange))]
+        return "\n".join(lines)
+
+
+def _indented(text: str) -> str:
+    return "\n".join("  " + line if line else line for line in text.splitlines())
