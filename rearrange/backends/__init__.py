@@ -152,7 +152,7 @@ def asnumpy(x: Any) -> np.ndarray:
 # ---------------------------------------------------------------------- runners
 
 _CACHE_SIZE = 1024
-# (backend, op, pattern, reduction, copy, backend.cache_key(x), canonical axis lengths)
+# (backend module, op, pattern, reduction, copy, backend.cache_key(x), canonical axis lengths)
 # -> runner. ``cache_key`` holds all of the array a runner depends on: shape and dtype
 # always, strides and device for torch (the view-or-copy proof and where the copy runs).
 _runners: dict[tuple, Callable[[Any], Any]] = {}
@@ -218,8 +218,9 @@ def refusal(plan: Plan) -> Callable[[Any], Any] | None:
 def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
                   copy: bool | None, axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange / reduce / repeat of a foreign array, through its backend's ops."""
-    key = (backend.__name__, op, pattern, reduction, copy, backend.cache_key(x),
-           *axes_lengths.items())
+    key = (backend, op, pattern, reduction, copy, backend.cache_key(x))
+    if axes_lengths:
+        key += tuple(axes_lengths.items())
     try:
         runner = _runners.get(key)
     except TypeError:  # unhashable lengths or reduction (planning reports which), or traced sizes

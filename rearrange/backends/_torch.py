@@ -31,8 +31,12 @@ def _torch() -> Any:
 
 
 def matches(x: Any) -> bool:
+    global _tracing_state
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+    if torch is None or not isinstance(x, torch.Tensor):
+        return False
+    _tracing_state = torch._C._get_tracing_state   # a torch tensor exists: torch is loaded
+    return True
 
 
 _OPERATIONS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack")
@@ -110,6 +114,8 @@ def cache_key(x: Any) -> tuple | list:
 
 
 def _tracing_state() -> Any:
+    """torch.jit.trace's state, None when no trace runs (torch's own function, bound by
+    ``matches``: the warm path's check costs one C call)."""
     return _torch()._C._get_tracing_state()
 
 
