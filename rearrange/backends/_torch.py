@@ -112,6 +112,14 @@ def _torch_copy_kernel(kernel: Any, reason: str) -> Any:
 # ---------------------------------------------------------------------- lowering
 
 def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
+    """The plan as torch ops. Two realisations differ from the plan's steps, with
+    identical results (values, dtype, shape, strides, view or not):
+
+    * a reduction whose permute only moves the reduced axes last reduces the split input
+      in place (the dims where those axes are), as einops does: torch reduces a strided
+      view as fast as a permuted one, and the permute costs more than it saves;
+    * a view of several ops is one ``as_strided`` where autograd, tracing and transforms
+      do not watch (:func:`_strided_view`)."""
     stages: list[Runner] = []
     steps = plan.steps
     k = 0
@@ -120,12 +128,16 @@ def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
         following = steps[k + 1] if k + 1 < len(steps) else None
         if step.op in ("split", "unsqueeze", "merge"):
             stages.append(_view(step.args))
+        elif step.op == "permute" and following is not None and following.op == "reduce" \
+                and (in_place := _reduced_in_place(reduction, step.args, following.args)):
+            stages.append(_reducer(reduction, in_place, plan.dtype))
+            k += 1
         elif step.op == "permute":
             stages.append(_permute(step.args))
         elif step.op == "expand":
             stages.append(_expand(step.args))
         elif step.op == "reduce":
-            stages.append(_reducer(reduction, step.args))
+            stages.append(_reducer(reduction, step.args, plan.dtype))
         elif step.op == "copy" and step.kernel is not None and step.kernel.variant == "torch" \
                 and following is not None and following.op == "merge":
             stages.append(_reshape(following.args))  # torch's reshape is that very copy
@@ -136,12 +148,22 @@ def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
             raise AssertionError(f"unknown step {step.op}")
         k += 1
     if not stages:
-        return lambda x: x.view(x.shape)   # a new tensor object, like einops' identity views
+        return lambda x: x.view_as(x)   # a new tensor object, like einops' identity views
+    eager = _chain(stages)
+    if len(stages) > 1 and plan.is_view:
+        return _strided_view(eager, plan, sample) or eager
+    return eager
+
+
+def _chain(stages: list[Runner]) -> Runner:
     if len(stages) == 1:
         return stages[0]
     if len(stages) == 2:
         first, second = stages
         return lambda x: second(first(x))
+    if len(stages) == 3:
+        first, second, third = stages
+        return lambda x: third(second(first(x)))
 
     def run(x: Any) -> Any:
         for stage in stages:
@@ -150,20 +172,84 @@ def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
     return run
 
 
+def _reduced_in_place(reduction: Any, order: tuple[int, ...],
+                      trailing: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The input dims to reduce instead of ``trailing`` (the plan's reduced dims after
+    ``order``), when ``order`` only moves those axes last; else None.
+
+    The kept axes then stay in output order, and torch's reduction result is C-contiguous
+    whatever the input's strides, so the plan's merge after it is still a view. A
+    callable gets the permuted view, as it always did (its dims are the plan's); prod of
+    several axes flattens them (torch's prod takes one dim), which needs them adjacent
+    and in order, so that the product runs over the elements in the same order."""
+    if callable(reduction) or not trailing:
+        return None
+    kept = len(order) - len(trailing)
+    if any(a >= b for a, b in zip(order[:kept], order[1:kept])):
+        return None
+    dims = order[kept:]
+    if reduction == "prod" and any(b != a + 1 for a, b in zip(dims, dims[1:])):
+        return None
+    return tuple(sorted(dims))
+
+
 def _reshape(shape: tuple[int, ...]) -> Runner:
-    return lambda x: x.reshape(shape)
+    # torch parses a tuple argument ~0.7 us slower than the same ints unpacked (2.13)
+    if not shape:
+        return lambda x: x.reshape(())
+    return lambda x: x.reshape(*shape)
 
 
 def _view(shape: tuple[int, ...]) -> Runner:
-    return lambda x: x.view(shape)
+    if not shape:
+        return lambda x: x.view(())
+    return lambda x: x.view(*shape)
 
 
 def _permute(order: tuple[int, ...]) -> Runner:
-    return lambda x: x.permute(order)
+    return lambda x: x.permute(*order)
 
 
 def _expand(shape: tuple[int, ...]) -> Runner:
-    return lambda x: x.expand(shape)
+    return lambda x: x.expand(*shape)
+
+
+def _strided_view(eager: Runner, plan: Plan, sample: Any) -> Runner | None:
+    """``eager`` (a chain of view ops) as one ``as_strided`` call where that is safe, else
+    None. The layout is the eager chain's own on ``sample``: a view's layout depends only
+    on the input's shape and strides, which the runner cache keys on (so does the device),
+    and view ops keep the storage offset (checked).
+
+    Per call, ``eager`` runs instead where as_strided would change what is recorded or
+    traced: a tensor that requires grad (as_strided's backward is slow and less general;
+    under no_grad the view ops cost little more), subclasses (FakeTensor and
+    FunctionalTensor under torch.compile, Parameter, user subclasses), torch.compile
+    tracing the Python code, functorch transforms (vmap, grad: their wrappers are plain
+    Tensors) and torch.jit.trace (ONNX export has no as_strided). Conjugate and negative
+    views need no test: as_strided keeps those bits like every view op."""
+    torch = _torch()
+    if (type(sample) is not torch.Tensor or sample.layout != torch.strided
+            or sample.device.type not in ("cpu", "cuda")
+            or torch._C._are_functorch_transforms_active()
+            or torch.compiler.is_compiling()
+            or not all(type(n) is int for n in sample.shape)):
+        return None
+    probe = eager(sample.detach())
+    if probe.storage_offset() != sample.storage_offset() \
+            or tuple(probe.shape) != plan.output.shape:  # pragma: no cover - view ops
+        return None
+    shape, strides = tuple(probe.shape), probe.stride()
+    Tensor = torch.Tensor
+    compiling = torch.compiler.is_compiling
+    transforms_active = torch._C._are_functorch_transforms_active
+    tracing = torch._C._get_tracing_state
+
+    def view(x: Any) -> Any:
+        if x.requires_grad or type(x) is not Tensor or compiling() or transforms_active() \
+                or tracing() is not None:
+            return eager(x)
+        return x.as_strided(shape, strides)
+    return view
 
 
 def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
@@ -187,22 +273,30 @@ def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
     return copy
 
 
-def _reducer(reduction: Any, dims: tuple[int, ...]) -> Runner:
+def _reducer(reduction: Any, dims: tuple[int, ...], dtype: str | None = None) -> Runner:
+    """``reduction`` over ``dims``: the plan's trailing dims, or (for a named reduction)
+    the input dims that hold the reduced axes, in increasing order. ``dtype`` is the
+    input's (the runner cache keys on it), None where unknown."""
     torch = _torch()
     if callable(reduction):
         return lambda x: reduction(x, dims)
-    first = dims[0]
+    first, last = dims[0], dims[-1]
+    # one dim as an int: torch parses it faster than a tuple, with the same result
+    dim: Any = first if len(dims) == 1 else dims
 
     def to_float(x: Any) -> Any:
         # numpy's promotion: integer and bool means (and friends) are float64
         return x if x.is_floating_point() or x.is_complex() else x.to(torch.float64)
 
+    # float and complex inputs keep their dtype: no per-call test needed
+    inexact = dtype is not None and dtype.startswith(("float", "bfloat", "complex"))
+
     def logsumexp(x: Any) -> Any:
         # torch sums float16/bfloat16 exp terms in their own dtype: a few thousand
         # terms overflow to inf. Computed in float32, returned in the input's dtype.
         if x.dtype in (torch.float16, torch.bfloat16):
-            return torch.logsumexp(x.float(), dim=dims).to(x.dtype)
-        return torch.logsumexp(to_float(x), dim=dims)
+            return torch.logsumexp(x.float(), dim).to(x.dtype)
+        return torch.logsumexp(to_float(x), dim)
 
     def as_bool(x: Any) -> Any:
         # torch's any/all of uint8 return uint8 (kept for backward compatibility);
@@ -214,19 +308,22 @@ def _reducer(reduction: Any, dims: tuple[int, ...]) -> Runner:
         return x.to(torch.uint8) if x.dtype == torch.bool else x
 
     table: dict[str, Callable[[Any], Any]] = {
-        "sum": lambda x: x.sum(dim=dims),
-        "mean": lambda x: to_float(x).mean(dim=dims),
-        "min": lambda x: x.amin(dim=dims),
-        "max": lambda x: x.amax(dim=dims),
-        "prod": lambda x: x.flatten(first).prod(dim=-1) if len(dims) > 1 else x.prod(dim=first),
-        "any": lambda x: as_bool(x.any(dim=dims)),
-        "all": lambda x: as_bool(x.all(dim=dims)),
-        "var": lambda x: to_float(x).var(dim=dims, correction=0),
-        "std": lambda x: to_float(x).std(dim=dims, correction=0),
+        "sum": lambda x: x.sum(dim),
+        "mean": (lambda x: x.mean(dim)) if inexact else lambda x: to_float(x).mean(dim),
+        "min": lambda x: x.amin(dim),
+        "max": lambda x: x.amax(dim),
+        # dims are adjacent (see _reduced_in_place): torch's prod takes one dim
+        "prod": lambda x: x.flatten(first, last).prod(first) if len(dims) > 1 else x.prod(first),
+        "any": lambda x: as_bool(x.any(dim)),
+        "all": lambda x: as_bool(x.all(dim)),
+        "var": (lambda x: x.var(dim, correction=0)) if inexact
+        else lambda x: to_float(x).var(dim, correction=0),
+        "std": (lambda x: x.std(dim, correction=0)) if inexact
+        else lambda x: to_float(x).std(dim, correction=0),
         "logsumexp": logsumexp,
-        "argmax": lambda x: ordered(x).argmax(dim=first),
-        "argmin": lambda x: ordered(x).argmin(dim=first),
-        "count_nonzero": lambda x: torch.count_nonzero(x, dim=dims),
+        "argmax": lambda x: ordered(x).argmax(first),
+        "argmin": lambda x: ordered(x).argmin(first),
+        "count_nonzero": lambda x: torch.count_nonzero(x, dim=dim),
     }
     reduce = table[reduction]
 
