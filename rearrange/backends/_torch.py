@@ -353,15 +353,19 @@ def _stepwise(reduction: str, dims: tuple[int, ...], at_once: Runner) -> Runner:
     The values are the same, but where ties share the gradient (amax's backward and
     forward derivative split it evenly over the tied elements of the whole reduced set),
     stepwise splits it differently: so ``at_once`` runs whenever anything differentiates
-    (autograd on the input, a forward-mode dual level, functorch transforms)."""
+    (autograd on the input, a forward-mode dual level, functorch transforms), and under
+    torch.jit.trace (whose check re-runs the function, possibly with other grad flags:
+    the two graphs must be the same)."""
     torch = _torch()
     method = getattr(torch.Tensor, _STEPWISE[reduction])
     last_first = tuple(reversed(dims))
     transforms_active = torch._C._are_functorch_transforms_active
+    tracing = torch._C._get_tracing_state
     forward_ad = sys.modules["torch.autograd.forward_ad"]
 
     def reduce(x: Any) -> Any:
-        if x.requires_grad or forward_ad._current_level >= 0 or transforms_active():
+        if x.requires_grad or forward_ad._current_level >= 0 or transforms_active() \
+                or tracing() is not None:
             return at_once(x)
         for dim in last_first:
             x = method(x, dim)
