@@ -1265,21 +1265,6 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
     return runner(arrays)
 
 
-def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
-                    axes_lengths: Mapping[str, Any]) -> Any:
-    """einsum of torch, dask or array-API arrays: the same plan, with each input's
-    rearranges and the contraction done by the array's own library."""
-    plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
-    operands = [t if p is None else backends.run_transform(
-                    backend, t, "rearrange", p.pattern, None, None, dict(p.axes_lengths))
-                for t, p in zip(tensors, plan.preparations or (None,) * len(tensors))]
-    result = backend.einsum(plan.subscripts, *operands)
-    if plan.output_pattern is not None:
-        result = backends.run_transform(backend, result, "rearrange", plan.output_pattern,
-                                        None, None, {})
-    return result
-
-
 def _run_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
                  axes_lengths: Mapping[str, Any]) -> Any:
     """einsum of foreign arrays through the backend's runner for the plan
@@ -1301,6 +1286,21 @@ def _run_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
         except TypeError:  # unhashable: the runner is used once, not kept
             pass
     return runner(list(tensors))
+
+
+def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
+                    axes_lengths: Mapping[str, Any]) -> Any:
+    """einsum of torch, dask or array-API arrays: the same plan, with each input's
+    rearranges and the contraction done by the array's own library."""
+    plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
+    operands = [t if p is None else backends.run_transform(
+                    backend, t, "rearrange", p.pattern, None, None, dict(p.axes_lengths))
+                for t, p in zip(tensors, plan.preparations or (None,) * len(tensors))]
+    result = backend.einsum(plan.subscripts, *operands)
+    if plan.output_pattern is not None:
+        result = backends.run_transform(backend, result, "rearrange", plan.output_pattern,
+                                        None, None, {})
+    return result
 
 
 def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,
