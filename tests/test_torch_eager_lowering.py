@@ -334,6 +334,25 @@ def test_views_with_grad_record_view_ops(op, pattern, shape, lengths) -> None:
         assert torch.equal(again, ours.detach())
 
 
+def test_views_forward_mode_as_einops() -> None:
+    """A dual tensor does not require grad, so as_strided runs: its tangent follows
+    (torch gives a view's tangent the primal's layout)."""
+    import torch.autograd.forward_ad as fwAD
+
+    primal = torch.randn(2, 32, 16).transpose(1, 2)
+    tangent = torch.arange(2 * 16 * 32.0).reshape(2, 16, 32)
+    for op, pattern, lengths in [("rearrange", "b t (h d) -> b h t d", {"h": 4}),
+                                 ("repeat", "b t d -> b t d r", {"r": 3})]:
+        ours_op, theirs_op = _op(op)
+        ours_op(primal, pattern, **lengths)
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(primal, tangent)
+            ours = fwAD.unpack_dual(ours_op(dual, pattern, **lengths))
+            theirs = fwAD.unpack_dual(theirs_op(dual, pattern, **lengths))
+            assert torch.equal(ours.primal, theirs.primal)
+            assert torch.equal(ours.tangent, theirs.tangent)
+
+
 def test_view_of_conjugate_and_negative_views() -> None:
     z = torch.randn(2, 16, 32, dtype=torch.complex64)
     for x in (z.conj(), z.conj().imag):
