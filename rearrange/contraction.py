@@ -1216,24 +1216,27 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
     """
     if tensors_and_pattern and (not axes_lengths
                                 or _PLAIN_INT.issuperset(map(type, axes_lengths.values()))):
-        # The warm path for numpy arrays: one key, one lookup, the lowered calls.
         pattern = tensors_and_pattern[-1]
-        key = [pattern]
-        for tensor in tensors_and_pattern[:-1]:
-            if type(tensor) is not _ndarray:
-                break
-            key.append((tensor.shape, tensor.strides, tensor.dtype))
-        else:
-            if len(key) > 1 and type(pattern) is str:
-                runner = _plans.get((*key, *axes_lengths.items()))
-                if runner is not None:
-                    return runner(tensors_and_pattern[:-1])
-        # The warm path for torch (and other foreign) tensors of one type: their runner.
         kind = type(tensors_and_pattern[0])
-        backend = _foreign_types.get(kind)
-        if backend is not None and type(pattern) is str and len(tensors_and_pattern) > 1:
+        if kind is _ndarray:
+            # The warm path for numpy arrays: one key, one lookup, the lowered calls.
+            key = [pattern]
+            for tensor in tensors_and_pattern[:-1]:
+                if type(tensor) is not _ndarray:
+                    break
+                key.append((tensor.shape, tensor.strides, tensor.dtype))
+            else:
+                if len(key) > 1 and type(pattern) is str:
+                    runner = _plans.get((*key, *axes_lengths.items()))
+                    if runner is not None:
+                        return runner(tensors_and_pattern[:-1])
+        elif type(pattern) is str and (backend := _foreign_types.get(kind)) is not None:
+            # The warm path for torch (and other foreign) tensors of one type: their runner.
             tensors = tensors_and_pattern[:-1]
-            if all(type(t) is kind for t in tensors):
+            for tensor in tensors:
+                if type(tensor) is not kind:
+                    break
+            else:
                 try:
                     runner = _foreign_runners.get((backend.__name__, pattern,
                                                    *map(backend.cache_key, tensors),
