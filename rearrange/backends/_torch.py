@@ -183,6 +183,14 @@ def _torch_copy_kernel(kernel: Any, reason: str) -> Any:
 # ---------------------------------------------------------------------- lowering
 
 def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
+    """The plan as torch ops. Two realisations differ from the plan's steps, with
+    identical results (values, dtype, shape, strides, view or not):
+
+    * a reduction whose permute only moves the reduced axes last reduces the split input
+      in place (the dims where those axes are), as einops does: torch reduces a strided
+      view as fast as a permuted one, and the permute costs more than it saves;
+    * a view of several ops is one ``as_strided`` where autograd, tracing and transforms
+      do not watch (:func:`_strided_view`)."""
     stages: list[Runner] = []
     steps = plan.steps
     k = 0
@@ -191,12 +199,16 @@ def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
         following = steps[k + 1] if k + 1 < len(steps) else None
         if step.op in ("split", "unsqueeze", "merge"):
             stages.append(_view(step.args))
+        elif step.op == "permute" and following is not None and following.op == "reduce" \
+                and (in_place := _reduced_in_place(reduction, step.args, following.args)):
+            stages.append(_reducer(reduction, in_place, plan.dtype))
+            k += 1
         elif step.op == "permute":
             stages.append(_permute(step.args))
         elif step.op == "expand":
             stages.append(_expand(step.args))
         elif step.op == "reduce":
-            stages.append(_reducer(reduction, step.args))
+            stages.append(_reducer(reduction, step.args, plan.dtype))
         elif step.op == "copy" and step.kernel is not None and step.kernel.variant == "torch" \
                 and following is not None and following.op == "merge":
             stages.append(_reshape(following.args))  # torch's reshape is that very copy
@@ -207,12 +219,22 @@ def lower(plan: Plan, reduction: Any, sample: Any = None) -> Runner:
             raise AssertionError(f"unknown step {step.op}")
         k += 1
     if not stages:
-        return lambda x: x.view(x.shape)   # a new tensor object, like einops' identity views
+        return lambda x: x.view_as(x)   # a new tensor object, like einops' identity views
+    eager = _chain(stages)
+    if len(stages) > 1 and plan.is_view:
+        return _strided_view(eager, plan, sample) or eager
+    return eager
+
+
+def _chain(stages: list[Runner]) -> Runner:
     if len(stages) == 1:
         return stages[0]
     if len(stages) == 2:
         first, second = stages
         return lambda x: second(first(x))
+    if len(stages) == 3:
+        first, second, third = stages
+        return lambda x: third(second(first(x)))
 
     def run(x: Any) -> Any:
         for stage in stages:
@@ -243,7 +265,7 @@ def lower_symbolic(plan: SymbolicPlan, reduction: Any) -> Runner:
             stages.append(lambda x: x.clone(memory_format=torch.contiguous_format))
 
     def run(x: Any) -> Any:
-        x = x.view(x.shape) if not stages else x   # a new tensor object, like einops' views
+        x = x.view_as(x) if not stages else x   # a new tensor object, like einops' views
         for stage in stages:
             x = stage(x)
         return x
@@ -269,20 +291,84 @@ def _unsqueeze(positions: tuple[int, ...]) -> Runner:
     return unsqueeze
 
 
+def _reduced_in_place(reduction: Any, order: tuple[int, ...],
+                      trailing: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The input dims to reduce instead of ``trailing`` (the plan's reduced dims after
+    ``order``), when ``order`` only moves those axes last; else None.
+
+    The kept axes then stay in output order, and torch's reduction result is C-contiguous
+    whatever the input's strides, so the plan's merge after it is still a view. A
+    callable gets the permuted view, as it always did (its dims are the plan's); prod of
+    several axes flattens them (torch's prod takes one dim), which needs them adjacent
+    and in order, so that the product runs over the elements in the same order."""
+    if callable(reduction) or not trailing:
+        return None
+    kept = len(order) - len(trailing)
+    if any(a >= b for a, b in zip(order[:kept], order[1:kept])):
+        return None
+    dims = order[kept:]
+    if reduction == "prod" and any(b != a + 1 for a, b in zip(dims, dims[1:])):
+        return None
+    return tuple(sorted(dims))
+
+
 def _reshape(shape: tuple[int, ...]) -> Runner:
-    return lambda x: x.reshape(shape)
+    # torch parses a tuple argument ~0.7 us slower than the same ints unpacked (2.13)
+    if not shape:
+        return lambda x: x.reshape(())
+    return lambda x: x.reshape(*shape)
 
 
 def _view(shape: tuple[int, ...]) -> Runner:
-    return lambda x: x.view(shape)
+    if not shape:
+        return lambda x: x.view(())
+    return lambda x: x.view(*shape)
 
 
 def _permute(order: tuple[int, ...]) -> Runner:
-    return lambda x: x.permute(order)
+    return lambda x: x.permute(*order)
 
 
 def _expand(shape: tuple[int, ...]) -> Runner:
-    return lambda x: x.expand(shape)
+    return lambda x: x.expand(*shape)
+
+
+def _strided_view(eager: Runner, plan: Plan, sample: Any) -> Runner | None:
+    """``eager`` (a chain of view ops) as one ``as_strided`` call where that is safe, else
+    None. The layout is the eager chain's own on ``sample``: a view's layout depends only
+    on the input's shape and strides, which the runner cache keys on (so does the device),
+    and view ops keep the storage offset (checked).
+
+    Per call, ``eager`` runs instead where as_strided would change what is recorded or
+    traced: a tensor that requires grad (as_strided's backward is slow and less general;
+    under no_grad the view ops cost little more), subclasses (FakeTensor and
+    FunctionalTensor under torch.compile, Parameter, user subclasses), torch.compile
+    tracing the Python code, functorch transforms (vmap, grad: their wrappers are plain
+    Tensors) and torch.jit.trace (ONNX export has no as_strided). Conjugate and negative
+    views need no test: as_strided keeps those bits like every view op."""
+    torch = _torch()
+    if (type(sample) is not torch.Tensor or sample.layout != torch.strided
+            or sample.device.type not in ("cpu", "cuda")
+            or torch._C._are_functorch_transforms_active()
+            or torch.compiler.is_compiling()
+            or not all(type(n) is int for n in sample.shape)):
+        return None
+    probe = eager(sample.detach())
+    if probe.storage_offset() != sample.storage_offset() \
+            or tuple(probe.shape) != plan.output.shape:  # pragma: no cover - view ops
+        return None
+    shape, strides = tuple(probe.shape), probe.stride()
+    Tensor = torch.Tensor
+    compiling = torch.compiler.is_compiling
+    transforms_active = torch._C._are_functorch_transforms_active
+    tracing = torch._C._get_tracing_state
+
+    def view(x: Any) -> Any:
+        if x.requires_grad or type(x) is not Tensor or compiling() or transforms_active() \
+                or tracing() is not None:
+            return eager(x)
+        return x.as_strided(shape, strides)
+    return view
 
 
 def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
@@ -306,22 +392,30 @@ def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
     return copy
 
 
-def _reducer(reduction: Any, dims: tuple[int, ...]) -> Runner:
+def _reducer(reduction: Any, dims: tuple[int, ...], dtype: str | None = None) -> Runner:
+    """``reduction`` over ``dims``: the plan's trailing dims, or (for a named reduction)
+    the input dims that hold the reduced axes, in increasing order. ``dtype`` is the
+    input's (the runner cache keys on it), None where unknown."""
     torch = _torch()
     if callable(reduction):
         return lambda x: reduction(x, dims)
-    first = dims[0]
+    first, last = dims[0], dims[-1]
+    # one dim as an int: torch parses it faster than a tuple, with the same result
+    dim: Any = first if len(dims) == 1 else dims
 
     def to_float(x: Any) -> Any:
         # numpy's promotion: integer and bool means (and friends) are float64
         return x if x.is_floating_point() or x.is_complex() else x.to(torch.float64)
 
+    # float and complex inputs keep their dtype: no per-call test needed
+    inexact = dtype is not None and dtype.startswith(("float", "bfloat", "complex"))
+
     def logsumexp(x: Any) -> Any:
         # torch sums float16/bfloat16 exp terms in their own dtype: a few thousand
         # terms overflow to inf. Computed in float32, returned in the input's dtype.
         if x.dtype in (torch.float16, torch.bfloat16):
-            return torch.logsumexp(x.float(), dim=dims).to(x.dtype)
-        return torch.logsumexp(to_float(x), dim=dims)
+            return torch.logsumexp(x.float(), dim).to(x.dtype)
+        return torch.logsumexp(to_float(x), dim)
 
     def as_bool(x: Any) -> Any:
         # torch's any/all of uint8 return uint8 (kept for backward compatibility);
@@ -333,21 +427,26 @@ def _reducer(reduction: Any, dims: tuple[int, ...]) -> Runner:
         return x.to(torch.uint8) if x.dtype == torch.bool else x
 
     table: dict[str, Callable[[Any], Any]] = {
-        "sum": lambda x: x.sum(dim=dims),
-        "mean": lambda x: to_float(x).mean(dim=dims),
-        "min": lambda x: x.amin(dim=dims),
-        "max": lambda x: x.amax(dim=dims),
-        "prod": lambda x: x.flatten(first).prod(dim=-1) if len(dims) > 1 else x.prod(dim=first),
-        "any": lambda x: as_bool(x.any(dim=dims)),
-        "all": lambda x: as_bool(x.all(dim=dims)),
-        "var": lambda x: to_float(x).var(dim=dims, correction=0),
-        "std": lambda x: to_float(x).std(dim=dims, correction=0),
+        "sum": lambda x: x.sum(dim),
+        "mean": (lambda x: x.mean(dim)) if inexact else lambda x: to_float(x).mean(dim),
+        "min": lambda x: x.amin(dim),
+        "max": lambda x: x.amax(dim),
+        # dims are adjacent (see _reduced_in_place): torch's prod takes one dim
+        "prod": lambda x: x.flatten(first, last).prod(first) if len(dims) > 1 else x.prod(first),
+        "any": lambda x: as_bool(x.any(dim)),
+        "all": lambda x: as_bool(x.all(dim)),
+        "var": (lambda x: x.var(dim, correction=0)) if inexact
+        else lambda x: to_float(x).var(dim, correction=0),
+        "std": (lambda x: x.std(dim, correction=0)) if inexact
+        else lambda x: to_float(x).std(dim, correction=0),
         "logsumexp": logsumexp,
-        "argmax": lambda x: ordered(x).argmax(dim=first),
-        "argmin": lambda x: ordered(x).argmin(dim=first),
-        "count_nonzero": lambda x: torch.count_nonzero(x, dim=dims),
+        "argmax": lambda x: ordered(x).argmax(first),
+        "argmin": lambda x: ordered(x).argmin(first),
+        "count_nonzero": lambda x: torch.count_nonzero(x, dim=dim),
     }
     reduce = table[reduction]
+    if reduction in _STEPWISE and any(b != a + 1 for a, b in zip(dims, dims[1:])):
+        reduce = _stepwise(reduction, dims, reduce)
 
     def run(x: Any) -> Any:
         try:
@@ -359,10 +458,45 @@ def _reducer(reduction: Any, dims: tuple[int, ...]) -> Runner:
     return run
 
 
+# Reductions whose value over several dims is their value over one dim after another,
+# exactly (no rounding), and the torch method that reduces one dim.
+_STEPWISE = {"min": "amin", "max": "amax", "any": "any", "all": "all"}
+
+
+def _stepwise(reduction: str, dims: tuple[int, ...], at_once: Runner) -> Runner:
+    """``reduction`` over non-adjacent ``dims`` one dim at a time, last first (so the
+    others keep their index): torch reduces dims that do not coalesce slowly, e.g. max
+    over (3, 5) of (8, 64, 64, 2, 64, 2) took 54 ms at once and 12 ms stepwise, and
+    2x2 max-pooling of a (2, 3, 16, 16) tensor 15 µs against 11.
+
+    The values are the same, but where ties share the gradient (amax's backward and
+    forward derivative split it evenly over the tied elements of the whole reduced set),
+    stepwise splits it differently: so ``at_once`` runs whenever anything differentiates
+    (autograd on the input, a forward-mode dual level, functorch transforms), and under
+    torch.jit.trace (whose check re-runs the function, possibly with other grad flags:
+    the two graphs must be the same)."""
+    torch = _torch()
+    method = getattr(torch.Tensor, _STEPWISE[reduction])
+    last_first = tuple(reversed(dims))
+    transforms_active = torch._C._are_functorch_transforms_active
+    tracing = torch._C._get_tracing_state
+    forward_ad = sys.modules["torch.autograd.forward_ad"]
+
+    def reduce(x: Any) -> Any:
+        if x.requires_grad or forward_ad._current_level >= 0 or transforms_active() \
+                or tracing() is not None:
+            return at_once(x)
+        for dim in last_first:
+            x = method(x, dim)
+        return x if reduction not in ("any", "all") or x.dtype == torch.bool \
+            else x.to(torch.bool)
+    return reduce
+
+
 # ---------------------------------------------------------------------- pack, unpack, einsum
 
 def reshape(x: Any, shape: tuple[int, ...]) -> Any:
-    return x.reshape(shape)
+    return x.reshape(*shape) if shape else x.reshape(())  # unpacked: see _reshape
 
 
 def concat(xs: list[Any], axis: int) -> Any:
@@ -374,6 +508,61 @@ def einsum(subscripts: str, *xs: Any) -> Any:
 
 
 def describe_einsum(plan: Any, xs: Any) -> Any:
-    from ..contraction import with_engine
+    """The engine that contracts: ``torch.matmul`` for a batched matrix product of two
+    float or complex tensors of one dtype (torch.einsum's own route for it, minus ~13 µs
+    of bookkeeping), else ``torch.einsum``. Other dtypes keep einsum and its errors: no
+    integer matmul on CUDA, no bool matmul, no mixed dtypes."""
+    from ..contraction import matmul_form, with_engine
 
+    form = matmul_form(plan)
+    if form is not None and xs[0].dtype == xs[1].dtype \
+            and (xs[0].is_floating_point() or xs[0].is_complex()):
+        return with_engine(plan, "torch.matmul", form.describe(dict(plan.letters)))
     return with_engine(plan, "torch.einsum", "torch.einsum (its own contraction order)")
+
+
+def lower_einsum(plan: Any) -> Callable[[Any], Any]:
+    """A plan from :func:`describe_einsum` as torch ops: ``runner(tensors) -> result``.
+    Each input's rearrange (a view) and the output's (merges: ``reshape``, since
+    torch.einsum may return a non-contiguous tensor) around the engine the plan names."""
+    from ..contraction import matmul_form
+
+    torch = _torch()
+    prepare = [None if p is None else lower(p.plan, None) for p in plan.preparations]
+    finish = None if plan.output_pattern is None else _reshape(plan.output.shape)
+    form = matmul_form(plan) if plan.engine == "torch.matmul" else None
+    if form is None:
+        subscripts, einsum = plan.subscripts, torch.einsum
+
+        def contract(xs: Any) -> Any:
+            return einsum(subscripts, *[x if p is None else p(x) for x, p in zip(xs, prepare)])
+        return contract if finish is None else lambda xs: finish(contract(xs))
+
+    left = _compose([prepare[0], *_shaped(form.left_order, form.left_shape)])
+    right = _compose([prepare[1], *_shaped(form.right_order, form.right_shape)])
+    # the product is C-contiguous: when nothing permutes it, the output's reshape alone
+    # gives the final shape
+    result_shape = None if finish is not None and form.output_order is None \
+        else form.result_shape
+    after = _compose([*_shaped(None, result_shape), *_shaped(form.output_order, None), finish])
+    matmul = torch.matmul
+    if left is None and after is None:
+        if right is None:
+            return lambda xs: matmul(xs[0], xs[1])
+        return lambda xs: matmul(xs[0], right(xs[1]))
+    left, right, after = (f or _same for f in (left, right, after))
+    return lambda xs: after(matmul(left(xs[0]), right(xs[1])))
+
+
+def _same(x: Any) -> Any:
+    return x
+
+
+def _shaped(order: tuple[int, ...] | None, shape: tuple[int, ...] | None) -> list[Runner]:
+    return [stage for stage in (None if order is None else _permute(order),
+                                None if shape is None else _reshape(shape)) if stage]
+
+
+def _compose(stages: list[Runner | None]) -> Runner | None:
+    present = [stage for stage in stages if stage is not None]
+    return _chain(present) if present else None
