@@ -17,7 +17,7 @@ from .errors import (
     PatternError,
     RearrangeError,
 )
-from .kernel import get_num_threads, set_num_threads
+from .kernel import get_jit_mode, get_num_threads, set_jit_mode, set_num_threads
 from .api import reduce, repeat
 from .plan import Plan, Step
 from .layout import Layout
@@ -106,7 +106,8 @@ __all__ = [
     "rearrange", "reduce", "repeat", "pack", "unpack", "einsum", "parse_shape", "asnumpy",
     # ours
     "check_shape", "explain", "cache_info", "cache_clear", "CompiledRearrange",
-    "Plan", "Step", "Layout", "set_num_threads", "get_num_threads",
+    "Plan", "Step", "Layout", "set_num_threads", "get_num_threads", "set_jit_mode",
+    "get_jit_mode",
     "RearrangeError", "LayoutError", "DimensionError", "ArgumentTypeError", "PatternError",
     "NoViewError", "OutOfMemoryError", "ShapeMismatchError",
     "Tensor", "Size", "Storage", "UntypedStorage",

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -71,16 +72,17 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warmup(_: argparse.Namespace) -> int:
-    """Compile every copy-kernel variant now (and cache it on disk)."""
+def _warmup(args: argparse.Namespace) -> int:
+    """Compile every copy-kernel runner now (and cache it on disk)."""
     import time
 
     from . import kernel
 
     start = time.perf_counter()
-    compiled = kernel.warmup()
-    print(f"compiled {len(compiled)} kernel variants in {time.perf_counter() - start:.1f} s "
-          f"(cached on disk; threads: {kernel.get_num_threads()})")
+    compiled = kernel.warmup(parallel=args.parallel)
+    print(f"{len(compiled)} kernel runners ready in {time.perf_counter() - start:.1f} s "
+          f"({args.parallel} compile process{'es' if args.parallel != 1 else ''}; cached "
+          f"on disk; threads: {kernel.get_num_threads()})")
     for name in compiled:
         print(f"  {name}")
     return 0
@@ -145,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     warmup = commands.add_parser(
         "warmup", help="compile every copy-kernel variant now (cached on disk)")
+    warmup.add_argument("--parallel", type=int, default=min(2, os.cpu_count() or 1),
+                        help="compile processes (default: min(2, CPUs))")
     warmup.set_defaults(run=_warmup)
 
     demo = commands.add_parser("demo", help="show views and copies on a small rearrange.Tensor")

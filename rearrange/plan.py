@@ -481,10 +481,21 @@ def format_plan(plan: Plan) -> str:
         if step is not None and step.kernel is not None:
             indent = " " * (2 + sum(widths[:5]) + 2 * 5)
             lines.append(indent + "kernel " + _describe_kernel(step.kernel))
+            now = _path_now(step.kernel)
+            if now is not None:
+                lines.append(indent + "now    " + now)
     if plan.notes:
         lines.append("")
         lines.extend(f"  note     {note}" for note in plan.notes)
     return "\n".join(lines)
+
+
+def _path_now(kernel: Any) -> str | None:
+    """What the copy does at this moment (compiled kernel, or numpy's/torch's copy while
+    it compiles): process state, not part of the plan."""
+    from .kernel import path_now
+
+    return path_now(kernel)
 
 
 def _describe_kernel(kernel: Any) -> str:

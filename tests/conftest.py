@@ -8,7 +8,12 @@ import pathlib
 import hypothesis
 import pytest
 
-import rearrange
+# The kernel's differential tests must run the compiled loops, not numpy's copy while
+# they compile in the background: the suite compiles in the call (tests of the
+# background mode start their own processes with REARRANGE_JIT unset).
+os.environ.setdefault("REARRANGE_JIT", "eager")
+
+import rearrange  # noqa: E402
 
 # "dev" keeps a local run quick; "ci" (set by .ci/run) runs thousands of examples.
 hypothesis.settings.register_profile("dev", max_examples=100, deadline=None)

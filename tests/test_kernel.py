@@ -616,9 +616,14 @@ def test_untouched_destination_is_detected() -> None:
     assert fresh or not sys.platform.startswith("linux")
 
 
-def test_warmup_compiles_every_unit_size() -> None:
+def test_warmup_compiles_every_family_and_unit_size() -> None:
     done = K.warmup()
-    assert {"_run[uint8]", "_run[uint16]", "_run[uint32]", "_run[uint64]"} <= set(done)
+    assert set(done) == {f"{family}[uint{8 * u}]" for family in ("rows", "transpose", "tiles")
+                         for u in (1, 2, 4, 8)}
+    from rearrange.kernel import builds
+
+    assert all(builds.status(family, u) == "ready"
+               for family in ("rows", "transpose", "tiles") for u in (1, 2, 4, 8))
 
 
 # ---------------------------------------------------------------------- large

@@ -166,7 +166,8 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
             replacement = _torch_copy_kernel(kernel, f"tensor.contiguous(): {why}")
         else:
             replacement = dataclasses.replace(
-                kernel, reason=kernel.reason + "; torch's .contiguous() instead when autograd "
+                kernel, fallback="torch's copy",
+                reason=kernel.reason + "; torch's .contiguous() instead when autograd "
                 "records the copy")
         steps[k] = dataclasses.replace(step, kernel=replacement)
     return dataclasses.replace(plan, steps=tuple(steps))
@@ -372,6 +373,8 @@ def _strided_view(eager: Runner, plan: Plan, sample: Any) -> Runner | None:
 
 
 def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
+    from .. import kernel as K
+
     torch = _torch()
     use_kernel = kernel is not None and kernel.variant != "torch"
 
@@ -380,9 +383,8 @@ def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
         # must record, not while compiling (fake tensors have no memory), and not for
         # lazily conjugated/negated views (their memory is not their values)
         if use_kernel and not (x.requires_grad and torch.is_grad_enabled()) \
-                and not torch.compiler.is_compiling() and not x.is_conj() and not x.is_neg():
-            from .. import kernel as K
-
+                and not torch.compiler.is_compiling() and not x.is_conj() and not x.is_neg() \
+                and K.compiled_runner(kernel) is not None:      # else: torch's, at once
             out = torch.empty(x.shape, dtype=x.dtype)
             K.copy_into(out.numpy(), x.detach().numpy())
             return out

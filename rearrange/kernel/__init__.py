@@ -16,8 +16,11 @@ The kernel is a package by stage, each module importing only the ones before it:
 * :mod:`.jit` — numba, imported on the first copy that needs a kernel (never at import),
   and the disk cache; :mod:`.intrinsics` — the LLVM building blocks; :mod:`.loops` — the
   compiled loop nests and :func:`warmup`.
+* :mod:`.builds` — when runners are compiled: never in a copy by default (a copy whose
+  runner is not ready uses numpy's copy while a worker process compiles it), once per
+  machine (a lock beside the disk cache); :mod:`.worker` is that process.
 * here — :func:`copy_into`, which runs a plan: small copies and object arrays go to
-  ``np.copyto``, everything else to the compiled kernel.
+  ``np.copyto``, everything else to the compiled kernel once its runner is ready.
 
 Fresh destinations: a destination of 24 MiB or more that the process has not touched
 yet (a new ``np.empty`` of that size is a fresh mapping, ``mincore`` says) is page-faulted
@@ -34,8 +37,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .builds import describe, get_jit_mode, runner_for, set_jit_mode, wait
 from .lowering import lower
-from .loops import warmup
+from .loops import FAMILIES
 from .pages import untouched
 from .plan import (FRESH_ROWS_NUMPY_MAX_BYTES, LINE, NONTEMPORAL_MIN_BYTES, CopyKernel,
                    lowbit, plan_aligned, plan_copy)
@@ -48,7 +52,35 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "warmup",
+    "set_jit_mode",
+    "get_jit_mode",
+    "compiled_runner",
+    "path_now",
+    "wait",
 ]
+
+
+def compiled_runner(kernel: CopyKernel):
+    """The compiled runner a copy planned as ``kernel`` would run now, or None: a plan
+    that needs no compiled loops, or a runner not ready yet (see :mod:`.builds`; in the
+    background mode this starts its compilation)."""
+    family = FAMILIES.get(kernel.variant)
+    return None if family is None else runner_for(family, kernel.unit_bytes)
+
+
+def path_now(kernel: CopyKernel) -> str | None:
+    """What a copy planned as ``kernel`` does now and why (explain's ``now`` line); None
+    for plans that never use compiled loops. Reads the state, changes nothing."""
+    family = FAMILIES.get(kernel.variant)
+    return None if family is None else describe(family, kernel.unit_bytes, kernel.fallback)
+
+
+def warmup(parallel: int = 1) -> list[str]:
+    """Compile (or load from the disk cache) every copy-kernel runner now: in this
+    process, or spread over ``parallel`` worker processes. Returns their names."""
+    from .builds import build_everything
+
+    return build_everything(parallel)
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
@@ -105,6 +137,10 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if kernel.variant == "contiguous-memcpy" and kernel.threads == 1:
         np.copyto(dst, src, casting="no")           # numpy's memcpy: the same thing
         return
+    run = runner_for(FAMILIES[kernel.variant], kernel.unit_bytes)
+    if run is None:         # not compiled yet (or kernels off): numpy's copy, at once
+        np.copyto(dst, src, casting="no")
+        return
     # A destination the process has not touched yet (a fresh np.empty of this size is a
     # new mapping) is page-faulted as it is written; the faults zero its lines into the
     # caches. Panels then use regular stores (non-temporal ones would first have to
@@ -132,7 +168,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
         low = low[1:]
     else:
         low = lower(kernel, daddr % LINE, fresh)
-    execute(low, daddr, saddr, dst.nbytes if populate else 0)
+    execute(low, run, daddr, saddr, dst.nbytes if populate else 0)
 
 
 # Plans made by copy_into itself: (shape, strides, itemsize, kind, threads) -> plan.

@@ -1,41 +1,55 @@
-"""Compilation: numba, imported on the first copy that needs it and never before.
+"""Compilation: numba, imported when a runner is first loaded or compiled, never before.
 
 The loop nests (:mod:`.loops`) are plain Python functions. ``@jit`` registers them; the
-first call of any of them, or the first :func:`compile_runner`, imports numba, defines
-the intrinsics (:mod:`.intrinsics`) and binds them, with ``carray``, in the registered
+first :func:`compile_runner` (or call of a registered function) imports numba, defines the
+intrinsics (:mod:`.intrinsics`) and binds them, with ``carray``, in the registered
 functions' modules (where they stand as ``None`` placeholders until then), wraps every
-registered function with ``numba.njit(cache=True)`` and rebinds its name in its module
-to the dispatcher, so that jitted callers see jitted callees. All of that happens once
-per process.
+registered function with ``numba.njit`` and rebinds its name in its module to the
+dispatcher, so that jitted callers see jitted callees. All of that happens once per
+process.
 
-Disk cache: the first copy compiles the kernel for its unit size (~6 s;
-``warmup()`` compiles all four). The kernel is one C-ABI function per unit size
-(``numba.cfunc``), called through ctypes by the caller and the workers alike. It is
-compiled with ``cache=True``: numba writes the cache next to the loops' module
-(``rearrange/kernel/__pycache__``) when that directory is writable, else to the user
-cache dir (``~/.cache/numba`` on Linux); ``NUMBA_CACHE_DIR`` overrides both. A read-only
-install therefore still caches, per user; with a warm cache a fresh process's first copy
-costs ~0.25 s (mostly the numba import).
+What runs is a *runner*: one C-ABI function (``numba.cfunc``) per panel family and unit
+size, called through ctypes by the caller and the pool workers alike. Only runners are
+cached on disk; the functions they call are compiled into them (and kept in memory for
+the next runner this process compiles), never cached on their own — so concurrent
+processes never write the same cache file, and each runner's entry is one index file and
+one data file of its own.
 
-numba keeps a cached function while its own file is unchanged (mtime and size): the
-loops' entries are checked against ``loops.py`` only, not against the intrinsics, the ABI
-or the thresholds they are compiled with. An install writes every file anew; in a source
-tree, after editing ``intrinsics.py``, ``abi.py`` or a constant the loops read, touch
-``loops.py`` (or clear its ``__pycache__``) so that the loops are compiled again.
+The disk cache (:func:`cache_directory`) is ``REARRANGE_CACHE_DIR``, else
+``$NUMBA_CACHE_DIR/rearrange``, else the kernel's own ``__pycache__`` when it is writable,
+else the user's cache directory (``~/.cache/rearrange/<install>`` on Linux); None when
+none of them is writable (runners are then compiled in memory only). An entry is keyed by
+the runner's signature, the CPU (numba's target name and features) and :func:`source_stamp`
+— a hash of every kernel module's source and numba's version — so an edit to any file the
+compiled code depends on, not only ``loops.py``, retires the old entries.
+
+When a runner may be compiled is :mod:`.builds`' decision: here, :func:`compile_runner`
+either compiles or (``compile=False``) only loads an entry that is already on disk.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import os
+import sys
+import tempfile
 import threading
+import types
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["UNIT_DTYPES", "jit", "materialise", "compile_runner"]
+__all__ = ["UNIT_DTYPES", "jit", "materialise", "compile_runner", "cache_directory",
+           "source_stamp"]
 
 # The unit sizes a runner is compiled for, each moved as this unsigned integer type.
 UNIT_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
-_build_lock = threading.Lock()
+# The modules whose source the compiled runners depend on.
+_KERNEL_SOURCES = ("abi.py", "intrinsics.py", "jit.py", "loops.py", "pages.py", "plan.py")
+
+_build_lock = threading.RLock()
 _built = False
 _registry: dict[str, tuple] = {}
 # What materialise() binds in the loops' modules (the intrinsics and carray), once built.
@@ -71,8 +85,9 @@ def jit(**options):
 
 
 def materialise() -> None:
-    """Import numba and compile (or load from the disk cache) every registered function,
-    once; see the module's docstring."""
+    """Import numba and wrap every registered function, once; see the module's
+    docstring. Nothing is compiled here: a function is compiled when a runner (or a call)
+    first needs it."""
     global _built
     if _built:
         return
@@ -88,42 +103,169 @@ def materialise() -> None:
         for func, _ in _registry.values():
             func.__globals__.update(_bindings)
         for name, (func, options) in _registry.items():
-            func.__globals__[name] = numba.njit(cache=True, nogil=True, error_model="numpy",
+            func.__globals__[name] = numba.njit(nogil=True, error_model="numpy",
                                                 **options)(func)
         _built = True
 
+
+# --------------------------------------------------------------------------- disk cache
+
+_stamp: str | None = None
+_directory: tuple[str | None] | None = None
+
+
+def source_stamp() -> str:
+    """A hash of the kernel modules' sources, numba's version and Python's: what a cached
+    runner was compiled from. Computed once per process (a few files, ~1 ms)."""
+    global _stamp
+    if _stamp is None:
+        digest = hashlib.sha256()
+        here = Path(__file__).resolve().parent
+        for name in _KERNEL_SOURCES:
+            digest.update(name.encode() + b"\0" + (here / name).read_bytes())
+        try:
+            numba_version = importlib.metadata.version("numba")
+        except importlib.metadata.PackageNotFoundError:
+            numba_version = "?"
+        digest.update(f"numba {numba_version} python {sys.version_info[:2]}".encode())
+        _stamp = digest.hexdigest()[:24]
+    return _stamp
+
+
+def _writable(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+        return True
+    except OSError:
+        return False
+
+
+def _user_cache_root() -> Path:
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "rearrange"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home())) / "rearrange" / "Cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rearrange"
+
+
+def cache_directory() -> str | None:
+    """Where runners are cached, with the locks and ready markers of :mod:`.builds`
+    beside them (see the module's docstring); None: nowhere writable. Decided once per
+    process (and again in a forked child: the environment may differ)."""
+    global _directory
+    if _directory is None:
+        here = Path(__file__).resolve().parent
+        install = hashlib.sha1(str(here).encode()).hexdigest()[:12]
+        candidates = []
+        if os.environ.get("REARRANGE_CACHE_DIR"):
+            candidates.append(Path(os.environ["REARRANGE_CACHE_DIR"]))
+        elif os.environ.get("NUMBA_CACHE_DIR"):
+            candidates.append(Path(os.environ["NUMBA_CACHE_DIR"]) / "rearrange" / install)
+        else:
+            candidates += [here / "__pycache__", _user_cache_root() / install]
+        found = next((str(c) for c in candidates if _writable(c)), None)
+        _directory = (found,)
+    return _directory[0]
+
+
+def forget_cache_directory() -> None:
+    """Decide :func:`cache_directory` again (after the environment changed)."""
+    global _directory
+    _directory = None
+
+
+def _kernel_cache_class(directory: str):
+    """numba's per-function cache, located in ``directory`` and stamped with
+    :func:`source_stamp` instead of the one file numba would hash."""
+    from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
+
+    stamp = source_stamp()
+
+    class Locator(_CacheLocator):
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+
+        def get_cache_path(self):
+            return directory
+
+        def get_source_stamp(self):
+            return stamp
+
+        def get_disambiguator(self):
+            return str(self._lineno)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            return cls(py_func, py_file)
+
+    class Impl(CompileResultCacheImpl):
+        _locator_classes = [Locator]
+
+    class Cache(FunctionCache):
+        _impl_class = Impl
+
+    return Cache
+
+
+# --------------------------------------------------------------------------- runners
 
 _runners: dict[tuple, object] = {}
 _compiled_runs: dict[tuple, object] = {}
 
 
-def compile_runner(run, u: int):
-    """``run`` compiled for u-byte units: a C-ABI function (cached on disk), called
-    through ctypes, which releases the GIL for the call. ``run`` takes (control block
-    pointer, destination address, source address, iteration space pointer, parameters
-    pointer, a unit-typed token); it may call registered functions and the intrinsics."""
+def compile_runner(run, u: int, compile: bool = True):
+    """``run`` compiled for u-byte units: a C-ABI function, called through ctypes (which
+    releases the GIL for the call). Loaded from the disk cache when the entry is there;
+    else compiled (and saved) — or, with ``compile=False``, None.
+
+    ``run`` takes (control block pointer, destination address, source address, iteration
+    space pointer, parameters pointer, a unit-typed token); it may call registered
+    functions and the intrinsics."""
     key = (run, u)
     f = _runners.get(key)
-    if f is None:
-        materialise()
-        with _build_lock:
-            f = _runners.get(key)
-            if f is None:
-                import ctypes
+    if f is not None:
+        return f
+    materialise()
+    with _build_lock:
+        f = _runners.get(key)
+        if f is not None:
+            return f
+        import ctypes
 
-                import numba
-                from numba import types
-                run.__globals__.update(_bindings)
-                i64p = types.CPointer(types.int64)
-                unit = numba.from_dtype(np.dtype(UNIT_DTYPES[u]))
-                sig = types.void(i64p, types.int64, types.int64, i64p, i64p, unit)
-                compiled = numba.cfunc(sig, cache=True, nopython=True,
-                                       error_model="numpy")(run)
-                c_unit = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32,
-                          8: ctypes.c_uint64}[u]
-                proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
-                                         ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
-                                         c_unit)
-                _compiled_runs[key] = compiled      # keeps the machine code alive
-                f = _runners[key] = proto(compiled.address)
+        import numba
+        from numba.core import sigutils
+        from numba.core.ccallback import CFunc
+        from numba.core.compiler_lock import global_compiler_lock
+
+        run.__globals__.update(_bindings)
+        i64p = numba.types.CPointer(numba.types.int64)
+        unit = numba.from_dtype(np.dtype(UNIT_DTYPES[u]))
+        sig = numba.types.void(i64p, numba.types.int64, numba.types.int64, i64p, i64p, unit)
+        # One function object (and so one cache index) per unit size.
+        clone = types.FunctionType(run.__code__, run.__globals__, run.__name__)
+        clone.__qualname__ = f"{run.__name__}_u{u}"
+        cfunc = CFunc(clone, sigutils.normalize_signature(sig), locals={},
+                      options={"nopython": True, "error_model": "numpy"})
+        directory = cache_directory()
+        with global_compiler_lock:
+            cres = None
+            cache = None
+            if directory is not None:
+                cache = _kernel_cache_class(directory)(clone)
+                cres = cache.load_overload(cfunc._sig, cfunc._targetdescr.target_context)
+            if cres is None:
+                if not compile:
+                    return None
+                cres = cfunc._compile_uncached()
+                if cache is not None:
+                    cache.save_overload(cfunc._sig, cres)
+            address = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
+        c_unit = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32,
+                  8: ctypes.c_uint64}[u]
+        proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+                                 ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, c_unit)
+        _compiled_runs[key] = cres          # keeps the machine code alive
+        f = _runners[key] = proto(address)
     return f

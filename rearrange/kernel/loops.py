@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .abi import (C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NEXT, C_NWORK, C_POP_END, C_POP_N,
-                  C_POP_NEXT, C_POP_START, C_POP_STEP, DIRECT_NT, KIND_ROWS, KIND_SIMD,
+                  C_POP_NEXT, C_POP_START, C_POP_STEP, DIRECT_NT,
                   KIND_WEAVE, P_DA, P_DOFF, P_DR, P_G, P_ITA, P_ITB, P_ITR, P_JSTART,
                   P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER, P_PF, P_SA,
                   P_SB, P_SB2, P_SEAM, P_SOFF, P_SR, P_STAGE, P_TA, P_TB, P_TR,
@@ -27,7 +27,7 @@ from .jit import UNIT_DTYPES, compile_runner, jit
 from .pages import PAGE
 from .plan import LINE
 
-__all__ = ["runner", "warmup"]
+__all__ = ["runner", "FAMILIES", "RUNS"]
 
 # Placeholders: bound by jit.materialise() before anything is compiled.
 _ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
@@ -409,14 +409,10 @@ def _seam_block(d, s, tok, c0, soff, na, p):
     _strip_g(d, s, tok, c0 + n * da, soff + n * g, 1, ncols - w, ncols, da, nb, sb, sb2, g)
 
 
-def _run(cp, d, s, itp, pp, tok):
-    """One thread's share of a copy: the pages of the destination it claims to populate,
-    then the chunks of work units it claims, both from the shared control block ``c``
-    (C_* fields; the copy's threads all run this on the same block). Work units are the
-    iteration space ``it`` ([m, (count, src step, dst step) x m], the last dim fastest),
-    each one panel of kind p[P_KIND]. Compiled as a C-ABI function per unit (runner);
-    ``c``, ``it`` and ``p`` arrive as pointers. A thread that starts after the others have
-    claimed everything returns without touching either array."""
+@jit()
+def _populate(cp):
+    """The destination pages this thread claims to populate (slices of the control
+    block's range): madvise where the block names it, else a write per page."""
     c = carray(cp, (C_LEN,))
     npop = c[C_POP_N]
     while npop:
@@ -428,102 +424,176 @@ def _run(cp, d, s, itp, pp, tok):
         if c[C_MADVISE] == 0 or _call_madvise(c[C_MADVISE], a, e - a) != 0:
             for q in range(a, e, PAGE):
                 _touch(q)
+
+
+@jit()
+def _claim(cp):
+    """The next chunk of work units [lo, hi) for this thread; lo >= hi: none left."""
+    c = carray(cp, (C_LEN,))
     nwork = c[C_NWORK]
-    chunk = c[C_CHUNK]
-    it = carray(itp, (1 + 3 * itp[0],))
-    p = carray(pp, (P_LEN,))
-    m = it[0]
-    idx = np.zeros(m + 1, np.int64)
-    u = _unit(tok)
-    stage = np.empty(p[P_STAGE] + LINE, np.uint8)
-    buf = stage.ctypes.data
-    buf += (-buf) % LINE
-    cap = p[P_STAGE] // u
-    wst = nwork - nwork      # runtime zeros: literal ones would type the helpers' calls twice
-    wln = nwork - nwork
-    kind = p[P_KIND]
-    nt = p[P_NT]
-    ita = p[P_ITA]
-    itb = p[P_ITB]
-    itr = p[P_ITR]
-    done = nwork - nwork
-    while True:
-        lo = _fetch_add(cp, C_NEXT, 1) * chunk
-        if lo >= nwork:
+    lo = _fetch_add(cp, C_NEXT, 1) * c[C_CHUNK]
+    return lo, min(nwork, lo + c[C_CHUNK])
+
+
+@jit()
+def _seek(it, idx, lo, soff, doff):
+    """Set the odometer ``idx`` to work unit ``lo``; returns its source and destination
+    offsets (from the first unit's ``soff``, ``doff``)."""
+    rem = lo
+    for k in range(it[0] - 1, -1, -1):
+        n = it[1 + 3 * k]
+        q = rem // n
+        r = rem - q * n
+        idx[k] = r
+        soff += r * it[2 + 3 * k]
+        doff += r * it[3 + 3 * k]
+        rem = q
+    return soff, doff
+
+
+@jit()
+def _advance(it, idx, soff, doff):
+    """The odometer one work unit on (the last dim fastest); returns the new offsets."""
+    k = it[0] - 1
+    while k >= 0:
+        idx[k] += 1
+        soff += it[2 + 3 * k]
+        doff += it[3 + 3 * k]
+        if idx[k] < it[1 + 3 * k]:
             break
-        hi = min(nwork, lo + chunk)
-        done += hi - lo
-        soff = p[P_SOFF]
-        doff = p[P_DOFF]
-        rem = lo
-        for k in range(m - 1, -1, -1):
-            n = it[1 + 3 * k]
-            q = rem // n
-            r = rem - q * n
-            idx[k] = r
-            soff += r * it[2 + 3 * k]
-            doff += r * it[3 + 3 * k]
-            rem = q
-        for w in range(lo, hi):
-            er = p[P_NR]
-            if itr >= 0:
-                er = min(p[P_TR], er - idx[itr] * p[P_TR])
-            if kind == KIND_ROWS:
-                eb = p[P_NB]
-                if itb >= 0:
-                    eb = min(p[P_TB], eb - idx[itb] * p[P_TB])
-                wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], eb,
-                                       p[P_SB], nt, p[P_PF], buf, cap, wst, wln)
-            elif kind == KIND_SIMD:
-                ea = p[P_NA]
-                if ita >= 0:        # a band of rows (the last one takes the rest)
-                    ea = p[P_TR] if idx[ita] < it[1 + 3 * ita] - 1 else \
-                        ea - idx[ita] * p[P_TR]
-                _panel_simd(d, s, tok, doff, soff, idx[itb], ea, p)
-            else:
-                ea = p[P_NA]
-                if ita >= 0:
-                    ea = min(p[P_TA], ea - idx[ita] * p[P_TA])
-                if kind == KIND_WEAVE:
-                    _interleave_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], ea,
-                                     p[P_SB], p[P_NB], nt == DIRECT_NT, p[P_PF])
-                else:
-                    eb = p[P_NB]
-                    if itb >= 0:
-                        eb = min(p[P_TB], eb - idx[itb] * p[P_TB])
-                    for r in range(er):
-                        wst, wln = _panel_tile(d, s, tok, doff + r * p[P_DR],
-                                               soff + r * p[P_SR], ea, eb, p[P_SA],
-                                               p[P_DA], p[P_SB], p[P_ORDER], nt, buf, cap,
-                                               wst, wln)
-            # Odometer: the next work unit.
-            k = m - 1
-            while k >= 0:
-                idx[k] += 1
-                soff += it[2 + 3 * k]
-                doff += it[3 + 3 * k]
-                if idx[k] < it[1 + 3 * k]:
-                    break
-                soff -= it[1 + 3 * k] * it[2 + 3 * k]
-                doff -= it[1 + 3 * k] * it[3 + 3 * k]
-                idx[k] = 0
-                k -= 1
-    _stream_flush(d, tok, buf, wst, wln, True)
-    # The stores (non-temporal ones too) are ordered before the count that publishes them.
+        soff -= it[1 + 3 * k] * it[2 + 3 * k]
+        doff -= it[1 + 3 * k] * it[3 + 3 * k]
+        idx[k] = 0
+        k -= 1
+    return soff, doff
+
+
+@jit()
+def _publish(cp, done):
+    """Count this thread's work units as done: the stores (non-temporal ones too) are
+    ordered before the count that publishes them."""
     _sfence()
     _fetch_add(cp, C_DONE, done)
 
 
-def runner(u: int):
-    """_run compiled for u-byte units: a C-ABI function (cached on disk), called through
-    ctypes, which releases the GIL for the call."""
-    return compile_runner(_run, u)
+# The runners: one thread's share of a copy. Each first populates the destination pages
+# it claims, then copies the chunks of work units it claims, both from the shared control
+# block ``cp`` (C_* fields; the copy's threads all run the same runner on the same block).
+# Work units are the iteration space ``it`` ([m, (count, src step, dst step) x m], the
+# last dim fastest), each one panel; ``it`` and ``p`` arrive as pointers. A thread that
+# starts after the others have claimed everything returns without touching either array.
+# There is one runner per panel family, each compiled (jit.compile_runner) per unit size
+# as a C-ABI function: a copy compiles only the loops its own family needs.
+
+def _run_rows(cp, d, s, itp, pp, tok):
+    """Rows (KIND_ROWS): contiguous-memcpy, inner-contiguous and strided-rows plans."""
+    _populate(cp)
+    it = carray(itp, (1 + 3 * itp[0],))
+    p = carray(pp, (P_LEN,))
+    idx = np.zeros(it[0] + 1, np.int64)
+    stage = np.empty(p[P_STAGE] + LINE, np.uint8)
+    buf = stage.ctypes.data
+    buf += (-buf) % LINE
+    cap = p[P_STAGE] // _unit(tok)
+    zero = itp[0] - itp[0]  # runtime zeros: literal ones would type the helpers' calls twice
+    wst, wln, done = zero, zero, zero
+    itb, itr = p[P_ITB], p[P_ITR]
+    while True:
+        lo, hi = _claim(cp)
+        if lo >= hi:
+            break
+        done += hi - lo
+        soff, doff = _seek(it, idx, lo, p[P_SOFF], p[P_DOFF])
+        for _ in range(lo, hi):
+            er = p[P_NR]
+            if itr >= 0:
+                er = min(p[P_TR], er - idx[itr] * p[P_TR])
+            eb = p[P_NB]
+            if itb >= 0:
+                eb = min(p[P_TB], eb - idx[itb] * p[P_TB])
+            wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], eb,
+                                   p[P_SB], p[P_NT], p[P_PF], buf, cap, wst, wln)
+            soff, doff = _advance(it, idx, soff, doff)
+    _stream_flush(d, tok, buf, wst, wln, True)
+    _publish(cp, done)
 
 
-def warmup() -> list[str]:
-    """Compile (or load from the disk cache) the kernel for every unit size now.
+def _run_transpose(cp, d, s, itp, pp, tok):
+    """Register-tile transposes (KIND_SIMD): tiled-transpose plans."""
+    _populate(cp)
+    it = carray(itp, (1 + 3 * itp[0],))
+    p = carray(pp, (P_LEN,))
+    idx = np.zeros(it[0] + 1, np.int64)
+    done = itp[0] - itp[0]
+    ita, itb = p[P_ITA], p[P_ITB]
+    while True:
+        lo, hi = _claim(cp)
+        if lo >= hi:
+            break
+        done += hi - lo
+        soff, doff = _seek(it, idx, lo, p[P_SOFF], p[P_DOFF])
+        for _ in range(lo, hi):
+            ea = p[P_NA]
+            if ita >= 0:        # a band of rows (the last one takes the rest)
+                ea = p[P_TR] if idx[ita] < it[1 + 3 * ita] - 1 else ea - idx[ita] * p[P_TR]
+            _panel_simd(d, s, tok, doff, soff, idx[itb], ea, p)
+            soff, doff = _advance(it, idx, soff, doff)
+    _publish(cp, done)
 
-    Returns what it compiled: ``['_run[uint8]', '_run[uint16]', '_run[uint32]',
-    '_run[uint64]']``.
-    """
-    return [f"_run[{UNIT_DTYPES[u].__name__}]" for u in UNIT_DTYPES if runner(u)]
+
+def _run_tiles(cp, d, s, itp, pp, tok):
+    """Tiles of a small inner dim (KIND_TILE) and interleaves of 2-4 source rows
+    (KIND_WEAVE): small-inner-dim and tiled plans."""
+    _populate(cp)
+    it = carray(itp, (1 + 3 * itp[0],))
+    p = carray(pp, (P_LEN,))
+    idx = np.zeros(it[0] + 1, np.int64)
+    stage = np.empty(p[P_STAGE] + LINE, np.uint8)
+    buf = stage.ctypes.data
+    buf += (-buf) % LINE
+    cap = p[P_STAGE] // _unit(tok)
+    zero = itp[0] - itp[0]
+    wst, wln, done = zero, zero, zero
+    weave = p[P_KIND] == KIND_WEAVE
+    ita, itb, itr = p[P_ITA], p[P_ITB], p[P_ITR]
+    while True:
+        lo, hi = _claim(cp)
+        if lo >= hi:
+            break
+        done += hi - lo
+        soff, doff = _seek(it, idx, lo, p[P_SOFF], p[P_DOFF])
+        for _ in range(lo, hi):
+            er = p[P_NR]
+            if itr >= 0:
+                er = min(p[P_TR], er - idx[itr] * p[P_TR])
+            ea = p[P_NA]
+            if ita >= 0:
+                ea = min(p[P_TA], ea - idx[ita] * p[P_TA])
+            if weave:
+                _interleave_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], ea,
+                                 p[P_SB], p[P_NB], p[P_NT] == DIRECT_NT, p[P_PF])
+            else:
+                eb = p[P_NB]
+                if itb >= 0:
+                    eb = min(p[P_TB], eb - idx[itb] * p[P_TB])
+                for r in range(er):
+                    wst, wln = _panel_tile(d, s, tok, doff + r * p[P_DR], soff + r * p[P_SR],
+                                           ea, eb, p[P_SA], p[P_DA], p[P_SB], p[P_ORDER],
+                                           p[P_NT], buf, cap, wst, wln)
+            soff, doff = _advance(it, idx, soff, doff)
+    _stream_flush(d, tok, buf, wst, wln, True)
+    _publish(cp, done)
+
+
+# Panel family of each plan variant that runs compiled loops.
+FAMILIES = {"contiguous-memcpy": "rows", "inner-contiguous": "rows", "strided-rows": "rows",
+            "tiled-transpose": "transpose", "small-inner-dim": "tiles", "tiled": "tiles"}
+RUNS = {"rows": _run_rows, "transpose": _run_transpose, "tiles": _run_tiles}
+
+
+def runner(u: int, family: str, compile: bool = True):
+    """The ``family`` runner compiled for u-byte units (loaded from the disk cache when
+    it is there): a C-ABI function called through ctypes, which releases the GIL for the
+    call. Compiles in the calling thread (``compile=False``: None unless it loads);
+    :mod:`.builds` decides when that may happen."""
+    return compile_runner(RUNS[family], u, compile)

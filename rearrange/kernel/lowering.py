@@ -8,7 +8,8 @@ store mode (regular, non-temporal straight from the source, or staged through an
 buffer: :mod:`.abi`), the prefetch distance, and how the work is chunked over threads.
 It depends on where the destination starts relative to a cache line (non-temporal
 stores write whole aligned lines) and on whether its pages are fresh (see
-:mod:`rearrange.kernel`). Pure Python; asking for the runner compiles it on first use.
+:mod:`rearrange.kernel`). Pure Python, no numba: the runner that executes a lowering is
+the caller's business (:mod:`.builds`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .abi import (DIRECT_NT, KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE, P_DA, 
                   P_DR, P_G, P_ITA, P_ITB, P_ITR, P_JSTART, P_KIND, P_LEN, P_NA, P_NB,
                   P_NKB, P_NR, P_NT, P_ORDER, P_PF, P_SA, P_SB, P_SB2, P_SEAM, P_SR,
                   P_STAGE, P_TA, P_TB, P_TR, STAGED_NT)
-from .loops import runner
+from .loops import FAMILIES
 from .plan import (LINE, NONTEMPORAL_MIN_BYTES, NONTEMPORAL_TILE_MIN_BYTES, PANEL_BYTES,
                    PREFETCH_ROW_BYTES, PREFETCH_UNITS_AHEAD, ROW_BLOCK_BYTES,
                    ROW_CHUNK_BYTES, ROW_STREAMS_MAX, SIMD_TILE_G2, STAGE_BYTES,
@@ -34,8 +35,9 @@ __all__ = ["lower"]
 def lower(k: CopyKernel, dmod: int, fresh: bool = False):
     """A plan as the kernels' iteration space and parameters, for a destination at an
     address = dmod (mod LINE), untouched (``fresh``) or not: (work units, threads,
-    iteration dims, parameters, the runner, the two arrays' addresses, the number of
-    work units a chunk of a multithreaded copy is a multiple of)."""
+    iteration dims, parameters, the runner's panel family, the addresses of the
+    iteration dims and parameters, the number of work units a chunk of a multithreaded
+    copy is a multiple of)."""
     u = k.unit_bytes
     shape, sstr = k.fused_shape, k.src_strides
     d = len(shape)
@@ -221,7 +223,7 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
     nwork = math.prod(it[0::3])
     itv = np.array([len(it) // 3] + it, dtype=np.int64)
     pv = np.array(p, dtype=np.int64)
-    return (nwork, min(k.threads, nwork), itv, pv, runner(u),
+    return (nwork, min(k.threads, nwork), itv, pv, FAMILIES[k.variant],
             itv.__array_interface__["data"][0], pv.__array_interface__["data"][0], quantum)
 
 

@@ -105,6 +105,9 @@ class CopyKernel:
     # a plan only on a source with exactly this signature (any other is planned afresh):
     # the fused loops, unit and tile are valid for it alone.
     source: tuple = field(default=(), repr=False, compare=False)
+    # Whose copy runs while the compiled loops are not ready (or are off): the array's
+    # own library's.
+    fallback: str = field(default="numpy's copy", compare=False)
 
 
 def lowbit(x: int) -> int:

@@ -71,16 +71,16 @@ def get_num_threads() -> int:
     return _num_threads
 
 
-def execute(low: tuple, daddr: int, saddr: int, populate_bytes: int) -> None:
-    """Run a lowered copy (``low``: what :func:`.lowering.lower` returns) on this
-    thread, joined by pool workers if it has several; ``populate_bytes`` of the
+def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> None:
+    """Run a lowered copy (``low``: what :func:`.lowering.lower` returns) with the
+    compiled ``runner`` of its family and unit size on this thread, joined by pool workers if it has several; ``populate_bytes`` of the
     destination are populated first (0: none).
 
     The calling thread works from the start and takes whatever the workers have not
     taken: a worker that the OS wakes late finds nothing left and touches nothing, so a
     busy machine costs the copy at most its single-thread time, not a wait for a
     descheduled thread. It waits only for chunks a worker has started."""
-    nwork, threads, itv, pv, runner, ita, pa, quantum = low
+    nwork, threads, itv, pv, _, ita, pa, quantum = low
     ctrl = ControlBlock()
     ctrl[C_NWORK] = nwork
     if populate_bytes:
