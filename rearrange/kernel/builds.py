@@ -26,11 +26,13 @@ checks the CPU) decides whether a runner loads or needs compiling.
 
 Fork: a child forked while a compile runs forgets that compile (its parent's thread and
 worker are not its own), closes the inherited lock descriptors (a flock is shared with
-the parent's open file otherwise) and asks again on its first copy. Exit: the worker
-reads its jobs from a pipe; when this process exits the pipe closes, the worker finishes
-the runner it is compiling (the next process then finds it on disk) and exits — the OS
-reaps it. numba writes each cache file under a temporary name and renames it; a marker is
-written the same way after the entry: nothing half-written is ever read.
+the parent's open file otherwise) and asks again on its first copy. Exit: each runner
+is compiled by a worker process of its own, which holds the runner's lock (inherited
+from this process) until its entry and marker are written. A process that exits while
+its worker compiles does not wait: the worker finishes that one runner (seconds; the
+next process finds it on disk) and exits, and the OS reaps it. numba writes each cache
+file under a temporary name and renames it; a marker is written the same way after the
+entry: nothing half-written is ever read.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import sys
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .jit import UNIT_DTYPES, cache_directory, forget_cache_directory, source_stamp
 
@@ -50,8 +52,6 @@ __all__ = ["MODES", "set_jit_mode", "get_jit_mode", "runner_for", "status", "des
            "wait", "build_here", "build_everything", "marker_path", "lock_path"]
 
 MODES = ("background", "eager", "off")
-# A worker left without jobs this long exits (a new one starts for the next job).
-WORKER_IDLE_SECONDS = 10.0
 
 Key = tuple[str, int]          # (panel family, unit bytes)
 
@@ -72,6 +72,8 @@ _pending: dict[Key, str] = {}        # asked for, not ready: "compiling" or "fai
 _service: "_Service | None" = None
 _lock_fds: set[int] = set()          # lock files this process holds open (see fork)
 _warned_no_cache = False
+# Runners this process compiled, itself or through its worker (not loads): a diagnostic.
+compiles_started = 0
 
 
 def set_jit_mode(mode: str) -> None:
@@ -202,10 +204,14 @@ def _publish(key: Key, run: Any) -> None:
 def build_here(key: Key, lock: bool = True) -> Any:
     """Load or compile ``key``'s runner now, in this thread, and publish it: eager mode,
     holding its lock (one compile per machine); the worker, whose parent holds it."""
+    global compiles_started
     if lock:
         with _FileLock(key):
             return build_here(key, lock=False)
-    run = _load(key, compile=True)
+    run = _load(key, compile=False)
+    if run is None:
+        compiles_started += 1
+        run = _load(key, compile=True)
     if cache_directory() is not None and not _on_disk(key):
         write_marker(key)
     _publish(key, run)
@@ -254,40 +260,26 @@ def wait(timeout: float | None = None) -> bool:
     return service.join(timeout)
 
 
-def build_everything(parallel: int = 1, log: Callable[[str], None] | None = None) -> list[str]:
+def build_everything(parallel: int = 1) -> list[str]:
     """Compile (or load) every runner for every unit size now: in this process with
-    ``parallel == 1``, else spread over ``parallel`` worker processes and then loaded
-    here. Returns their names, as ``warmup`` reports them."""
+    ``parallel == 1``, else spread over ``parallel`` worker processes (whole unit sizes
+    each: a unit's runners share their compiled loops) and then loaded here. Returns
+    their names, as ``warmup`` reports them."""
     from .loops import RUNS
 
     keys = [(family, u) for u in UNIT_DTYPES for family in RUNS]
     if parallel > 1 and cache_directory() is not None:
         todo = [k for k in keys if k not in _ready and not _on_disk(k)]
-        shares = [todo[i::parallel] for i in range(parallel)]
-        threads = [threading.Thread(target=_build_in_worker, args=(share, log))
-                   for share in shares if share]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        units = sorted({u for _, u in todo})
+        shares = [[k for k in todo if k[1] in units[i::parallel]] for i in range(parallel)]
+        workers = [_spawn_worker(share) for share in shares if share]
+        for worker in workers:
+            _finish_worker(worker)
     names = []
     for key in keys:
         build_here(key)
         names.append(f"{key[0]}[{UNIT_DTYPES[key[1]].__name__}]")
     return names
-
-
-def _build_in_worker(keys: list[Key], log: Callable[[str], None] | None) -> None:
-    worker = _Worker()
-    try:
-        for key in keys:
-            with _FileLock(key):
-                if not _on_disk(key):
-                    worker.build(key)
-            if log is not None:
-                log(_name(key))
-    finally:
-        worker.close()
 
 
 def _warn_once(message: str) -> None:
@@ -297,47 +289,44 @@ def _warn_once(message: str) -> None:
 # --------------------------------------------------------------------------- the service
 
 
-class _Worker:
-    """A compile worker process: reads ``family unit`` lines, compiles each runner into
-    the disk cache, writes its marker and answers ``ok`` (or ``error <reason>``)."""
+def _spawn_worker(keys: list[Key], locked_fd: int | None = None) -> subprocess.Popen:
+    """A worker process compiling ``keys`` into the disk cache (see :mod:`.worker`).
+    With ``locked_fd`` (one key): the worker inherits that lock, held for it, so it
+    stays held until the worker is done even if this process exits first."""
+    env = dict(os.environ)
+    env["REARRANGE_CACHE_DIR"] = cache_directory() or ""
+    env["REARRANGE_JIT"] = "eager"
+    args = [sys.executable, "-m", "rearrange.kernel.worker"]
+    if locked_fd is not None:
+        args.append(f"--locked={locked_fd}")
+    args += [f"{family}:{unit}" for family, unit in keys]
+    # Run from the package's parent directory: the worker imports this very rearrange.
+    # Its own session: a Ctrl-C meant for this process does not cut a compile short
+    # (it ends by itself in seconds).
+    return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=str(Path(__file__).resolve().parents[2]),
+                            pass_fds=() if locked_fd is None else (locked_fd,),
+                            start_new_session=True)
 
-    def __init__(self) -> None:
-        env = dict(os.environ)
-        env["REARRANGE_CACHE_DIR"] = cache_directory() or ""
-        env["REARRANGE_JIT"] = "eager"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "rearrange.kernel.worker"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
-            cwd=str(Path(__file__).resolve().parents[2]), start_new_session=True)
 
-    def build(self, key: Key) -> None:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(f"{key[0]} {key[1]}\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline().strip()   # waits without the GIL
-        if answer != "ok":
-            raise RuntimeError(answer.removeprefix("error ").strip()
-                               or f"the compile worker exited ({self.process.poll()})")
-
-    def close(self) -> None:
-        try:
-            if self.process.stdin is not None:
-                self.process.stdin.close()
-            self.process.wait(timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            self.process.kill()
-            self.process.wait()
+def _finish_worker(worker: subprocess.Popen) -> None:
+    """Wait for a worker (without the GIL) and reap it; raise what it reported."""
+    _, errors = worker.communicate()
+    if worker.returncode != 0:
+        lines = [line for line in (errors or "").splitlines() if line.strip()]
+        raise RuntimeError(lines[-1] if lines else
+                           f"the compile worker exited with {worker.returncode}")
 
 
 class _Service:
-    """This process's background builder: one thread taking runners off a queue, one
-    worker process while there is work (or, without a disk cache, compiling in the
-    thread itself)."""
+    """This process's background builder: one daemon thread taking runners off a
+    queue, each compiled by a worker process of its own (or, without a disk cache, in
+    the thread itself)."""
 
     def __init__(self) -> None:
         self.jobs: queue.Queue[Key] = queue.Queue()
         self.thread: threading.Thread | None = None
-        self.worker: _Worker | None = None
         self.lock = threading.Lock()
         self.idle = threading.Condition(self.lock)
         self.outstanding = 0
@@ -357,44 +346,43 @@ class _Service:
 
     def _serve(self) -> None:
         while True:
-            try:
-                key = self.jobs.get(timeout=WORKER_IDLE_SECONDS)
-            except queue.Empty:
-                with self.lock:
-                    if self.jobs.empty():
-                        self.thread = None
-                        worker, self.worker = self.worker, None
-                        break
-                continue
+            with self.lock:
+                if self.jobs.empty():
+                    self.thread = None
+                    return
+                key = self.jobs.get()
             try:
                 self._build(key)
             except Exception as error:  # noqa: BLE001 — reported, never raised in a copy
                 with _lock:
                     _pending[key] = f"failed: {error}"
                 _warn_once(f"rearrange: compiling the {_name(key)} copy kernel failed "
-                           f"({error}); copies of that kind use numpy's copy")
+                           f"({error}); copies of that kind use the array library's copy")
             finally:
                 with self.idle:
                     self.outstanding -= 1
                     self.idle.notify_all()
-        if worker is not None:
-            worker.close()
 
     def _build(self, key: Key) -> None:
+        global compiles_started
         if cache_directory() is None:
             _warn_no_cache()
             _publish(key, _load(key, compile=True))
             return
-        with _FileLock(key):        # another process compiling it: wait here, then load
+        lock = _FileLock(key)
+        worker = None
+        with lock:                  # another process compiling it: wait here
             # (a marker whose entry does not load here, e.g. from another CPU, is redone)
             run = _load(key, compile=False) if _on_disk(key) else None
             if run is None:
-                if self.worker is None or self.worker.process.poll() is not None:
-                    self.worker = _Worker()
-                self.worker.build(key)
-                run = _load(key, compile=False)
-                if run is None:
-                    raise RuntimeError("compiled, but its cache entry does not load here")
+                compiles_started += 1
+                worker = _spawn_worker([key], lock.fd)
+        # The worker holds the lock now (it shares the open file) until it is done.
+        if worker is not None:
+            _finish_worker(worker)
+            run = _load(key, compile=False)
+            if run is None:
+                raise RuntimeError("compiled, but its cache entry does not load here")
         _publish(key, run)
 
 

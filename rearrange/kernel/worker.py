@@ -1,10 +1,12 @@
-"""The compile worker: ``python -m rearrange.kernel.worker``, started by :mod:`.builds`.
+"""The compile worker: ``python -m rearrange.kernel.worker [--locked=FD] FAMILY:UNIT ...``,
+started by :mod:`.builds`.
 
-Reads one ``family unit`` line per runner from stdin, compiles it into the disk cache (or
-loads it, if another process got there first), writes its ready marker and answers
-``ok`` — or ``error <reason>`` — on stdout. Exits at the end of its input: when the
-process that started it exits, after finishing the runner in hand. It runs at a lower
-priority than the processes whose copies it compiles for.
+Compiles each runner into the disk cache (or loads it, if another process got there
+first) and writes its ready marker; exits 0, or 1 with the reason as the last line of
+stderr. ``--locked=FD``: one runner, whose lock this process inherited already held
+(its parent may exit meanwhile: the lock stays held until this process is done); else
+each runner's lock is taken here. Runs at a lower priority than the processes whose
+copies it compiles for.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import sys
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
     from . import builds
 
     builds.set_jit_mode("eager")
@@ -22,18 +24,17 @@ def main() -> int:
             os.nice(5)
         except OSError:
             pass
-    for line in sys.stdin:
-        try:
-            family, unit = line.split()
-            key = (family, int(unit))
-            builds.build_here(key, lock=False)     # the parent holds its lock
-            answer = "ok"
-        except Exception as error:  # noqa: BLE001 — answered, the parent reports it
-            answer = f"error {type(error).__name__}: {error}".replace("\n", " ")
-        sys.stdout.write(answer + "\n")
-        sys.stdout.flush()
+    locked = any(arg.startswith("--locked=") for arg in argv)
+    try:
+        keys = [(family, int(unit)) for family, unit in
+                (arg.split(":") for arg in argv if not arg.startswith("--"))]
+        for key in keys:
+            builds.build_here(key, lock=not locked)
+    except Exception as error:  # noqa: BLE001 — the parent reports it
+        print(f"{type(error).__name__}: {error}".replace("\n", " "), file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
