@@ -206,7 +206,7 @@ def main(argv=None) -> None:
             torch = None
 
     t0 = time.perf_counter()
-    compiled = K.warmup()
+    compiled = K.warmup(parallel=min(2, os.cpu_count() or 1))
     jit = time.perf_counter() - t0
     header = (f"# copy kernel benchmark\n\n{platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} CPUs, numpy {np.__version__}"

@@ -134,25 +134,34 @@ class _FileLock:
         self.fd: int | None = None
 
     def __enter__(self) -> "_FileLock":
+        self.acquire()
+        return self
+
+    def acquire(self, blocking: bool = True) -> bool:
+        """Take the lock (waiting without the GIL); False: ``blocking`` is False and
+        another process holds it."""
         if self.path is None:
-            return self
+            return True
         try:
             import fcntl
         except ImportError:          # not POSIX: no cross-process lock, at worst two compiles
-            return self
+            return True
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         _lock_fds.add(self.fd)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX)     # blocks without the GIL
+            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            self.release()
+            return False
         except BaseException:
-            self._close()
+            self.release()
             raise
-        return self
+        return True
 
     def __exit__(self, *exc: object) -> None:
-        self._close()
+        self.release()
 
-    def _close(self) -> None:
+    def release(self) -> None:
         if self.fd is not None:
             _lock_fds.discard(self.fd)
             os.close(self.fd)                        # releases the flock
@@ -345,38 +354,52 @@ class _Service:
             return self.idle.wait_for(lambda: self.outstanding == 0, timeout)
 
     def _serve(self) -> None:
+        busy: set[Key] = set()      # runners another process is compiling, seen once
         while True:
             with self.lock:
                 if self.jobs.empty():
                     self.thread = None
                     return
                 key = self.jobs.get()
+                others = not self.jobs.empty()
             try:
-                self._build(key)
+                # A runner another process compiles goes to the back of the queue once
+                # (this process compiles the next one meanwhile); the second time, or
+                # with nothing else to do, the thread waits for it.
+                if not self._build(key, wait=key in busy or not others):
+                    busy.add(key)
+                    self.jobs.put(key)
+                    continue
+                busy.discard(key)
             except Exception as error:  # noqa: BLE001 — reported, never raised in a copy
                 with _lock:
                     _pending[key] = f"failed: {error}"
                 _warn_once(f"rearrange: compiling the {_name(key)} copy kernel failed "
                            f"({error}); copies of that kind use the array library's copy")
-            finally:
-                with self.idle:
-                    self.outstanding -= 1
-                    self.idle.notify_all()
+            with self.idle:
+                self.outstanding -= 1
+                self.idle.notify_all()
 
-    def _build(self, key: Key) -> None:
+    def _build(self, key: Key, wait: bool) -> bool:
+        """Load or compile ``key``'s runner and publish it; False (nothing done) when
+        another process holds its lock and ``wait`` is False."""
         global compiles_started
         if cache_directory() is None:
             _warn_no_cache()
             _publish(key, _load(key, compile=True))
-            return
+            return True
         lock = _FileLock(key)
+        if not lock.acquire(blocking=wait):
+            return False
         worker = None
-        with lock:                  # another process compiling it: wait here
+        try:
             # (a marker whose entry does not load here, e.g. from another CPU, is redone)
             run = _load(key, compile=False) if _on_disk(key) else None
             if run is None:
                 compiles_started += 1
                 worker = _spawn_worker([key], lock.fd)
+        finally:
+            lock.release()
         # The worker holds the lock now (it shares the open file) until it is done.
         if worker is not None:
             _finish_worker(worker)
@@ -384,6 +407,7 @@ class _Service:
             if run is None:
                 raise RuntimeError("compiled, but its cache entry does not load here")
         _publish(key, run)
+        return True
 
 
 def _warn_no_cache() -> None:
