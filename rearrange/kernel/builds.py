@@ -168,6 +168,13 @@ class _FileLock:
             self.fd = None
 
 
+def _prepare_to_load() -> None:
+    """Import numba and set up its CPU target in this process (~1 s, once)."""
+    from .jit import prepare
+
+    prepare()
+
+
 def _load(key: Key, compile: bool) -> Any:
     from .loops import runner
 
@@ -402,6 +409,7 @@ class _Service:
             lock.release()
         # The worker holds the lock now (it shares the open file) until it is done.
         if worker is not None:
+            _prepare_to_load()      # while it compiles: the load after it takes ~10 ms
             _finish_worker(worker)
             run = _load(key, compile=False)
             if run is None:

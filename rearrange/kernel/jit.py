@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["UNIT_DTYPES", "jit", "materialise", "compile_runner", "cache_directory",
-           "source_stamp"]
+__all__ = ["UNIT_DTYPES", "jit", "materialise", "prepare", "compile_runner",
+           "cache_directory", "source_stamp"]
 
 # The unit sizes a runner is compiled for, each moved as this unsigned integer type.
 UNIT_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -104,8 +104,18 @@ def materialise() -> None:
             func.__globals__.update(_bindings)
         for name, (func, options) in _registry.items():
             func.__globals__[name] = numba.njit(nogil=True, error_model="numpy",
+                                                no_cpython_wrapper=True, no_cfunc_wrapper=True,
                                                 **options)(func)
         _built = True
+
+
+def prepare() -> None:
+    """:func:`materialise`, and numba's CPU target (its LLVM codegen) initialised: what
+    the first load of a cached runner would otherwise do."""
+    materialise()
+    from numba.core.registry import cpu_target
+
+    cpu_target.target_context.refresh()
 
 
 # --------------------------------------------------------------------------- disk cache

@@ -65,9 +65,9 @@ def _stream_at(d, tok, buf, cap, wst, wln, dpos, n):
     """Make room for n units destined for dpos (n <= cap - LINE / unit). Returns the new
     (wst, wln): the n units go to buf[wln:]."""
     if wln and dpos != wst + wln:
-        wst, wln = _stream_flush(d, tok, buf, wst, wln, True)
+        wst, wln = _stream_flush(d, tok, buf, wst, wln, n == n)
     if wln + n > cap:
-        wst, wln = _stream_flush(d, tok, buf, wst, wln, False)
+        wst, wln = _stream_flush(d, tok, buf, wst, wln, n != n)
     if wln == 0:
         wst = dpos
     return wst, wln
@@ -177,7 +177,7 @@ def _tile_rows_nt(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, buf):
                 _stb(buf, i * eb + j, _ld(s, sp + j * sb, tok))
     u = _unit(tok)
     for i in range(ea):
-        _stream_flush(d, tok, buf + i * eb * u, doff + i * da, eb, True)
+        _stream_flush(d, tok, buf + i * eb * u, doff + i * da, eb, eb == eb)
 
 
 @jit(inline="always")
@@ -360,7 +360,7 @@ def _panel_simd(d, s, tok, doff, soff, jb, na, p):
         if p[P_SEAM]:
             _seam_block(d, s, tok, c0, soff, na, p)
         else:
-            _strip_g(d, s, tok, c0, soff, na, 0, j0, p[P_DA], p[P_NB], p[P_SB],
+            _strip_g(d, s, tok, c0, soff, na, na - na, j0, p[P_DA], p[P_NB], p[P_SB],
                      p[P_SB2], g)
     end = p[P_NB] * p[P_NR] - p[P_SEAM]
     if jb == p[P_NKB] - 1 and j0 + kb < end:
@@ -393,7 +393,7 @@ def _seam_block(d, s, tok, c0, soff, na, p):
     jump = g - tail - w * sb
     n = na - 1
     if n < ka:
-        _strip_g(d, s, tok, c0, soff, na, 0, p[P_JSTART], da, nb, sb, sb2, g)
+        _strip_g(d, s, tok, c0, soff, na, na - na, p[P_JSTART], da, nb, sb, sb2, g)
         _strip_g(d, s, tok, c0, soff, na, ncols - w, ncols, da, nb, sb, sb2, g)
         return
     nfull = n // ka
@@ -405,8 +405,9 @@ def _seam_block(d, s, tok, c0, soff, na, p):
             _tile(dt, da, st, sb, w, jump, tok, 1, True)
         else:
             _tile(dt, da, st, sb, w, jump, tok, 2, True)
-    _strip_g(d, s, tok, c0, soff, 1, 0, p[P_JSTART], da, nb, sb, sb2, g)
-    _strip_g(d, s, tok, c0 + n * da, soff + n * g, 1, ncols - w, ncols, da, nb, sb, sb2, g)
+    one = na - n          # runtime ones and zeros: literal ones would compile _strip_g anew
+    _strip_g(d, s, tok, c0, soff, one, one - one, p[P_JSTART], da, nb, sb, sb2, g)
+    _strip_g(d, s, tok, c0 + n * da, soff + n * g, one, ncols - w, ncols, da, nb, sb, sb2, g)
 
 
 @jit()
@@ -514,7 +515,7 @@ def _run_rows(cp, d, s, itp, pp, tok):
             wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], eb,
                                    p[P_SB], p[P_NT], p[P_PF], buf, cap, wst, wln)
             soff, doff = _advance(it, idx, soff, doff)
-    _stream_flush(d, tok, buf, wst, wln, True)
+    _stream_flush(d, tok, buf, wst, wln, wln == wln)
     _publish(cp, done)
 
 
@@ -581,7 +582,7 @@ def _run_tiles(cp, d, s, itp, pp, tok):
                                            ea, eb, p[P_SA], p[P_DA], p[P_SB], p[P_ORDER],
                                            p[P_NT], buf, cap, wst, wln)
             soff, doff = _advance(it, idx, soff, doff)
-    _stream_flush(d, tok, buf, wst, wln, True)
+    _stream_flush(d, tok, buf, wst, wln, wln == wln)
     _publish(cp, done)
 
 
