@@ -15,7 +15,7 @@ copies with numpy (or torch) at once. What "usable now" means is the *mode*
   back, so the compile runs in a thread of this process instead (one warning says so).
 * ``eager``: compile in the call that needs the runner (the behaviour before background
   compilation; benchmarks use it).
-* ``off``: never compile; copies use numpy's (or torch's).
+* ``off``: never compile nor run a compiled runner; copies use numpy's (or torch's).
 
 Compile once per machine: each runner has a lock file beside the cache; whoever compiles
 it holds the lock, writes the runner to numba's cache, then a ready marker. A process that
@@ -184,13 +184,13 @@ def _load(key: Key, compile: bool) -> Any:
 def runner_for(family: str, unit: int) -> Any:
     """The compiled runner for ``family`` and ``unit``-byte units if a copy may use it
     now, else None (the caller copies another way); see the module's docstring."""
+    mode = _mode
+    if mode == "off":               # numpy's (or torch's) copy, even if a runner is loaded
+        return None
     key = (family, unit)
     run = _ready.get(key)
     if run is not None:
         return run
-    mode = _mode
-    if mode == "off":
-        return None
     if mode == "eager":
         return build_here(key)
     with _lock:
@@ -249,11 +249,11 @@ def status(family: str, unit: int) -> str:
 
 def describe(family: str, unit: int, fallback: str = "numpy's copy") -> str:
     """What a copy of this family and unit does now, and why (explain's "now" line)."""
+    if _mode == "off":
+        return f"{fallback}: kernels are off (REARRANGE_JIT=off)"
     state = status(family, unit)
     if state == "ready":
         return "the compiled kernel"
-    if _mode == "off":
-        return f"{fallback}: kernels are off (REARRANGE_JIT=off)"
     if state == "on disk":
         return "the kernel, compiled on this machine before (loads from the disk cache " \
                "at first use)"

@@ -118,6 +118,20 @@ def prepare() -> None:
     cpu_target.target_context.refresh()
 
 
+def _reset_build_lock_in_child() -> None:
+    global _build_lock
+    _build_lock = threading.RLock()
+
+
+# A fork waits until no thread of this process is loading or compiling a runner: a child
+# must not inherit _build_lock, or numba's compiler lock, held by a thread it does not
+# have (its first load would wait forever).
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=lambda: _build_lock.acquire(),
+                        after_in_parent=lambda: _build_lock.release(),
+                        after_in_child=_reset_build_lock_in_child)
+
+
 # --------------------------------------------------------------------------- disk cache
 
 _stamp: str | None = None
