@@ -20,8 +20,8 @@ Every measurement runs fresh interpreters on a cache directory of their own (an 
   time from the call until the copy's runner is ready (polled every 50 ms).
 * ``warmup``: ``rearrange warmup`` on an empty cache, with 1 and 2 compile processes.
 * ``gil``: what a compile costs the caller's own Python work: a fixed pure-Python loop
-  timed alone, while a worker process compiles, and while a thread of the same process
-  compiles (what a thread-based design would cost).
+  (~1 s) timed alone, while a worker process compiles, and while a thread of the same
+  process compiles (what a thread-based design would cost).
 """
 
 from __future__ import annotations
@@ -239,21 +239,27 @@ def gil(log) -> dict:
     code = textwrap.dedent("""
         import json, threading, time, os
         from rearrange.kernel import builds, loops
-        def work():                     # a fixed amount of pure-Python work
+        def work():                     # a fixed amount of pure-Python work: ~1 s
             s = time.perf_counter(); t = 0
-            for i in range(3_000_000): t += i % 7
+            for _ in range(4):
+                for i in range(1_000_000): t += i % 7
             return time.perf_counter() - s
-        alone = min(work() for _ in range(3))
+        from rearrange.kernel import jit
+        jit.prepare()                   # numba imported: the thread below only compiles
+        alone = work()
         # a worker process compiles the transpose runner for 2-byte units
         worker = builds._spawn_worker([("transpose", 2)])
-        time.sleep(0.5)
-        beside_process = min(work() for _ in range(3))
+        time.sleep(1.5)                 # past its start-up: compiling
+        beside_process = work()
+        overlapped_process = worker.poll() is None
         worker.communicate()
         # a thread of this process compiles the tiles runner for 2-byte units
         thread = threading.Thread(target=loops.runner, args=(2, "tiles"))
-        thread.start(); time.sleep(0.5)
-        beside_thread = min(work() for _ in range(3))
+        thread.start(); time.sleep(0.2)
+        beside_thread = work()
+        overlapped_thread = thread.is_alive()
         thread.join()
+        assert overlapped_process and overlapped_thread, "the compiles ended too soon"
         print(json.dumps({"alone": alone, "beside_process": beside_process,
                           "beside_thread": beside_thread}))
     """)
