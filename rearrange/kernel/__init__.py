@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .builds import describe, get_jit_mode, runner_for, set_jit_mode, wait
+from .builds import build_everything, describe, get_jit_mode, runner_for, set_jit_mode, wait
 from .lowering import lower
 from .loops import FAMILIES
 from .pages import untouched
@@ -78,8 +78,6 @@ def path_now(kernel: CopyKernel) -> str | None:
 def warmup(parallel: int = 1) -> list[str]:
     """Compile (or load from the disk cache) every copy-kernel runner now: in this
     process, or spread over ``parallel`` worker processes. Returns their names."""
-    from .builds import build_everything
-
     return build_everything(parallel)
 
 

@@ -46,7 +46,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .jit import UNIT_DTYPES, cache_directory, forget_cache_directory, source_stamp
+from .jit import UNIT_DTYPES, cache_directory, prepare, source_stamp
+from .loops import RUNS, runner
 
 __all__ = ["MODES", "set_jit_mode", "get_jit_mode", "runner_for", "status", "describe",
            "wait", "build_here", "build_everything", "marker_path", "lock_path"]
@@ -168,16 +169,7 @@ class _FileLock:
             self.fd = None
 
 
-def _prepare_to_load() -> None:
-    """Import numba and set up its CPU target in this process (~1 s, once)."""
-    from .jit import prepare
-
-    prepare()
-
-
 def _load(key: Key, compile: bool) -> Any:
-    from .loops import runner
-
     return runner(key[1], key[0], compile=compile)
 
 
@@ -281,8 +273,6 @@ def build_everything(parallel: int = 1) -> list[str]:
     ``parallel == 1``, else spread over ``parallel`` worker processes (whole unit sizes
     each: a unit's runners share their compiled loops) and then loaded here. Returns
     their names, as ``warmup`` reports them."""
-    from .loops import RUNS
-
     keys = [(family, u) for u in UNIT_DTYPES for family in RUNS]
     if parallel > 1 and cache_directory() is not None:
         todo = [k for k in keys if k not in _ready and not _on_disk(k)]
@@ -409,7 +399,7 @@ class _Service:
             lock.release()
         # The worker holds the lock now (it shares the open file) until it is done.
         if worker is not None:
-            _prepare_to_load()      # while it compiles: the load after it takes ~10 ms
+            prepare()               # numba, while it compiles: the load after takes ~5 ms
             _finish_worker(worker)
             run = _load(key, compile=False)
             if run is None:
@@ -447,7 +437,6 @@ def _forget_in_child() -> None:
     _service = None
     _lock = threading.Lock()
     _pending = {key: state for key, state in _pending.items() if state != "compiling"}
-    forget_cache_directory()
 
 
 if hasattr(os, "register_at_fork"):

@@ -176,7 +176,7 @@ def _user_cache_root() -> Path:
 def cache_directory() -> str | None:
     """Where runners are cached, with the locks and ready markers of :mod:`.builds`
     beside them (see the module's docstring); None: nowhere writable. Decided once per
-    process (and again in a forked child: the environment may differ)."""
+    process."""
     global _directory
     if _directory is None:
         here = Path(__file__).resolve().parent
@@ -191,12 +191,6 @@ def cache_directory() -> str | None:
         found = next((str(c) for c in candidates if _writable(c)), None)
         _directory = (found,)
     return _directory[0]
-
-
-def forget_cache_directory() -> None:
-    """Decide :func:`cache_directory` again (after the environment changed)."""
-    global _directory
-    _directory = None
 
 
 def _kernel_cache_class(directory: str):

@@ -470,6 +470,26 @@ def _advance(it, idx, soff, doff):
 
 
 @jit()
+def _extent(p, idx, itx, tile, whole):
+    """Units of a tiled dim in the current work unit: ``p[whole]`` when the dim is not
+    iterated (``itx`` < 0), else a tile of ``p[tile]``, the last one taking the rest."""
+    n = p[whole]
+    if itx >= 0:
+        n = min(p[tile], n - idx[itx] * p[tile])
+    return n
+
+
+@jit()
+def _staging(p, tok):
+    """The thread's staging buffer: (its array, which keeps it alive; its first
+    LINE-aligned address; its capacity in units)."""
+    stage = np.empty(p[P_STAGE] + LINE, np.uint8)
+    buf = stage.ctypes.data
+    buf += (-buf) % LINE
+    return stage, buf, p[P_STAGE] // _unit(tok)
+
+
+@jit()
 def _publish(cp, done):
     """Count this thread's work units as done: the stores (non-temporal ones too) are
     ordered before the count that publishes them."""
@@ -492,10 +512,7 @@ def _run_rows(cp, d, s, itp, pp, tok):
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
     idx = np.zeros(it[0] + 1, np.int64)
-    stage = np.empty(p[P_STAGE] + LINE, np.uint8)
-    buf = stage.ctypes.data
-    buf += (-buf) % LINE
-    cap = p[P_STAGE] // _unit(tok)
+    stage, buf, cap = _staging(p, tok)
     zero = itp[0] - itp[0]  # runtime zeros: literal ones would type the helpers' calls twice
     wst, wln, done = zero, zero, zero
     itb, itr = p[P_ITB], p[P_ITR]
@@ -506,12 +523,8 @@ def _run_rows(cp, d, s, itp, pp, tok):
         done += hi - lo
         soff, doff = _seek(it, idx, lo, p[P_SOFF], p[P_DOFF])
         for _ in range(lo, hi):
-            er = p[P_NR]
-            if itr >= 0:
-                er = min(p[P_TR], er - idx[itr] * p[P_TR])
-            eb = p[P_NB]
-            if itb >= 0:
-                eb = min(p[P_TB], eb - idx[itb] * p[P_TB])
+            er = _extent(p, idx, itr, P_TR, P_NR)
+            eb = _extent(p, idx, itb, P_TB, P_NB)
             wst, wln = _panel_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], eb,
                                    p[P_SB], p[P_NT], p[P_PF], buf, cap, wst, wln)
             soff, doff = _advance(it, idx, soff, doff)
@@ -549,10 +562,7 @@ def _run_tiles(cp, d, s, itp, pp, tok):
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
     idx = np.zeros(it[0] + 1, np.int64)
-    stage = np.empty(p[P_STAGE] + LINE, np.uint8)
-    buf = stage.ctypes.data
-    buf += (-buf) % LINE
-    cap = p[P_STAGE] // _unit(tok)
+    stage, buf, cap = _staging(p, tok)
     zero = itp[0] - itp[0]
     wst, wln, done = zero, zero, zero
     weave = p[P_KIND] == KIND_WEAVE
@@ -564,19 +574,13 @@ def _run_tiles(cp, d, s, itp, pp, tok):
         done += hi - lo
         soff, doff = _seek(it, idx, lo, p[P_SOFF], p[P_DOFF])
         for _ in range(lo, hi):
-            er = p[P_NR]
-            if itr >= 0:
-                er = min(p[P_TR], er - idx[itr] * p[P_TR])
-            ea = p[P_NA]
-            if ita >= 0:
-                ea = min(p[P_TA], ea - idx[ita] * p[P_TA])
+            er = _extent(p, idx, itr, P_TR, P_NR)
+            ea = _extent(p, idx, ita, P_TA, P_NA)
             if weave:
                 _interleave_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], ea,
                                  p[P_SB], p[P_NB], p[P_NT] == DIRECT_NT, p[P_PF])
             else:
-                eb = p[P_NB]
-                if itb >= 0:
-                    eb = min(p[P_TB], eb - idx[itb] * p[P_TB])
+                eb = _extent(p, idx, itb, P_TB, P_NB)
                 for r in range(er):
                     wst, wln = _panel_tile(d, s, tok, doff + r * p[P_DR], soff + r * p[P_SR],
                                            ea, eb, p[P_SA], p[P_DA], p[P_SB], p[P_ORDER],

@@ -73,8 +73,9 @@ def get_num_threads() -> int:
 
 def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> None:
     """Run a lowered copy (``low``: what :func:`.lowering.lower` returns) with the
-    compiled ``runner`` of its family and unit size on this thread, joined by pool workers if it has several; ``populate_bytes`` of the
-    destination are populated first (0: none).
+    compiled ``runner`` of its family and unit size on this thread, joined by pool
+    workers if it has several; ``populate_bytes`` of the destination are populated first
+    (0: none).
 
     The calling thread works from the start and takes whatever the workers have not
     taken: a worker that the OS wakes late finds nothing left and touches nothing, so a
