@@ -226,6 +226,27 @@ def build_here(key: Key, lock: bool = True) -> Any:
     return run
 
 
+def build_shared(keys: list[Key]) -> None:
+    """Build ``keys`` together with other processes given the same list: each runner is
+    compiled by whichever process takes its lock first; the others skip it and, once
+    through the list, wait for the ones they skipped (loading them, or compiling one
+    whose process died). Several such processes keep every core busy to the end, where
+    a fixed share each would leave one idle while another works through the costliest
+    runners."""
+    skipped = []
+    for key in keys:
+        lock = _FileLock(key)
+        if not lock.acquire(blocking=False):
+            skipped.append(key)
+            continue
+        try:
+            build_here(key, lock=False)
+        finally:
+            lock.release()
+    for key in skipped:
+        build_here(key)
+
+
 def status(family: str, unit: int) -> str:
     """Where ``family``'s runner for ``unit``-byte units stands in this process:
     ``"ready"``, ``"on disk"`` (compiled on this machine: loads at first use),
@@ -276,11 +297,10 @@ def build_everything(parallel: int = 1) -> list[str]:
     keys = [(family, u) for u in UNIT_DTYPES for family in RUNS]
     if parallel > 1 and cache_directory() is not None:
         todo = [k for k in keys if k not in _ready and not _on_disk(k)]
-        units = sorted({u for _, u in todo})
-        shares = [[k for k in todo if k[1] in units[i::parallel]] for i in range(parallel)]
-        workers = [_spawn_worker(share) for share in shares if share]
-        for worker in workers:
-            _finish_worker(worker)
+        if todo:
+            workers = [_spawn_worker(todo, shared=True) for _ in range(parallel)]
+            for worker in workers:
+                _finish_worker(worker)
     names = []
     for key in keys:
         build_here(key)
@@ -295,16 +315,20 @@ def _warn_once(message: str) -> None:
 # --------------------------------------------------------------------------- the service
 
 
-def _spawn_worker(keys: list[Key], locked_fd: int | None = None) -> subprocess.Popen:
+def _spawn_worker(keys: list[Key], locked_fd: int | None = None,
+                  shared: bool = False) -> subprocess.Popen:
     """A worker process compiling ``keys`` into the disk cache (see :mod:`.worker`).
     With ``locked_fd`` (one key): the worker inherits that lock, held for it, so it
-    stays held until the worker is done even if this process exits first."""
+    stays held until the worker is done even if this process exits first. ``shared``:
+    workers given the same keys share them out as they go (:func:`build_shared`)."""
     env = dict(os.environ)
     env["REARRANGE_CACHE_DIR"] = cache_directory() or ""
     env["REARRANGE_JIT"] = "eager"
     args = [sys.executable, "-m", "rearrange.kernel.worker"]
     if locked_fd is not None:
         args.append(f"--locked={locked_fd}")
+    if shared:
+        args.append("--shared")
     args += [f"{family}:{unit}" for family, unit in keys]
     # Run from the package's parent directory: the worker imports this very rearrange.
     # Its own session: a Ctrl-C meant for this process does not cut a compile short

@@ -102,11 +102,62 @@ def materialise() -> None:
         _bindings["carray"] = numba.carray
         for func, _ in _registry.values():
             func.__globals__.update(_bindings)
+        linked_only = _linked_only_dispatcher_class()
         for name, (func, options) in _registry.items():
-            func.__globals__[name] = numba.njit(nogil=True, error_model="numpy",
-                                                no_cpython_wrapper=True, no_cfunc_wrapper=True,
-                                                **options)(func)
+            func.__globals__[name] = linked_only(
+                py_func=func, locals={},
+                targetoptions=dict(nopython=True, nogil=True, error_model="numpy",
+                                   no_cpython_wrapper=True, no_cfunc_wrapper=True,
+                                   **options))
         _built = True
+
+
+def _linked_only_dispatcher_class():
+    """numba's CPU dispatcher for functions that exist only to be linked into a runner.
+
+    numba would turn each compiled callee into machine code of its own (an executable
+    that nothing calls: the runner links the callee's optimised LLVM IR and generates its
+    own code) — about half of a transpose runner's compile time, whose register tiles are
+    large. Here a callee's lowering stops at IR (numba's ``no_compile`` flag), its library
+    is finalised without machine code, and its compile result is registered for callers
+    under a key of its own (numba keys a callee's implementation by its executable, which
+    no longer exists). The runner's own IR, and so its machine code, is unchanged."""
+    from numba.core.registry import CPUDispatcher
+
+    def stop_at_ir(flags):
+        flags.no_compile = True
+        return flags
+
+    def finalise_without_machine_code(library):
+        # Invariant: the library is only ever linked into others (its IR), never run.
+        library._finalized = True
+
+    class CalleeKey:
+        """Stands for a callee's executable (which does not exist)."""
+        __slots__ = ("name",)
+
+        def __init__(self, name):
+            self.name = name
+
+    class LinkedOnlyDispatcher(CPUDispatcher):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._compiler._customize_flags = stop_at_ir
+
+        def add_overload(self, cres):
+            if cres.entry_point is None:
+                cres.library._finalize_final_module = types.MethodType(
+                    finalise_without_machine_code, cres.library)
+                key = CalleeKey(cres.fndesc.qualname)
+                cres = cres._replace(entry_point=key)
+                self.targetctx.insert_user_function(key, cres.fndesc, [cres.library])
+                # Not entered in the dispatcher's table of Python-callable overloads:
+                # there is nothing to call.
+                self.overloads[tuple(cres.signature.args)] = cres
+                return
+            super().add_overload(cres)
+
+    return LinkedOnlyDispatcher
 
 
 def prepare() -> None:

@@ -1,11 +1,12 @@
-"""The compile worker: ``python -m rearrange.kernel.worker [--locked=FD] FAMILY:UNIT ...``,
-started by :mod:`.builds`.
+"""The compile worker: ``python -m rearrange.kernel.worker [--locked=FD | --shared]
+FAMILY:UNIT ...``, started by :mod:`.builds`.
 
 Compiles each runner into the disk cache (or loads it, if another process got there
 first) and writes its ready marker; exits 0, or 1 with the reason as the last line of
 stderr. ``--locked=FD``: one runner, whose lock this process inherited already held
 (its parent may exit meanwhile: the lock stays held until this process is done); else
-each runner's lock is taken here. Runs at a lower priority than the processes whose
+each runner's lock is taken here. ``--shared``: other workers were given the same
+runners, each compiled by whichever takes it first (:func:`.builds.build_shared`). Runs at a lower priority than the processes whose
 copies it compiles for.
 """
 
@@ -28,8 +29,11 @@ def main(argv: list[str]) -> int:
     try:
         keys = [(family, int(unit)) for family, unit in
                 (arg.split(":") for arg in argv if not arg.startswith("--"))]
-        for key in keys:
-            builds.build_here(key, lock=not locked)
+        if "--shared" in argv:
+            builds.build_shared(keys)
+        else:
+            for key in keys:
+                builds.build_here(key, lock=not locked)
     except Exception as error:  # noqa: BLE001 — the parent reports it
         print(f"{type(error).__name__}: {error}".replace("\n", " "), file=sys.stderr)
         return 1
