@@ -355,6 +355,14 @@ class EinsumPlan(JsonDump):
             "steps": [step.to_dict() for step in self.steps],
         }
 
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: each input and its rearrange into
+        elementary axes, the contraction's fresh array and the output's view of it
+        (see :meth:`rearrange.Plan.to_svg`)."""
+        from .picture import einsum_svg
+
+        return einsum_svg(self)
+
     def to_source(self, library: str = "numpy", names: Sequence[str] | None = None) -> str:
         """The same computation as one expression of plain library calls on the inputs
         ``names`` (default ``x0``, ``x1``, ...): ``np.einsum`` or ``torch.einsum`` with

@@ -158,6 +158,14 @@ class PackPlan(JsonDump):
             "steps": [step.to_dict() for step in self.steps],
         }
 
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: each input over its storage, the place
+        each part takes in the packed array (or, for unpack, each view of it), every
+        cell showing the storage index it reads (see :meth:`rearrange.Plan.to_svg`)."""
+        from .picture import pack_svg
+
+        return pack_svg(self)
+
     def to_source(self, library: str = "numpy", name: str | None = None,
                   names: Sequence[str] | None = None) -> str:
         """The same computation as one expression of plain library calls.

@@ -74,7 +74,8 @@ class Step:
 
 
 class JsonDump:
-    """``dump()`` for every plan class: its ``to_dict()`` as JSON."""
+    """What every plan class shares: ``dump()``, its ``to_dict()`` as JSON, and
+    ``_repr_html_()``, how notebooks show it."""
 
     __slots__ = ()
 
@@ -88,6 +89,14 @@ class JsonDump:
             return json.dumps(self.to_dict(), **json_options)
         json.dump(self.to_dict(), fp, **json_options)
         return None
+
+    def _repr_html_(self) -> str:
+        """Notebooks (Jupyter, VS Code): the explain table, escaped in ``<pre>``, and the
+        picture (``to_svg()``) where the plan class has one."""
+        from .picture import html_fragment
+
+        to_svg = getattr(self, "to_svg", None)
+        return html_fragment(str(self), None if to_svg is None else to_svg())
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +191,22 @@ class Plan(JsonDump):
             "steps": [step.to_dict() for step in self.steps],
             "notes": list(self.notes),
         }
+
+    def to_svg(self) -> str:
+        """A picture of the plan as a self-contained SVG document: the input's storage as
+        a strip of cells, the input as a grid over it, then the array each step produces,
+        every cell showing the storage index it reads (a copy starts a new storage, a
+        failing merge's stride jump is outlined, stride-0 repeats are dashed). Large
+        arrays are abbreviated, so the text stays small whatever the shape.
+
+        >>> import rearrange as ra
+        >>> svg = ra.explain((2, 3), 'a b -> b a').to_svg()
+        >>> svg.startswith('<svg'), 'data-step="1"' in svg
+        (True, True)
+        """
+        from .picture import plan_svg
+
+        return plan_svg(self)
 
     def to_source(self, library: str = "numpy", name: str = "x") -> str:
         """The same computation as plain library calls on a variable ``name``.

@@ -1,0 +1,886 @@
+"""Pictures of plans: storage, strides and every step, as SVG text.
+
+The memory model drawn the way the documents this package grew from draw it: the input's
+flat storage as a strip of cells, the input as a grid over it, then each step of the plan
+as the logical array it produces, every cell showing the storage index it reads. A copy
+starts a new storage (drawn as a new strip), a reduction a new array of computed values,
+a stride-0 (broadcast) dim repeats one element (dashed cells), and where a merge fails
+the two cells whose storage positions jump are outlined, with the planner's reason.
+
+Pure functions from a plan's public data (layouts, step kinds and reasons) to text: no
+dependency, nothing imported from the plan modules (they import this one lazily, from
+``to_svg`` and ``_repr_html_``). Arrays larger than a screen are abbreviated: the leading
+indexes of each dim, its last one, and an ellipsis between; the number of cells drawn is
+bounded, so the picture's size is bounded whatever the shape.
+
+Machine-readable for tests and tools: each array is a ``<g class="array">`` with
+``data-step`` (``0`` the input, ``k`` the plan's step ``k``), ``data-op``, ``data-shape``,
+``data-strides``, ``data-offset`` and ``data-storage``; each drawn cell a ``<rect>`` with
+``data-index`` (the logical index, comma-separated), ``data-position`` (the storage index
+it reads) and ``data-value`` (which element of the input storage it holds: its storage
+index there, prefixed ``k:`` for input ``k`` of a plan with several inputs), or
+``data-reduces`` (the input storage indexes a reduced cell combines) for computed cells.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .errors import RearrangeError
+from .layout import Layout
+
+__all__ = ["plan_svg", "pack_svg", "einsum_svg", "html_fragment", "html_page", "PictureError"]
+
+
+class PictureError(RearrangeError):
+    """A plan that has no picture (it moves no memory, or its sizes are symbolic)."""
+
+    __module__ = "rearrange"
+
+
+# --------------------------------------------------------------------------- model
+
+#: Reductions listed cell by cell up to this many input elements (then only counted).
+MAX_LISTED = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """What one storage position holds, in terms of the inputs' own storages."""
+
+    origin: int | None               # the input whose element it is; None: computed
+    index: int | None                # that element's position in its input's storage
+    reduces: tuple[int, ...] = ()    # computed by a reduction: the positions it combines
+    count: int = 0                   # how many it combines (reduces is cut at MAX_LISTED)
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """A flat block of elements read by one or more arrays of the picture.
+
+    ``content(position)`` says what a position holds; None for values computed by a
+    contraction (they stand for no single input element)."""
+
+    name: str                                   # "input", "copy", "input 1", ...
+    kind: str                                   # input | copy | computed
+    content: Callable[[int], Content | None]
+    extent: tuple[int, int] | None              # lowest, highest position; None: empty
+
+
+@dataclass(frozen=True, slots=True)
+class Jump:
+    """Two elements a merge needs adjacent in storage, and are not: ``after`` follows
+    ``before`` in the merged dim's order, but reads ``position(after)`` instead of
+    ``expected``."""
+
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    expected: int
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """One array of the picture: a layout over a storage, with what to say about it."""
+
+    step: str                                   # data-step: "0" the input, "k" step k
+    op: str                                     # input | split | permute | copy | ...
+    heading: str
+    notes: tuple[str, ...]
+    layout: Layout
+    storage: Storage
+    kind: str                                   # input | view | copy | compute
+    alerts: tuple[str, ...] = ()                # a failing merge: the planner's reason
+    jumps: tuple[Jump, ...] = ()                # where that merge's strides jump
+    strip: bool = False                         # draw the storage as a strip above the grid
+
+
+@dataclass(frozen=True, slots=True)
+class Picture:
+    title: str
+    summary: tuple[str, ...]
+    panels: tuple[Panel, ...]
+    origins: int = 1                            # how many input storages (pack, einsum)
+
+
+def input_storage(layout: Layout, origin: int = 0, name: str = "input") -> Storage:
+    """The storage an input reads: each position holds its own index (an ``arange``)."""
+    return Storage(name, "input", lambda position: Content(origin, position), layout.extent())
+
+
+def unravel(position: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """The index of ``position`` in a C-contiguous array of ``shape``."""
+    index = []
+    for size in reversed(shape):
+        position, rest = divmod(position, size) if size else (position, 0)
+        index.append(rest)
+    return tuple(reversed(index))
+
+
+def element(panel: Panel, index: tuple[int, ...]) -> Content | None:
+    return panel.storage.content(panel.layout.position(index))
+
+
+def copied_storage(source: Panel, name: str = "copy") -> Storage:
+    """A fresh C-contiguous storage filled from ``source`` in its row-major order."""
+    shape = source.layout.shape
+
+    def content(position: int) -> Content | None:
+        return element(source, unravel(position, shape))
+    numel = math.prod(shape)
+    return Storage(name, "copy", content, (0, numel - 1) if numel else None)
+
+
+def reduced_storage(source: Panel, reduced_dims: int) -> Storage:
+    """A fresh array whose element ``i`` combines ``source[i, ...]`` over its trailing
+    ``reduced_dims`` dims."""
+    kept = source.layout.shape[:source.layout.ndim - reduced_dims]
+    reduced = source.layout.shape[source.layout.ndim - reduced_dims:]
+    count = math.prod(reduced)
+
+    def content(position: int) -> Content:
+        outer = unravel(position, kept)
+        listed = []
+        for k in range(min(count, MAX_LISTED)):
+            held = element(source, outer + unravel(k, reduced))
+            if held is not None and held.index is not None:
+                listed.append(held.index)
+        return Content(None, None, tuple(listed), count)
+    numel = math.prod(kept)
+    return Storage("reduction", "computed", content, (0, numel - 1) if numel else None)
+
+
+def computed_storage(shape: Sequence[int], name: str) -> Storage:
+    numel = math.prod(shape)
+    return Storage(name, "computed", lambda position: None, (0, numel - 1) if numel else None)
+
+
+# --------------------------------------------------------------------------- steps to panels
+
+
+def merge_groups(shape: Sequence[int], target: Sequence[int]) -> list[tuple[int, int]] | None:
+    """The runs of consecutive dims of ``shape`` that multiply to each size of ``target``
+    (``(start, stop)`` each), or None when ``target`` is no merge of ``shape``. Size-1 dims
+    join either neighbour: they never obstruct a merge."""
+    groups = []
+    dim = 0
+    for size in target:
+        start, product = dim, 1
+        while dim < len(shape) and (product < size or (size == 0 and product != 0)):
+            product *= shape[dim]
+            dim += 1
+        if product != size:
+            return None
+        groups.append((start, dim))
+    if groups and dim < len(shape) and all(s == 1 for s in shape[dim:]):
+        groups[-1] = (groups[-1][0], len(shape))
+    elif dim != len(shape):
+        return None
+    return groups
+
+
+def merge_jumps(layout: Layout, target: Sequence[int]) -> tuple[Jump, ...]:
+    """For each group of ``layout``'s dims that cannot merge into its dim of ``target``
+    (:meth:`Layout.merge_obstacle`), the stride jump: the last element along the inner
+    dim at outer index 0, and the first at outer index 1."""
+    groups = merge_groups(layout.shape, target) if layout.numel else None
+    jumps = []
+    for start, stop in groups or ():
+        obstacle = layout.merge_obstacle(start, stop)
+        if obstacle is None:
+            continue
+        outer, inner = obstacle
+        before = [0] * layout.ndim
+        before[inner] = layout.shape[inner] - 1
+        after = [0] * layout.ndim
+        after[outer] = 1
+        expected = layout.position(before) + layout.strides[inner]
+        jumps.append(Jump(tuple(before), tuple(after), expected))
+    return tuple(jumps)
+
+
+def jump_notes(layout: Layout, jumps: Sequence[Jump]) -> tuple[str, ...]:
+    return tuple(
+        f"stride jump: {_index_text(jump.before)} reads {layout.position(jump.before)}, the "
+        f"next element {_index_text(jump.after)} reads {layout.position(jump.after)}; a view "
+        f"needs {jump.expected} (outlined)" for jump in jumps)
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    """What the picture needs of one step of any plan class."""
+
+    number: str
+    op: str
+    layout: Layout
+    kind: str                 # view | copy | compute | new (a contraction's fresh array)
+    reason: str
+    reduced_dims: int = 0     # a reduction: how many trailing dims it combines
+
+
+def trace(first: Panel, steps: Sequence[StepView], name: str = "copy") -> list[Panel]:
+    """Panels for ``steps`` applied one after another to ``first``: a view reads the
+    storage of the array before it; a copy fills a new one; a reduction or a
+    contraction computes a new array. The array before a copy shows where its merge
+    fails (the copy's target: the next merge's shape)."""
+    panels = [first]
+    for k, step in enumerate(steps):
+        previous = panels[-1]
+        if step.kind == "copy":
+            storage = copied_storage(previous, name)
+            target = next((s.layout.shape for s in steps[k + 1:] if s.op == "merge"), None)
+            if target is not None:
+                jumps = merge_jumps(previous.layout, target)
+                if jumps:
+                    panels[-1] = _replace(previous, alerts=(step.reason,), jumps=jumps,
+                                          notes=previous.notes + jump_notes(previous.layout, jumps))
+                    previous = panels[-1]
+                    storage = copied_storage(previous, name)
+            heading = f"{step.number}  copy → a new storage, C-contiguous"
+        elif step.kind == "compute":
+            storage = reduced_storage(previous, step.reduced_dims)
+            heading = f"{step.number}  {step.op} → a new array of computed values"
+        elif step.kind == "new":
+            storage = computed_storage(step.layout.shape, step.op)
+            heading = f"{step.number}  {step.op} → a new array of computed values"
+        else:
+            storage = previous.storage
+            heading = f"{step.number}  {step.op} (view)"
+        panels.append(Panel(step.number, step.op, heading, (step.reason,), step.layout, storage,
+                            step.kind, strip=step.kind == "copy"))
+    return panels
+
+
+def _replace(panel: Panel, **changes: Any) -> Panel:
+    values = {name: getattr(panel, name) for name in Panel.__dataclass_fields__}
+    values.update(changes)
+    return Panel(**values)
+
+
+def _shape_text(values: Sequence[int]) -> str:
+    return "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
+
+
+def _index_text(index: Sequence[int]) -> str:
+    return "[" + ", ".join(str(i) for i in index) + "]"
+
+
+def _plan_header(plan: Any) -> tuple[str, tuple[str, ...]]:
+    dtype = "dtype unknown" if plan.dtype is None else f"{plan.dtype} ({plan.itemsize} B)"
+    unit = getattr(plan, "stride_unit", "elements")
+    summary = [dtype + ("" if unit == "elements" else "; strides and positions in bytes")]
+    axes = " ".join(f"{name}={length}" for name, length in plan.axis_lengths)
+    if axes:
+        summary.append("axes " + axes)
+    return f"{plan.op} '{plan.pattern}'", tuple(summary)
+
+
+def _result_line(plan: Any) -> str:
+    """The explain table's verdict: view or copy, what it costs, or why it is refused."""
+    return next(line.strip() for line in str(plan).splitlines()
+                if line.lstrip().startswith("result"))
+
+
+def plan_svg(plan: Any) -> str:
+    """The picture of a ``rearrange``/``reduce``/``repeat`` plan (:class:`rearrange.Plan`)."""
+    title, summary = _plan_header(plan)
+    summary = (*summary, _result_line(plan))
+    first = Panel("0", "input", "input", (), plan.input, input_storage(plan.input), "input",
+                  strip=True)
+    steps = [StepView(str(k), step.op, step.layout, step.kind, step.reason,
+                      len(step.args) if step.op == "reduce" else 0)
+             for k, step in enumerate(plan.steps, 1)]
+    panels = trace(first, steps)
+    return render(Picture(title, summary, tuple(panels)))
+
+
+def pack_svg(plan: Any) -> str:
+    """The picture of a pack or unpack plan (:class:`rearrange.packing.PackPlan`): each
+    input, the place each part takes in the packed array, and the packed array."""
+    title, summary = _plan_header(plan)
+    summary = (*summary, _result_line(plan))
+    places = _final_layouts(plan)
+    if plan.op == "unpack":
+        packed = plan.inputs[0]
+        storage = input_storage(packed)
+        panels = [Panel("0", "input", "input: the packed array", (), packed, storage, "input",
+                        strip=True)]
+        for k, layout in enumerate(places):
+            panels.append(Panel(f"output {k}", "view", f"output {k}: a view of the input",
+                                (_step_reasons(plan, k),), layout, storage, "view"))
+        return render(Picture(title, summary, tuple(panels)))
+    inputs = [Panel(f"input {k}", "input", f"input {k}: its own storage", (), layout,
+                    input_storage(layout, k, f"input {k}"), "input")
+              for k, layout in enumerate(plan.inputs)]
+    packed = plan.outputs[0]
+    axis = plan.axis
+    starts = [0]
+    for shape in plan.packed_shapes:
+        starts.append(starts[-1] + math.prod(shape))
+
+    def content(position: int) -> Content | None:
+        index = unravel(position, packed.shape)
+        k = next(k for k in range(len(inputs)) if starts[k] <= index[axis] < starts[k + 1])
+        inner = unravel(index[axis] - starts[k], plan.packed_shapes[k])
+        return element(inputs[k], index[:axis] + inner + index[axis + 1:])
+    storage = Storage("packed", "copy", content, packed.extent())
+    panels = list(inputs)
+    for k, layout in enumerate(places):
+        panels.append(Panel(f"place {k}", "view", f"input {k}'s place: a view of the packed array",
+                            (_step_reasons(plan, k),), layout, storage, "view"))
+    panels.append(Panel("packed", "copy", "the packed array: a new storage, each input "
+                        "copied into its place", (), packed, storage, "copy", strip=True))
+    return render(Picture(title, summary, tuple(panels), origins=len(inputs)))
+
+
+def _final_layouts(plan: Any) -> list[Layout]:
+    """Per part of a pack/unpack plan: the layout its last view step produces (the whole
+    packed array when it has none)."""
+    layouts = [plan.packed] * len(plan.packed_shapes)
+    for step in plan.steps:
+        if not step.is_copy:
+            layouts[step.index] = step.layout
+    return layouts
+
+
+def _step_reasons(plan: Any, index: int) -> str:
+    return "; ".join(step.reason for step in plan.steps if step.index == index
+                     and not step.is_copy) or "the whole packed array"
+
+
+def einsum_svg(plan: Any) -> str:
+    """The picture of an einsum plan (:class:`rearrange.contraction.EinsumPlan`): each
+    input and its rearrange into elementary axes, the contraction's fresh array and the
+    output's merge of it."""
+    title, summary = _plan_header(plan)
+    summary = (*summary, _result_line(plan), f"{plan.engine}: {plan.subscripts}")
+    panels: list[Panel] = []
+    numbered = list(enumerate(plan.steps, 1))
+    for k, layout in enumerate(plan.inputs):
+        on = f"x{k}"
+        first = Panel(on, "input", f"{on}: input {k}", (), layout,
+                      input_storage(layout, k, f"input {k}"), "input")
+        steps = [StepView(str(n), s.op, s.layout, s.kind, s.reason)
+                 for n, s in numbered if s.on == on]
+        panels += trace(first, steps, f"copy of {on}")
+    out_steps = [StepView(str(n), s.op, s.layout, s.kind, s.reason)
+                 for n, s in numbered if s.on == "out"]
+    if out_steps:
+        contraction = out_steps[0]
+        first = Panel(contraction.number, contraction.op,
+                      f"{contraction.number}  {contraction.op} → a new array of computed values",
+                      (contraction.reason,), contraction.layout,
+                      computed_storage(contraction.layout.shape, "contraction"), "compute")
+        panels += trace(first, out_steps[1:])
+    return render(Picture(title, summary, tuple(panels), origins=len(plan.inputs)))
+
+
+# --------------------------------------------------------------------------- abbreviation
+
+CELL_HEIGHT = 20
+CHAR_WIDTH = 6.6          # monospace at 11px
+MAX_GRID_WIDTH = 1100
+MAX_CELLS_PER_PANEL = 160
+MAX_CELLS = 1400          # in all the panels of a picture
+STRIP_CELLS = 24
+
+
+def _cap(level: int, cell_width: float) -> int:
+    """How many indexes a dim shows before any budget: more for columns and rows."""
+    if level == 0:
+        return max(3, min(8, int(520 // cell_width)))
+    return 6 if level == 1 else 3
+
+
+def shown_indexes(size: int, count: int, required: frozenset[int] = frozenset()) -> list[int]:
+    """``count`` leading indexes of a dim of ``size`` (the last of them the dim's last),
+    plus the ``required`` ones."""
+    if size <= count:
+        return list(range(size))
+    chosen = set(range(max(count - 1, 1))) | ({size - 1} if count >= 2 else set())
+    return sorted(chosen | {i for i in required if 0 <= i < size})
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """How one dim is drawn: the indexes shown (None for an ellipsis), their offsets
+    along the dim's direction, and the size of what each slot holds."""
+
+    dim: int
+    level: int                 # 0: columns, 1: rows, 2, 3, ...: blocks across, down, ...
+    slots: tuple[int | None, ...]
+    offsets: tuple[float, ...]
+    extent: float              # the whole dim's length along its direction
+    inner: tuple[float, float]  # one slot's contents: width, height
+
+    @property
+    def across(self) -> bool:
+        return self.level % 2 == 0
+
+    def offset(self, index: int) -> float:
+        return self.offsets[self.slots.index(index)]
+
+
+def _slots(indexes: Sequence[int], size: int) -> tuple[int | None, ...]:
+    """The sorted ``indexes`` of a dim of ``size`` with None (an ellipsis) wherever some
+    are left out, at the end too."""
+    slots: list[int | None] = []
+    for k, index in enumerate(indexes):
+        if k and index != indexes[k - 1] + 1:
+            slots.append(None)
+        slots.append(index)
+    if indexes and indexes[-1] != size - 1:
+        slots.append(None)
+    return tuple(slots)
+
+
+LABEL_HEIGHT = 14         # above each 2-D grid of an array of more than two dims
+
+
+def _gap(level: int) -> float:
+    return 0.0 if level < 2 else 8.0 + 4 * (level - 2)
+
+
+def _ellipsis_size(level: int) -> float:
+    return (18.0, 14.0)[level] if level < 2 else 22.0
+
+
+def grid_axes(shape: Sequence[int], counts: Sequence[int], cell_width: float,
+              required: Sequence[frozenset[int]]) -> list[Axis]:
+    """The drawn dims, innermost first, with their offsets: the last dim across as
+    columns, the one before down as rows, then blocks across and down by turns."""
+    ndim = len(shape)
+    unit = [cell_width, float(CELL_HEIGHT)]     # the size of one slot's contents
+    axes = []
+    for level in range(ndim):
+        dim = ndim - 1 - level
+        direction = level % 2
+        if level == 2:
+            unit[1] += LABEL_HEIGHT
+        slots = _slots(shown_indexes(shape[dim], counts[dim], required[dim]), shape[dim])
+        offsets, position = [], 0.0
+        for k, slot in enumerate(slots):
+            if k:
+                position += _gap(level)
+            offsets.append(position)
+            position += unit[direction] if slot is not None else _ellipsis_size(level)
+        axes.append(Axis(dim, level, slots, tuple(offsets), position, (unit[0], unit[1])))
+        unit[direction] = position
+    return axes
+
+
+def fit_counts(shape: Sequence[int], cell_width: float, budget: int,
+               required: Sequence[frozenset[int]]) -> list[int]:
+    """How many indexes each dim shows so that at most ``budget`` cells are drawn in at
+    most :data:`MAX_GRID_WIDTH` pixels: outer dims give way first, down to one index
+    (then an ellipsis); columns and rows keep at least two."""
+    ndim = len(shape)
+    counts = [min(size, _cap(ndim - 1 - dim, cell_width)) for dim, size in enumerate(shape)]
+    while True:
+        axes = grid_axes(shape, counts, cell_width, required)
+        cells = math.prod(sum(slot is not None for slot in axis.slots) for axis in axes)
+        width = max((axis.extent for axis in axes if axis.across), default=cell_width)
+        if cells <= budget and width <= MAX_GRID_WIDTH:
+            return counts
+        for dim in range(ndim):                 # outermost first
+            floor = 1 if ndim - 1 - dim >= 2 else 2
+            if counts[dim] > floor and counts[dim] > len(required[dim]):
+                counts[dim] -= 1
+                break
+        else:
+            return counts
+
+
+# --------------------------------------------------------------------------- rendering
+
+STYLE = """
+.ra-plan{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace}
+.ra-plan .bg{fill:#ffffff}
+.ra-plan text{fill:#1f2328;font-size:11px}
+.ra-plan .title{font-size:14px;font-weight:bold}
+.ra-plan .heading{font-size:12px;font-weight:bold}
+.ra-plan .note,.ra-plan .small{fill:#57606a}
+.ra-plan .small{font-size:8px}
+.ra-plan .alert{fill:#cf222e}
+.ra-plan .c{fill-opacity:.32;stroke:#6e7781;stroke-width:1}
+.ra-plan .computed{fill:#8c959f;fill-opacity:.18}
+.ra-plan .repeat{stroke-dasharray:3 2;fill-opacity:.14}
+.ra-plan .gap{fill:none;stroke-dasharray:2 2}
+.ra-plan .jump{fill-opacity:.32;stroke:#cf222e;stroke-width:3}
+.ra-plan .badge-copy{fill:#bc4c00}
+.ra-plan .badge-compute{fill:#1a7f37}
+.ra-plan .rule{stroke:#d0d7de;stroke-width:1}
+@media (prefers-color-scheme: dark){
+.ra-plan .bg{fill:#0d1117}
+.ra-plan text{fill:#e6edf3}
+.ra-plan .note,.ra-plan .small{fill:#9198a1}
+.ra-plan .alert{fill:#ff7b72}
+.ra-plan .c{fill-opacity:.42;stroke:#8b949e}
+.ra-plan .computed{fill:#6e7681;fill-opacity:.3}
+.ra-plan .repeat{fill-opacity:.18}
+.ra-plan .jump{stroke:#ff7b72}
+.ra-plan .badge-copy{fill:#f0883e}
+.ra-plan .badge-compute{fill:#56d364}
+.ra-plan .rule{stroke:#30363d}
+}
+"""
+
+MARGIN = 16
+WRAP = 130                # characters per line of notes
+
+
+def _escape(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _wrap(text: str, width: int = WRAP) -> list[str]:
+    lines: list[str] = []
+    for part in text.split("; "):
+        part = part.strip()
+        while len(part) > width:
+            cut = part.rfind(" ", 0, width)
+            cut = cut if cut > 0 else width
+            lines.append(part[:cut])
+            part = "  " + part[cut:].lstrip()
+        if part:
+            lines.append(part)
+    return lines
+
+
+def _number(value: float) -> str:
+    return f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+class Canvas:
+    """SVG elements appended in drawing order, and the extent they cover."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.width = 0.0
+
+    def text(self, x: float, y: float, content: str, css: str = "", anchor: str = "") -> None:
+        attributes = f' class="{css}"' if css else ""
+        if anchor:
+            attributes += f' text-anchor="{anchor}"'
+        self.parts.append(f'<text x="{_number(x)}" y="{_number(y)}"{attributes}>'
+                          f"{_escape(content)}</text>")
+        if not anchor:
+            size = {"title": 8.4, "heading": 7.2, "small": 4.8}.get(css.split(" ")[0], CHAR_WIDTH)
+            self.width = max(self.width, x + size * len(content))
+
+
+def _hue(content: Content | None, extents: Sequence[tuple[int, int] | None], origins: int) -> int | None:
+    """The colour of an element: its place in its input's storage (a gradient), or its
+    input when there are several (one hue each)."""
+    if content is None or content.index is None or content.origin is None:
+        return None
+    if origins > 1:
+        return (content.origin * 137 + 210) % 360
+    extent = extents[content.origin] if content.origin < len(extents) else None
+    if extent is None:
+        return 210
+    low, high = extent
+    return int(210 - 250 * (content.index - low) / max(1, high - low)) % 360
+
+
+def _value_text(content: Content | None, origins: int) -> str:
+    if content is None or content.index is None:
+        return ""
+    return f"{content.origin}:{content.index}" if origins > 1 else str(content.index)
+
+
+def _cell(canvas: Canvas, x: float, y: float, width: float, label: str, css: str,
+          hue: int | None, attributes: str, tooltip: str) -> None:
+    fill = f' fill="hsl({hue},70%,50%)"' if hue is not None else ""
+    canvas.parts.append(
+        f'<rect class="{css}" x="{_number(x + .5)}" y="{_number(y + .5)}" width="{_number(width)}" '
+        f'height="{CELL_HEIGHT}"{fill}{attributes}><title>{_escape(tooltip)}</title></rect>')
+    canvas.parts.append(f'<text x="{_number(x + width / 2 + .5)}" y="{_number(y + 14.5)}" '
+                        f'text-anchor="middle">{_escape(label)}</text>')
+
+
+def _strip(canvas: Canvas, y: float, storage: Storage, panel: Panel, extents: Sequence[Any],
+           origins: int) -> float:
+    """The storage as a strip: index above each cell, what it holds inside; positions the
+    array does not read are dashed. Returns the height used."""
+    canvas.text(MARGIN, y + 11, f"storage '{storage.name}'" + (
+        "" if storage.extent is None else
+        f": positions {storage.extent[0]} … {storage.extent[1]}"), "note")
+    y += 16
+    if storage.extent is None:
+        canvas.text(MARGIN, y + 11, "(no elements)", "note")
+        return 32
+    low, high = storage.extent
+    layout = panel.layout
+    row = layout.shape[-1] if layout.ndim and layout.strides[-1] == 1 else 1
+    positions = strip_positions(low, high, row, STRIP_CELLS)
+    for _ in range(2):                          # the cells' width, then how many fit
+        labels = [_value_text(storage.content(p), origins) for p in positions if p is not None]
+        width = max(24.0, CHAR_WIDTH * max(len(str(high)), len(str(low)), *map(len, labels)) + 10)
+        positions = strip_positions(low, high, row, min(STRIP_CELLS, int(MAX_GRID_WIDTH // width)))
+    read = _read_positions(panel.layout)
+    x = float(MARGIN)
+    for position in positions:
+        if position is None:
+            canvas.text(x + 9, y + 11 + 14, "…", anchor="middle")
+            x += 18
+            continue
+        held = storage.content(position)
+        css = "c" if read is None or position in read else "c gap"
+        if held is None:
+            css += " computed"
+        canvas.text(x + width / 2, y + 8, str(position), "small", "middle")
+        value = _value_text(held, origins)
+        attributes = f' data-position="{position}"' + (f' data-value="{value}"' if value else "")
+        _cell(canvas, x, y + 11, width, value or "·", css, _hue(held, extents, origins),
+              attributes, f"storage '{storage.name}'[{position}]"
+              + (f" holds input element {value}" if value else ""))
+        x += width
+    canvas.width = max(canvas.width, x)
+    return 16 + 11 + CELL_HEIGHT + 10
+
+
+def strip_positions(low: int, high: int, row: int, room: int) -> list[int | None]:
+    """The storage positions ``low .. high`` a strip of ``room`` cells shows, None for an
+    ellipsis: all of them when they fit; else the first few of each of the first rows of
+    ``row`` positions (the array's last dim: where a copy's order shows), and the last."""
+    if high - low + 1 <= room:
+        return list(range(low, high + 1))
+    if 1 < row < high - low + 1:
+        per_row = row if row <= 4 else 4
+        chosen = []
+        for start in range(low, high + 1, row)[:max(1, (room - 1) // per_row)]:
+            chosen += (range(start, start + row) if row <= 4
+                       else [start, start + 1, start + 2, start + row - 1])
+    else:
+        chosen = list(range(low, low + room - 1))
+    return list(_slots(sorted({p for p in chosen if p <= high} | {high}), high + 1))
+
+
+def _block_label(outer: Sequence[int], width: float) -> str:
+    """``[1, 0, :, :]``, or as many trailing indexes as fit ``width``: ``[…,0,1,:,:]``."""
+    for label in (_index_text([*outer, ":", ":"]), "[" + ",".join(map(str, outer)) + ",:,:]"):
+        if len(label) * 4.8 <= width + 6:
+            return label
+    for keep in range(len(outer) - 1, 0, -1):
+        label = "[…," + ",".join(map(str, outer[len(outer) - keep:])) + ",:,:]"
+        if len(label) * 4.8 <= width + 6:
+            return label
+    return "[…]"
+
+
+def _read_positions(layout: Layout) -> set[int] | None:
+    """Every storage position ``layout`` reads, when that is few enough to list; None
+    when it reads every position of its extent or is too large to list."""
+    if layout.is_non_overlapping_and_dense() or layout.numel > 65536:
+        return None
+    positions = {layout.offset}
+    for size, stride in zip(layout.shape, layout.strides):
+        positions = {p + i * stride for p in positions for i in range(size)}
+    return positions
+
+
+def _grid(canvas: Canvas, y: float, panel: Panel, budget: int, extents: Sequence[Any],
+          origins: int) -> float:
+    """The array as nested grids, each cell labelled with the storage index it reads.
+    Returns the height used."""
+    layout = panel.layout
+    shape, ndim = layout.shape, layout.ndim
+    if layout.numel == 0:
+        canvas.text(MARGIN, y + 12, "(no elements: a size-0 dim)", "note")
+        return 22
+    jumps = {cell for jump in panel.jumps for cell in (jump.before, jump.after)}
+    required = [frozenset(cell[d] for cell in jumps) for d in range(ndim)]
+    corners = [layout.position(tuple(s - 1 for s in shape)), layout.position((0,) * ndim)]
+    cell_width = max(24.0, CHAR_WIDTH * max(len(str(v)) for v in corners) + 10)
+    axes = grid_axes(shape, fit_counts(shape, cell_width, budget, required), cell_width,
+                     required)
+    by_dim = {axis.dim: axis for axis in axes}
+    top = y + (LABEL_HEIGHT if ndim > 2 else 0)
+
+    def corner(index: Sequence[int]) -> tuple[float, float]:
+        """Where the slot of ``index`` (a prefix of an index: its outer dims) starts."""
+        x = sum(by_dim[d].offset(i) for d, i in enumerate(index) if by_dim[d].across)
+        down = sum(by_dim[d].offset(i) for d, i in enumerate(index) if not by_dim[d].across)
+        return MARGIN + x, down
+
+    shown = [[i for i in by_dim[d].slots if i is not None] for d in range(ndim)]
+    for dim in range(ndim):                     # one mark per ellipsis slot
+        axis = by_dim[dim]
+        for prefix in _product(shown[:dim]):
+            x, down = corner(prefix)
+            for slot, offset in zip(axis.slots, axis.offsets):
+                if slot is not None:
+                    continue
+                width, height = axis.inner
+                if axis.across:
+                    canvas.text(x + offset + _ellipsis_size(axis.level) / 2,
+                                top + down + (height if axis.level else CELL_HEIGHT) / 2 + 4
+                                - (LABEL_HEIGHT if axis.level >= 2 else 0),
+                                "…", anchor="middle")
+                else:
+                    canvas.text(x + width / 2, top + down + offset + 11
+                                - (LABEL_HEIGHT if axis.level >= 2 else 0), "⋮", anchor="middle")
+    broadcast = {d for d in range(ndim) if layout.strides[d] == 0 and shape[d] > 1}
+    for index in _product(shown):
+        x, down = corner(index)
+        if ndim > 2 and all(i == shown[d][0] for d, i in enumerate(index[-2:], ndim - 2)):
+            block_x, block_down = corner(index[:-2])
+            label = _block_label(index[:-2], axes[1].inner[0])
+            canvas.text(block_x, top + block_down - 4, label, "small")
+        position = layout.position(index)
+        held = panel.storage.content(position)
+        css = "c"
+        if held is None or held.index is None:
+            css += " computed"
+        if any(index[d] > 0 for d in broadcast):
+            css += " repeat"
+        if index in jumps:
+            css += " jump"
+        attributes = f' data-index="{",".join(map(str, index))}" data-position="{position}"'
+        value = _value_text(held, origins)
+        tooltip = f"{_index_text(index)} reads storage '{panel.storage.name}'[{position}]"
+        if value:
+            attributes += f' data-value="{value}"'
+            if panel.storage.kind != "input":
+                tooltip += f", which holds input element {value}"
+        elif held is not None and held.count:
+            attributes += (f' data-reduces="{" ".join(map(str, held.reduces))}"'
+                           f' data-count="{held.count}"')
+            tooltip += f": combines {held.count} input element{'s' if held.count != 1 else ''}"
+        _cell(canvas, x, top + down, cell_width, str(position), css,
+              _hue(held, extents, origins), attributes, tooltip)
+    across = max((a.extent for a in axes if a.across), default=cell_width)
+    down_extent = max((a.extent for a in axes if not a.across), default=0.0)
+    height = max(down_extent, float(CELL_HEIGHT)) + (LABEL_HEIGHT if ndim > 2 else 0)
+    canvas.width = max(canvas.width, MARGIN + across)
+    return height + 12
+
+
+def _product(dims: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    combos: list[tuple[int, ...]] = [()]
+    for values in dims:
+        combos = [combo + (value,) for combo in combos for value in values]
+    return combos
+
+
+def _axes_note(layout: Layout) -> str | None:
+    ndim = layout.ndim
+    if ndim < 2:
+        return None
+    parts = [f"dim {ndim - 1} across", f"dim {ndim - 2} down"]
+    if ndim > 2:
+        blocks = [f"dim {ndim - 1 - level} {'across' if level % 2 == 0 else 'down'}"
+                  for level in range(2, ndim)]
+        parts.append("blocks: " + ", ".join(blocks))
+    return "cells: " + ", ".join(parts)
+
+
+def _legend(panels: Sequence[Panel]) -> list[str]:
+    lines = ["each cell: the storage index it reads; its colour: which element of the input's "
+             "storage it holds"]
+    extras = []
+    if any(0 in p.layout.strides and p.layout.numel > 1 for p in panels):
+        extras.append("dashed: a stride-0 repeat of the element before it")
+    if any(p.jumps for p in panels):
+        extras.append("red outline: where a merge's strides jump")
+    if any(p.kind in ("compute", "new") for p in panels):
+        extras.append("grey: computed values, no single input element")
+    if extras:
+        lines.append("; ".join(extras))
+    return lines
+
+
+def render(picture: Picture) -> str:
+    """The picture as a self-contained SVG document."""
+    canvas = Canvas()
+    extents = []
+    for panel in picture.panels:
+        if panel.kind == "input":
+            extents.append(panel.storage.extent)
+    y = float(MARGIN)
+    canvas.text(MARGIN, y + 12, picture.title, "title")
+    y += 20
+    for line in picture.summary:
+        for part in _wrap(line):
+            canvas.text(MARGIN, y + 11, part, "note")
+            y += 15
+    for line in _legend(picture.panels):
+        canvas.text(MARGIN, y + 11, line, "note")
+        y += 15
+    y += 7
+    budget = max(24, min(MAX_CELLS_PER_PANEL, MAX_CELLS // max(1, len(picture.panels))))
+    for panel in picture.panels:
+        start = len(canvas.parts)
+        canvas.parts.append("")                 # the group's opening tag, once known
+        canvas.parts.append(f'<line class="rule" x1="{MARGIN}" x2="{{width}}" '
+                            f'y1="{_number(y)}" y2="{_number(y)}"/>')
+        y += 8
+        badge = {"copy": "badge-copy", "compute": "badge-compute"}.get(panel.kind, "")
+        canvas.text(MARGIN, y + 12, panel.heading, f"heading {badge}".strip())
+        y += 18
+        lines = [f"shape {_shape_text(panel.layout.shape)}  strides "
+                 f"{_shape_text(panel.layout.strides)}  offset {panel.layout.offset}"]
+        broadcast = [d for d, (size, stride) in enumerate(zip(panel.layout.shape,
+                                                              panel.layout.strides))
+                     if stride == 0 and size > 1]
+        if broadcast:
+            lines.append("stride 0 at dim " + ", ".join(map(str, broadcast))
+                         + ": one element repeated along it (dashed cells)")
+        axes_note = _axes_note(panel.layout)
+        if axes_note:
+            lines.append(axes_note)
+        for line in lines + list(panel.notes):
+            for part in _wrap(line):
+                css = "alert" if part.lstrip().startswith(("stride jump", "cannot merge")) else "note"
+                canvas.text(MARGIN, y + 11, part, css)
+                y += 15
+        for alert in panel.alerts:
+            if alert not in panel.notes:
+                for part in _wrap(alert):
+                    canvas.text(MARGIN, y + 11, part, "alert")
+                    y += 15
+        y += 4
+        if panel.strip:
+            y += _strip(canvas, y, panel.storage, panel, extents, picture.origins)
+        y += _grid(canvas, y, panel, budget, extents, picture.origins)
+        canvas.parts[start] = (
+            f'<g class="array" data-step="{_escape(panel.step)}" data-op="{_escape(panel.op)}" '
+            f'data-kind="{panel.kind}" data-storage="{_escape(panel.storage.name)}" '
+            f'data-shape="{",".join(map(str, panel.layout.shape))}" '
+            f'data-strides="{",".join(map(str, panel.layout.strides))}" '
+            f'data-offset="{panel.layout.offset}">')
+        canvas.parts.append("</g>")
+    width = math.ceil(canvas.width + MARGIN)
+    height = math.ceil(y + MARGIN)
+    body = "".join(canvas.parts).replace("{width}", str(width - MARGIN))
+    label = _escape(picture.title)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="ra-plan" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{label}">'
+            f"<title>{label}</title><style>{STYLE}</style>"
+            f'<rect class="bg" width="{width}" height="{height}" fill="#ffffff"/>{body}</svg>')
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def html_fragment(table: str, svg: str | None) -> str:
+    """The explain table (escaped, in ``<pre>``) and the picture when there is one: what
+    notebooks show for a plan."""
+    picture = "" if svg is None else f"<div>{svg}</div>"
+    return f'<div class="ra-explain"><pre>{_escape(table)}</pre>{picture}</div>'
+
+
+def html_page(table: str, svg: str | None, title: str) -> str:
+    """A standalone page: the table and the picture, light or dark as the reader's
+    system prefers."""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{_escape(title)}</title><style>"
+        "body{margin:16px;background:#fff;color:#1f2328;font-family:ui-monospace,SFMono-Regular,"
+        "Menlo,Consolas,'DejaVu Sans Mono',monospace}pre{font-size:12px;line-height:1.35}"
+        "@media (prefers-color-scheme: dark){body{background:#0d1117;color:#e6edf3}}"
+        "</style></head><body>\n"
+        f"{html_fragment(table, svg)}\n</body></html>\n")
