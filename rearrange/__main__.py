@@ -1,8 +1,10 @@
 """Command line.
 
     rearrange explain 'b h t d -> b t (h d)' --shape 2,8,128,64 [--strides ...]
-              [--dtype float32] [--op rearrange|reduce|repeat] [--reduction sum]
-              [--copy auto|never|always] [--json | --emit numpy|torch] [h=8 ...]
+              [--dtype float32] [--op rearrange|reduce|repeat|pack|unpack|einsum|
+              check_shape|parse_shape] [--reduction sum] [--packed-shape 3 ...]
+              [--copy auto|never|always] [--json | --emit numpy|torch]
+              [--svg FILE] [--html FILE] [h=8 ...]
     rearrange warmup
     rearrange demo
     rearrange --version
@@ -17,7 +19,7 @@ import os
 import sys
 from typing import Sequence
 
-from .errors import RearrangeError
+from .errors import ArgumentTypeError, RearrangeError
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -48,28 +50,103 @@ def _version() -> str:
     return __version__
 
 
+#: The ops ``explain`` plans, as ``rearrange.explain(op=...)`` names them.
+OPS = ("rearrange", "reduce", "repeat", "pack", "unpack", "einsum", "check_shape", "parse_shape")
+#: Ops that take several arrays: one ``--shape`` (and ``--strides``, ``--dtype``) each.
+SEVERAL_INPUTS = ("pack", "einsum")
+
+
+def _one(values: list | None, option: str, op: str) -> object:
+    """The one value an option takes for a single-input op (None when not given)."""
+    if not values:
+        return None
+    if len(values) > 1:
+        raise ArgumentTypeError(
+            f"--op {op} takes one {option}, got {len(values)}; several are for "
+            f"--op {' or --op '.join(SEVERAL_INPUTS)}, one per input")
+    return values[0]
+
+
+def _explain_arguments(args: argparse.Namespace) -> tuple[object, dict]:
+    """What ``rearrange.explain`` gets for these options: the input(s) and keywords."""
+    op = args.op
+    if op == "reduce" and args.reduction is None:
+        raise RearrangeError("--op reduce needs --reduction (sum, mean, max, ...)")
+    if args.packed_shape is not None and op != "unpack":
+        raise ArgumentTypeError(f"--packed-shape is for --op unpack, not --op {op}")
+    options: dict = {"op": op, "copy": {"auto": None, "never": False, "always": True}[args.copy]}
+    if args.reduction is not None:
+        options["reduction"] = args.reduction
+    if op in ("check_shape", "parse_shape"):
+        if args.dtype:
+            raise ArgumentTypeError(f"--dtype does not apply to --op {op}: it reads a shape")
+    elif op in SEVERAL_INPUTS:
+        dtypes = args.dtype or ["float32"]
+        options["dtype"] = dtypes[0] if len(dtypes) == 1 or op == "pack" else dtypes
+    else:
+        options["dtype"] = _one(args.dtype, "--dtype", op) or "float32"
+    if op in SEVERAL_INPUTS:
+        x = list(args.shape)
+        if args.strides:
+            options["strides"] = args.strides if op == "einsum" else args.strides[0]
+    else:
+        x = _one(args.shape, "--shape", op)
+        strides = _one(args.strides, "--strides", op)
+        if strides is not None:
+            options["strides"] = strides
+    if op == "unpack":
+        if args.packed_shape is None:
+            raise ArgumentTypeError("--op unpack needs --packed-shape, once per output "
+                                    "(e.g. --packed-shape 3 --packed-shape 2,2 --packed-shape '')")
+        options["packed_shapes"] = args.packed_shape
+    if options["copy"] is None:
+        del options["copy"]
+    return x, {**options, **dict(args.lengths)}
+
+
 def _explain(args: argparse.Namespace) -> int:
     from .api import explain
 
-    copy = {"auto": None, "never": False, "always": True}[args.copy]
-    if args.op == "reduce" and args.reduction is None:
-        raise RearrangeError("--op reduce needs --reduction (sum, mean, max, ...)")
-    plan = explain(args.shape, args.pattern, op=args.op, reduction=args.reduction,
-                   strides=args.strides, dtype=args.dtype, copy=copy, **dict(args.lengths))
-    # A refused plan (--copy never, no view) is what the call would raise on: the table
-    # and the JSON still print (they say "refused"), no code is emitted for it, and the
-    # status is 1 either way.
+    x, options = _explain_arguments(args)
+    plan = explain(x, args.pattern, **options)
+    to_svg = getattr(plan, "to_svg", None)
+    if args.svg is not None and to_svg is None:
+        raise ArgumentTypeError(f"--svg: a {args.op} plan has no picture (it reads a shape and "
+                           "moves no memory); --html writes its table")
+    if args.emit and not hasattr(plan, "to_source"):
+        raise ArgumentTypeError(f"--emit: a {args.op} plan has no code (it reads a shape and "
+                                "moves no data)")
+    if args.svg is not None or args.html is not None:
+        from .picture import html_page
+
+        svg = None if to_svg is None else to_svg()
+        if args.svg is not None:
+            _write(args.svg, svg)
+        if args.html is not None:
+            _write(args.html, html_page(str(plan), svg, f"{args.op} '{args.pattern}'"))
+    refused = getattr(plan, "refused", None)
+    # A refused plan (--copy never, no view) is what the call would raise on: the table,
+    # the JSON and the pictures still say so, no code is emitted for it, and the status
+    # is 1 either way.
     if args.json:
         print(plan.dump())
-    elif args.emit and plan.refused is None:
+    elif args.emit and refused is None:
         print(plan.to_source(args.emit))
     elif not args.emit:
         print(plan)
-    if plan.refused is not None:
+    if refused is not None:
         print(f"rearrange: refused: {args.op} with --copy never raises NoViewError: "
-              f"{plan.refused}", file=sys.stderr)
+              f"{refused}", file=sys.stderr)
         return 1
     return 0
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as error:
+        raise RearrangeError(f"cannot write {path}: {error.strerror}") from None
 
 
 def _warmup(args: argparse.Namespace) -> int:
@@ -122,27 +199,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     explain = commands.add_parser(
         "explain", help="print the plan for a pattern and an input layout",
-        description="Print how rearrange (or --op reduce/repeat) executes PATTERN on an "
-                    "input of the given layout: every step, and why it is a view or a copy.",
+        description="Print how rearrange (or another --op) executes PATTERN on inputs of "
+                    "the given layouts: every step, and why it is a view or a copy; "
+                    "--svg and --html draw it.",
     )
     explain.add_argument("pattern", help="an einops pattern, e.g. 'b h t d -> b t (h d)'")
     explain.add_argument("lengths", nargs="*", type=_axis_length, metavar="NAME=LENGTH",
                          help="axis lengths, e.g. h=8")
-    explain.add_argument("--shape", type=_int_list, required=True, help="input shape, e.g. 2,8,128,64")
-    explain.add_argument("--strides", type=_int_list, default=None,
-                         help="input strides in elements (default: C-contiguous)")
-    explain.add_argument("--dtype", default="float32", help="element type (default float32)")
+    explain.add_argument("--shape", type=_int_list, required=True, action="append",
+                         help="input shape, e.g. 2,8,128,64; once per input for --op pack "
+                              "and einsum")
+    explain.add_argument("--strides", type=_int_list, default=None, action="append",
+                         help="input strides in elements (default: C-contiguous); once per "
+                              "input for --op einsum")
+    explain.add_argument("--dtype", default=None, action="append",
+                         help="element type (default float32): any numpy dtype, or bfloat16, "
+                              "float8_e4m3fn, float8_e5m2, ..., complex32; once per input "
+                              "for --op einsum")
     explain.add_argument("--copy", choices=("auto", "never", "always"), default="auto",
                          help="copy=None (auto), False (never) or True (always)")
-    explain.add_argument("--op", choices=("rearrange", "reduce", "repeat"), default="rearrange",
+    explain.add_argument("--op", choices=OPS, default="rearrange",
                          help="the operation (default rearrange)")
     explain.add_argument("--reduction", default=None,
                          help="with --op reduce: sum, mean, max, min, prod, any, all, var, "
                               "std, logsumexp, argmax, argmin, count_nonzero")
+    explain.add_argument("--packed-shape", type=_int_list, default=None, action="append",
+                         metavar="SHAPE",
+                         help="with --op unpack: the shape '*' stands for in one output "
+                              "(once per output; '' for none)")
     output = explain.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the plan as JSON")
     output.add_argument("--emit", choices=("numpy", "torch"),
                         help="print the equivalent numpy or torch code")
+    explain.add_argument("--svg", metavar="FILE", default=None,
+                         help="also write the plan's picture to FILE (SVG)")
+    explain.add_argument("--html", metavar="FILE", default=None,
+                         help="also write a standalone page with the table and the picture")
     explain.set_defaults(run=_explain)
 
     warmup = commands.add_parser(

@@ -11,6 +11,7 @@ the kernel's pure-Python copy planner) are all it needs.
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -21,7 +22,7 @@ from .layout import Layout
 from .parsing import parse_transform, pattern_error, shorten
 from .plan import REDUCTION_NAMES, Plan, plan_transform
 from .recipe import build_recipe, is_symbolic
-from .tensor import Storage, Tensor, as_dtype
+from .tensor import Storage, Tensor, numpy_dtype
 
 _PLAIN_INT = frozenset({int})
 
@@ -216,8 +217,44 @@ def layout_from(x_or_shape: Any, strides: Sequence[int] | None, dtype: Any) -> t
     layout = Layout.contiguous(shape) if strides is None else Layout(shape, tuple(strides), 0)
     if dtype is None:
         return layout, None, None, "elements"
-    resolved = as_dtype(dtype)
+    resolved = dtype_of(dtype)
     return layout, resolved.name, resolved.itemsize, "elements"
+
+
+#: Element types of torch and jax arrays that numpy does not name by itself (jax's come
+#: from ml_dtypes): name -> (bytes per element, numpy's kind letter). A plan needs only
+#: the name and the size; the arrays' own library copies them.
+NON_NUMPY_DTYPES = {
+    "bfloat16": (2, "f"), "complex32": (4, "c"),
+    "float8_e4m3fn": (1, "f"), "float8_e4m3fnuz": (1, "f"), "float8_e5m2": (1, "f"),
+    "float8_e5m2fnuz": (1, "f"), "float8_e8m0fnu": (1, "f"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ElementType:
+    """A dtype of :data:`NON_NUMPY_DTYPES`: the attributes of numpy's dtypes a plan reads."""
+
+    name: str
+    itemsize: int
+    kind: str
+
+
+def dtype_of(value: Any) -> np.dtype | ElementType:
+    """``value`` as ``explain(shape, dtype=value)`` means it: any numpy dtype (or what
+    ``np.dtype`` takes: its name, a type), a torch dtype, or a name of
+    :data:`NON_NUMPY_DTYPES` (also a jax/ml_dtypes type of that name). Neither torch nor
+    ml_dtypes is imported."""
+    name = value if isinstance(value, str) else None
+    if type(value).__module__ == "torch":      # a torch.dtype, e.g. torch.bfloat16
+        name = str(value).removeprefix("torch.")
+    if name not in NON_NUMPY_DTYPES:
+        dtype = numpy_dtype(value if name is None else name)
+        if dtype.name not in NON_NUMPY_DTYPES:
+            return dtype
+        name = dtype.name                       # ml_dtypes' bfloat16, registered with numpy
+    size, kind = NON_NUMPY_DTYPES[name]
+    return ElementType(name, size, kind)
 
 
 def is_shape(value: Any) -> bool:

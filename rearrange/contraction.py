@@ -576,8 +576,7 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
     dtypes = [operand.dtype for operand in operands]
     dtype = itemsize = None
     if all(d is not None for d in dtypes):
-        result_dtype = np.result_type(*dtypes)
-        dtype, itemsize = result_dtype.name, result_dtype.itemsize
+        dtype, itemsize = _result_dtype(dtypes)  # type: ignore[arg-type]
     problem = size_problem(contraction_shape, itemsize or 1)
     if problem is not None:     # refused before numpy allocates (or refuses) it
         output = pattern.output
@@ -1063,7 +1062,21 @@ def _output_pattern(output: Side, reserved: set[str]) -> tuple[str, dict[str, st
 def _pairwise_dtype(dtype: str | None) -> bool:
     """numpy's optimize path contracts through matmul: numbers only (not object, not
     bool, whose matmul is a logical or rather than einsum's sum)."""
-    return dtype is None or np.dtype(dtype).kind in "iufc"
+    return dtype is None or calls.dtype_of(dtype).kind in "iufc"
+
+
+def _result_dtype(dtypes: Sequence[str]) -> tuple[str, int]:
+    """The result's dtype name and item size: numpy's promotion of the inputs' dtypes,
+    or the one dtype numpy does not know (bfloat16, ...) that they all have."""
+    if dtypes[0] in calls.NON_NUMPY_DTYPES and all(d == dtypes[0] for d in dtypes):
+        return dtypes[0], calls.NON_NUMPY_DTYPES[dtypes[0]][0]
+    try:
+        result = np.result_type(*dtypes)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"einsum: the inputs' dtypes ({', '.join(dtypes)}) have no common dtype that "
+            "numpy knows; give them one dtype") from None
+    return result.name, result.itemsize
 
 
 def _contraction_path(subscripts: str, preparations: Sequence[InputPreparation | None],
@@ -1433,7 +1446,7 @@ _OTHER_KINDS = {"U": "str", "S": "bytes", "M": "datetime64", "m": "timedelta64",
                 "V": "structured or void"}
 
 
-def _check_dtype(k: int, dtype: np.dtype) -> None:
+def _check_dtype(k: int, dtype: np.dtype | calls.ElementType) -> None:
     """Refuse an input whose dtype einsum cannot multiply, before numpy sees it."""
     if dtype.kind not in _EINSUM_KINDS:
         what = _OTHER_KINDS.get(dtype.kind, "non-numeric")
@@ -1488,7 +1501,7 @@ def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[An
         if source is not None:
             _check_dtype(k, source.dtype)
         elif dtypes[k] is not None:
-            _check_dtype(k, np.dtype(name))
+            _check_dtype(k, calls.dtype_of(dtypes[k]))
         operands.append(_Operand(layout, name, itemsize, unit, source))
     return _plan_with_context(pattern, operands, calls.canonical_lengths(axes_lengths))
 

@@ -33,7 +33,7 @@ import numpy as np
 from . import backends
 from .backends import ndarray
 from .backends import tensor as tensor_backend
-from .calls import SUPPORTED_ARRAYS, numpy_layout
+from .calls import SUPPORTED_ARRAYS, ElementType, dtype_of, numpy_layout
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
@@ -41,7 +41,7 @@ from .parsing import PackPattern, parse_pack, pattern_error, shorten
 from .plan import JsonDump, layout_dict
 from .recipe import is_symbolic
 from .shapes import ShapeMismatchError
-from .tensor import Tensor, as_dtype
+from .tensor import Tensor
 
 __all__ = ["pack", "unpack", "explain_pack", "explain_unpack", "PackPlan", "PackStep",
            "cache_info", "cache_clear"]
@@ -478,7 +478,8 @@ def _caret_text(text: str, start: int, end: int) -> str:
 
 class _Input(NamedTuple):
     layout: Layout
-    dtype: np.dtype | None  # None: unknown (a shape given to explain without dtype=)
+    dtype: np.dtype | ElementType | None  # None: unknown (a shape given to explain
+                                          # without dtype=)
     unit: str               # "elements" or "bytes": the unit of the layout's strides
 
 
@@ -505,8 +506,11 @@ def _shape_tuple(value: Any) -> tuple[int, ...] | None:
     return tuple(int(v) for v in value)
 
 
-def _result_dtype(dtypes: Sequence[np.dtype]) -> np.dtype:
-    """numpy's promotion, as np.concatenate does it."""
+def _result_dtype(dtypes: Sequence[np.dtype | ElementType]) -> np.dtype | ElementType:
+    """numpy's promotion, as np.concatenate does it; a dtype numpy does not know
+    (bfloat16 from explain) only with itself."""
+    if isinstance(dtypes[0], ElementType) and all(d == dtypes[0] for d in dtypes):
+        return dtypes[0]
     try:
         return np.result_type(*dtypes)
     except TypeError:  # numpy's DTypePromotionError is a TypeError
@@ -667,7 +671,8 @@ def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
     return entry
 
 
-def _plan_pack(pattern: str, described: Sequence[_Input]) -> tuple[PackPlan, np.dtype | None]:
+def _plan_pack(pattern: str, described: Sequence[_Input]
+               ) -> tuple[PackPlan, np.dtype | ElementType | None]:
     """Parse and plan, with every PatternError given the call's context. Returns the
     plan and the packed array's dtype (None when some input's dtype is unknown)."""
     if not isinstance(pattern, str):
@@ -712,7 +717,7 @@ def explain_pack(tensors_or_shapes: Sequence[Any], pattern: str, *, dtype: Any =
             f"explain_pack() takes a list of inputs (arrays, Tensors or shapes), not one shape; "
             f"for one input of shape {tuple(tensors_or_shapes)}, pass [{tuple(tensors_or_shapes)}]")
     _check_sequence(tensors_or_shapes, "explain_pack")
-    resolved = None if dtype is None else as_dtype(dtype)
+    resolved = None if dtype is None else dtype_of(dtype)
     described = []
     for k, item in enumerate(tensors_or_shapes):
         shape = _shape_tuple(item)
@@ -949,7 +954,7 @@ def explain_unpack(x_or_shape: Any, packed_shapes: Sequence[Sequence[int]], patt
         layout, resolved, unit = _describe(x_or_shape, "explain_unpack(): the input")
     else:
         layout, unit = Layout.contiguous(shape), "elements"
-        resolved = None if dtype is None else as_dtype(dtype)
+        resolved = None if dtype is None else dtype_of(dtype)
     dtype_name = None if resolved is None else resolved.name
     itemsize = None if resolved is None else resolved.itemsize
     return _plan_unpack(pattern, layout, packed_shapes, dtype_name, itemsize, unit)[0]

@@ -29,17 +29,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .errors import RearrangeError
 from .layout import Layout
 
-__all__ = ["plan_svg", "pack_svg", "einsum_svg", "html_fragment", "html_page", "PictureError"]
-
-
-class PictureError(RearrangeError):
-    """A plan that has no picture (it moves no memory, or its sizes are symbolic)."""
-
-    __module__ = "rearrange"
-
+__all__ = ["plan_svg", "pack_svg", "einsum_svg", "html_fragment", "html_page"]
 
 # --------------------------------------------------------------------------- model
 

@@ -87,16 +87,22 @@ def manual_seed(seed: _builtin_int) -> None:
     _generator = np.random.default_rng(as_int(seed, "seed"))
 
 
-def as_dtype(value: object) -> np.dtype:
-    """``value`` as one of the numeric dtypes a tensor can hold (bool, ints, floats,
-    complex); anything else — objects, strings, dates — is an ArgumentTypeError."""
+def numpy_dtype(value: object) -> np.dtype:
+    """``value`` as numpy's dtype of any kind; what numpy does not take (or takes only
+    as a deprecated alias, such as ``'a'``) is an ArgumentTypeError."""
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # deprecated aliases such as 'a'
+        warnings.simplefilter("error", DeprecationWarning)
         try:
-            dtype = np.dtype(value)
+            return np.dtype(value)
         except (TypeError, ValueError, DeprecationWarning):
             raise ArgumentTypeError(
                 f"dtype must be a numpy-compatible dtype, got {value!r}") from None
+
+
+def as_dtype(value: object) -> np.dtype:
+    """``value`` as one of the numeric dtypes a tensor can hold (bool, ints, floats,
+    complex); anything else — objects, strings, dates — is an ArgumentTypeError."""
+    dtype = numpy_dtype(value)
     if dtype.kind not in "biufc":
         raise ArgumentTypeError(
             f"dtype must be a bool, integer, floating or complex dtype, got {value!r} ({dtype})"
