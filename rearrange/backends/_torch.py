@@ -374,6 +374,7 @@ def _strided_view(eager: Runner, plan: Plan, sample: Any) -> Runner | None:
 
 def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
     from .. import kernel as K
+    from ..kernel.pages import HUGE_PAGES_MIN_BYTES, advise_huge_pages, untouched
 
     torch = _torch()
     use_kernel = kernel is not None and kernel.variant != "torch"
@@ -386,6 +387,12 @@ def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
                 and not torch.compiler.is_compiling() and not x.is_conj() and not x.is_neg() \
                 and K.compiled_runner(kernel) is not None:      # else: torch's, at once
             out = torch.empty(x.shape, dtype=x.dtype)
+            nbytes = out.numel() * out.element_size()
+            if nbytes >= HUGE_PAGES_MIN_BYTES and untouched(out.data_ptr(), nbytes):
+                # a fresh mapping: as numpy does for its own arrays, the first touch (the
+                # copy's) faults 2 MiB pages, not 4 KiB ones (torch's allocator does not
+                # ask; memory it reuses is left alone: advice there only costs)
+                advise_huge_pages(out.data_ptr(), nbytes)
             K.copy_into(out.numpy(), x.detach().numpy())
             return out
         if fresh_even_if_contiguous:

@@ -6,18 +6,29 @@ it is written. Where the copy populates such pages first, it asks for all of the
 with ``madvise(MADV_POPULATE_WRITE)`` (Linux >= 5.14, through :func:`madvise_address`),
 else writes one byte per page. Both lookups are made once, with ctypes, and never import
 numba.
+
+A fresh destination allocated by another library (``torch.empty``) gets what numpy gives
+its own arrays: transparent huge pages asked for (:func:`advise_huge_pages`), so the
+copy's first touch faults 2 MiB at a time instead of 4 KiB. Each call has a fallback
+where the system lacks it: no huge pages asked for, a write per page, "not known".
 """
 
 from __future__ import annotations
 
 import sys
 
-__all__ = ["PAGE", "MADV_POPULATE_WRITE", "madvise_address", "untouched"]
+__all__ = ["PAGE", "MADV_POPULATE_WRITE", "madvise_address", "untouched",
+           "advise_huge_pages", "HUGE_PAGES_MIN_BYTES"]
 
 PAGE = 4096                      # bytes per (small) page
+HUGE_PAGE = 2 << 20              # bytes per transparent huge page (x86-64, arm64 4K)
+MADV_HUGEPAGE = 14
 MADV_POPULATE_WRITE = 23         # Linux >= 5.14: fault pages in writable, one call
+# numpy asks for huge pages on its own arrays from this size on (its allocator's rule).
+HUGE_PAGES_MIN_BYTES = 4 << 20
 
 _madvise_addr: int | None = None
+_madvise = None
 
 
 def madvise_address() -> int:
@@ -62,3 +73,27 @@ def untouched(addr: int, nbytes: int) -> bool:
         if f(a - a % page, page, vec) != 0 or vec.raw[0] & 1:
             return False
     return True
+
+
+def advise_huge_pages(addr: int, nbytes: int) -> bool:
+    """Ask for transparent huge pages on the 2 MiB-aligned interior of
+    [addr, addr + nbytes) (Linux ``madvise(MADV_HUGEPAGE)``), as numpy does for its own
+    arrays of :data:`HUGE_PAGES_MIN_BYTES` or more. Only advice: nothing is written, and
+    True only if the system took it. False where there is no such call."""
+    global _madvise
+    if _madvise is None:
+        _madvise = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+                f = ctypes.CDLL(None, use_errno=True).madvise
+                f.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+                f.restype = ctypes.c_int
+                _madvise = f
+            except (OSError, AttributeError):
+                pass
+    start = -(-addr // HUGE_PAGE) * HUGE_PAGE
+    end = (addr + nbytes) // HUGE_PAGE * HUGE_PAGE
+    if not _madvise or end <= start:
+        return False
+    return _madvise(start, end - start, MADV_HUGEPAGE) == 0
