@@ -196,8 +196,8 @@ def merge_jumps(layout: Layout, target: Sequence[int]) -> tuple[Jump, ...]:
 def jump_notes(layout: Layout, jumps: Sequence[Jump]) -> tuple[str, ...]:
     return tuple(
         f"stride jump: {_index_text(jump.before)} reads {layout.position(jump.before)}, the "
-        f"next element {_index_text(jump.after)} reads {layout.position(jump.after)}; a view "
-        f"needs {jump.expected} (outlined)" for jump in jumps)
+        f"next element {_index_text(jump.after)} reads {layout.position(jump.after)} where a "
+        f"view needs {jump.expected} (outlined)" for jump in jumps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,9 +299,10 @@ def pack_svg(plan: Any) -> str:
         storage = input_storage(packed)
         panels = [Panel("0", "input", "input: the packed array", (), packed, storage, "input",
                         strip=True)]
-        for k, layout in enumerate(places):
+        for k, layout in enumerate(places[:MAX_PARTS]):
             panels.append(Panel(f"output {k}", "view", f"output {k}: a view of the input",
                                 (_step_reasons(plan, k),), layout, storage, "view"))
+        summary = (*summary, *_parts_left_out("output", len(places)))
         return render(Picture(title, summary, tuple(panels)))
     inputs = [Panel(f"input {k}", "input", f"input {k}: its own storage", (), layout,
                     input_storage(layout, k, f"input {k}"), "input")
@@ -318,13 +319,25 @@ def pack_svg(plan: Any) -> str:
         inner = unravel(index[axis] - starts[k], plan.packed_shapes[k])
         return element(inputs[k], index[:axis] + inner + index[axis + 1:])
     storage = Storage("packed", "copy", content, packed.extent())
-    panels = list(inputs)
-    for k, layout in enumerate(places):
+    drawn = min(len(inputs), MAX_PARTS)
+    summary = (*summary, *_parts_left_out("input", len(inputs)))
+    panels = inputs[:drawn]
+    for k, layout in enumerate(places[:drawn]):
         panels.append(Panel(f"place {k}", "view", f"input {k}'s place: a view of the packed array",
                             (_step_reasons(plan, k),), layout, storage, "view"))
     panels.append(Panel("packed", "copy", "the packed array: a new storage, each input "
                         "copied into its place", (), packed, storage, "copy", strip=True))
     return render(Picture(title, summary, tuple(panels), origins=len(inputs)))
+
+
+#: Plans of many inputs or outputs draw this many of them (the table lists them all).
+MAX_PARTS = 6
+
+
+def _parts_left_out(what: str, count: int) -> tuple[str, ...]:
+    if count <= MAX_PARTS:
+        return ()
+    return (f"{what}s {MAX_PARTS} to {count - 1} are not drawn (the table lists them)",)
 
 
 def _final_layouts(plan: Any) -> list[Layout]:
@@ -350,7 +363,8 @@ def einsum_svg(plan: Any) -> str:
     summary = (*summary, _result_line(plan), f"{plan.engine}: {plan.subscripts}")
     panels: list[Panel] = []
     numbered = list(enumerate(plan.steps, 1))
-    for k, layout in enumerate(plan.inputs):
+    summary = (*summary, *_parts_left_out("input", len(plan.inputs)))
+    for k, layout in enumerate(plan.inputs[:MAX_PARTS]):
         on = f"x{k}"
         first = Panel(on, "input", f"{on}: input {k}", (), layout,
                       input_storage(layout, k, f"input {k}"), "input")
@@ -364,7 +378,7 @@ def einsum_svg(plan: Any) -> str:
         first = Panel(contraction.number, contraction.op,
                       f"{contraction.number}  {contraction.op} → a new array of computed values",
                       (contraction.reason,), contraction.layout,
-                      computed_storage(contraction.layout.shape, "contraction"), "compute")
+                      computed_storage(contraction.layout.shape, "contraction"), contraction.kind)
         panels += trace(first, out_steps[1:])
     return render(Picture(title, summary, tuple(panels), origins=len(plan.inputs)))
 
@@ -376,13 +390,15 @@ CHAR_WIDTH = 6.6          # monospace at 11px
 MAX_GRID_WIDTH = 1100
 MAX_CELLS_PER_PANEL = 160
 MAX_CELLS = 1400          # in all the panels of a picture
+SMALL = 64                # arrays of at most this many elements are drawn whole if they fit
 STRIP_CELLS = 24
 
 
-def _cap(level: int, cell_width: float) -> int:
-    """How many indexes a dim shows before any budget: more for columns and rows."""
+def _cap(level: int, ndim: int, cell_width: float) -> int:
+    """How many indexes a dim shows before any budget: more for columns and rows, most
+    for a 1-D array's one row."""
     if level == 0:
-        return max(3, min(8, int(520 // cell_width)))
+        return max(3, min(16 if ndim == 1 else 8, int((900 if ndim == 1 else 520) // cell_width)))
     return 6 if level == 1 else 3
 
 
@@ -469,7 +485,11 @@ def fit_counts(shape: Sequence[int], cell_width: float, budget: int,
     most :data:`MAX_GRID_WIDTH` pixels: outer dims give way first, down to one index
     (then an ellipsis); columns and rows keep at least two."""
     ndim = len(shape)
-    counts = [min(size, _cap(ndim - 1 - dim, cell_width)) for dim, size in enumerate(shape)]
+    if math.prod(shape) <= SMALL:
+        counts = list(shape)
+    else:
+        counts = [min(size, _cap(ndim - 1 - dim, ndim, cell_width))
+                  for dim, size in enumerate(shape)]
     while True:
         axes = grid_axes(shape, counts, cell_width, required)
         cells = math.prod(sum(slot is not None for slot in axis.slots) for axis in axes)
@@ -810,7 +830,8 @@ def render(picture: Picture) -> str:
         canvas.parts.append(f'<line class="rule" x1="{MARGIN}" x2="{{width}}" '
                             f'y1="{_number(y)}" y2="{_number(y)}"/>')
         y += 8
-        badge = {"copy": "badge-copy", "compute": "badge-compute"}.get(panel.kind, "")
+        badge = {"copy": "badge-copy", "compute": "badge-compute",
+                 "new": "badge-compute"}.get(panel.kind, "")
         canvas.text(MARGIN, y + 12, panel.heading, f"heading {badge}".strip())
         y += 18
         lines = [f"shape {_shape_text(panel.layout.shape)}  strides "
