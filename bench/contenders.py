@@ -6,6 +6,11 @@
                returns a view)
 ``torch``      ``plan.to_source("torch")`` on ``torch.from_numpy(x)`` (the conversion is
                done once, outside the timing: a torch user already holds a tensor)
+``jax``        XLA on the CPU: ``jax.jit`` of the plan's numpy source on a jax array
+               already on the device (``jax.device_put(x)``, outside the timing: a
+               contiguous copy of the input), ``block_until_ready`` on the result; XLA's
+               thread pool is sized once when jax starts (every available core), so jax
+               takes part only at that thread count
 ``limit``      a contiguous copy of the same number of bytes: numpy's (memcpy, one
                thread), torch's (``clone``/``copy_`` at the thread count) and rearrange's
                own (``'n -> n'``, its contiguous-memcpy kernel) are all timed, and the
@@ -26,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-PEERS = ("numpy", "einops", "torch")
+PEERS = ("numpy", "einops", "torch", "jax")
 CONTENDERS = ("rearrange", *PEERS, "limit")
 LIMITS = ("limit:numpy", "limit:torch", "limit:rearrange")
 
@@ -60,7 +65,9 @@ def _compile_source(source: str, namespace: dict[str, Any]) -> Callable[[Any], A
 
 
 def _as_numpy(result: Any) -> np.ndarray:
-    return result.numpy() if hasattr(result, "numpy") and not isinstance(result, np.ndarray) else result
+    if isinstance(result, np.ndarray):
+        return result
+    return result.numpy() if hasattr(result, "numpy") else np.asarray(result)
 
 
 def _check(name: str, got: Any, ref: np.ndarray, label: str) -> None:
@@ -130,12 +137,20 @@ def build(x: np.ndarray, pattern: str, lengths: dict[str, int], copy: bool | Non
         torch_fn = _compile_source(sources["torch"], {"torch": torch})
         alloc["torch"] = lambda: torch_fn(tx)
 
+    jax = libs.get("jax")
+    if jax is None:
+        missing["jax"] = "jax not installed"
+    else:
+        jx = jax.device_put(x)
+        jax_fn = jax.jit(_compile_source(sources["numpy"], {"np": jax.numpy}))
+        alloc["jax"] = lambda: jax_fn(jx).block_until_ready()
+
     for name, call in alloc.items():
         start = time.perf_counter()
         result = call()
         contest.first_calls[name] = time.perf_counter() - start
         _check(name, result, ref, label)
-        is_view = bool(np.may_share_memory(_as_numpy(result), x))
+        is_view = name != "jax" and bool(np.may_share_memory(_as_numpy(result), x))
         contest.result_is_view[name] = is_view
         if kind == "copy" and is_view:
             raise MismatchError(f"{label}: {name} returned a view where rearrange's plan copies; "
@@ -171,6 +186,7 @@ def build(x: np.ndarray, pattern: str, lengths: dict[str, int], copy: bool | Non
             pre_missing["rearrange"] = "n/a (no out= yet)"
         pre["numpy"] = lambda: np.copyto(out_view, src_view)
         pre_missing["einops"] = "n/a (no out=)"
+        pre_missing["jax"] = "n/a (immutable arrays)"
         if tx is not None:
             tsrc_view = torch.as_strided(tx, layout.shape, tuple(layout.strides)) \
                 if plan.stride_unit == "elements" else None

@@ -8,8 +8,30 @@ from typing import Any
 
 from tables import MODE_TITLES, _size
 
-COLORS = {"rearrange": "#d62728", "numpy": "#1f77b4", "einops": "#2ca02c", "torch": "#ff7f0e"}
+COLORS = {"rearrange": "#d62728", "numpy": "#1f77b4", "einops": "#2ca02c", "torch": "#ff7f0e",
+          "jax": "#9467bd"}
 BARS = tuple(COLORS)
+
+
+def _legend_entries(plt: Any, records: list[dict[str, Any]], style: str) -> tuple[list, list]:
+    """A legend entry for every contender, present or not: one that takes part nowhere
+    in these records says why (its reason from the records) instead of vanishing."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles, labels = [], []
+    for name in BARS:
+        present = any(name in r["contenders"] for r in records)
+        reasons = {r.get("missing", {}).get(name) for r in records} - {None}
+        label = name if present else f"{name}: {'; '.join(sorted(reasons)) or 'n/a'}"
+        if style == "bar":
+            handles.append(Patch(facecolor=COLORS[name] if present else "none",
+                                 edgecolor=COLORS[name], hatch=None if present else "///"))
+        else:
+            handles.append(Line2D([], [], color=COLORS[name], marker="o", markersize=3,
+                                  linestyle="-" if present else ":"))
+        labels.append(label)
+    return handles, labels
 
 
 def _pyplot() -> Any:
@@ -28,36 +50,41 @@ def plot_cases(records: list[dict[str, Any]], mode: str, path: Path, subtitle: s
     if not records:
         return False
     plt = _pyplot()
-    fig, axes = plt.subplots(len(threads), 1, figsize=(13, 3.7 * len(threads)), squeeze=False)
-    width = 0.2
+    fig, axes = plt.subplots(len(threads), 1, figsize=(13, 3.9 * len(threads)), squeeze=False)
+    width = 0.8 / len(BARS)
     for ax, n in zip(axes[:, 0], threads):
         group = [r for r in records if r["threads"] == n]
+        top = max((e["gbps"] for r in group for e in r["contenders"].values()), default=1.0)
         for i, r in enumerate(group):
             for j, name in enumerate(BARS):
                 entry = r["contenders"].get(name)
-                x = i + (j - 1.5) * width
+                x = i + (j - (len(BARS) - 1) / 2) * width
                 if entry is None:
-                    ax.text(x, 0, "n/a", rotation=90, ha="center", va="bottom", fontsize=6,
-                            color=COLORS[name])
+                    # cannot take part here: an empty hatched slot (the legend says why)
+                    ax.bar(x, 0.04 * top, width, facecolor="none", edgecolor=COLORS[name],
+                           hatch="///", linewidth=0.6)
                     continue
-                ax.bar(x, entry["gbps"], width, color=COLORS[name],
-                       label=name if i == 0 else None)
+                ax.bar(x, entry["gbps"], width, color=COLORS[name])
                 lo = r["bytes_moved"] / entry["p75_s"] / 1e9
                 hi = r["bytes_moved"] / entry["p25_s"] / 1e9
                 ax.plot([x, x], [lo, hi], color="black", linewidth=0.6)
             limit = r.get("limit")
             if limit:
-                ax.hlines(limit["gbps"], i - 2.2 * width, i + 2.2 * width, colors="black",
-                          linewidth=2, label="limit (contiguous copy)" if i == 0 else None)
+                ax.hlines(limit["gbps"], i - 0.45, i + 0.45, colors="black", linewidth=2)
         ax.set_xticks(range(len(group)))
         ax.set_xticklabels([r["case"] for r in group], rotation=25, ha="right", fontsize=7)
         ax.set_ylabel("GB/s (read + write)")
         ax.set_title(f"{MODE_TITLES[mode]} · threads={n}", fontsize=9, loc="left")
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7, ncol=5, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        handles, labels = _legend_entries(plt, group, "bar")
+        from matplotlib.lines import Line2D
+        handles.append(Line2D([], [], color="black", linewidth=2))
+        labels.append("limit (fastest contiguous copy)")
+        ax.legend(handles, labels, fontsize=7, ncol=3, loc="lower right",
+                  bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.suptitle(subtitle, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=72)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return True
 
@@ -101,9 +128,14 @@ def plot_scaling(records: list[dict[str, Any]], path: Path, subtitle: str,
                 ax.set_ylabel("GB/s (read + write)")
             ax.set_title(f"{mode} · threads={n}", fontsize=9)
             ax.grid(alpha=0.3, which="both")
-            ax.legend(fontsize=7, loc="lower left")
+    # one legend for every panel, below them: inside a panel it covered the smallest sizes
+    handles, labels = _legend_entries(plt, records, "line")
+    from matplotlib.lines import Line2D
+    handles.append(Line2D([], [], color="black", linestyle="--"))
+    labels.append("limit (fastest contiguous copy)")
+    fig.legend(handles, labels, fontsize=8, ncol=len(labels), loc="lower center", frameon=False)
     fig.suptitle(subtitle, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=72)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return True

@@ -114,7 +114,7 @@ def machine_info(libs: dict[str, Any]) -> dict[str, Any]:
         commit += " + uncommitted changes in rearrange/"
     versions = {"python": platform.python_version(), "numpy": np.__version__,
                 "rearrange": getattr(libs["rearrange"], "__version__", "?")}
-    for name in ("torch", "einops"):
+    for name in ("torch", "einops", "jax"):
         if libs.get(name) is not None:
             versions[name] = libs[name].__version__
     for name in ("numba", "matplotlib"):
@@ -151,12 +151,16 @@ def load_libs(log: Any) -> dict[str, Any]:
     # The races measure the copy kernel: a runner is compiled in the first call that
     # needs it (the warm-up rounds), not in the background while numpy's copy stands in.
     libs["rearrange"].set_jit_mode("eager")
-    for name in ("einops", "torch"):
+    for name in ("einops", "torch", "jax"):
         try:
             libs[name] = __import__(name)
         except ImportError:
             log(f"note: {name} is not installed; its column reads n/a "
                 "(pip install '.[bench]' installs every contender)")
+    if "jax" in libs:
+        # float64/complex128 stay themselves (jax would make them 32-bit), on the CPU
+        libs["jax"].config.update("jax_enable_x64", True)
+        libs["jax"].config.update("jax_platforms", "cpu")
     return libs
 
 

@@ -41,6 +41,23 @@ class Config:
     case_filters: tuple[str, ...] = ()
 
 
+def jax_threads() -> int:
+    """XLA's CPU thread pool: every available core, fixed when jax starts."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def at_threads(calls: dict[str, Callable[[], Any]], missing: dict[str, str], threads: int,
+               libs: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
+    """The calls that can run at ``threads``: jax only at its own pool's size."""
+    if "jax" in calls and threads != jax_threads():
+        calls = {name: call for name, call in calls.items() if name != "jax"}
+        missing = {**missing, "jax": f"n/a (XLA runs {jax_threads()} threads)"}
+    return calls, missing
+
+
 def set_threads(n: int, libs: dict[str, Any]) -> dict[str, int]:
     """One thread count for every library that has one; returns what each was set to."""
     applied = {}
@@ -52,6 +69,8 @@ def set_threads(n: int, libs: dict[str, Any]) -> dict[str, int]:
     if torch is not None:
         torch.set_num_threads(n)
         applied["torch"] = torch.get_num_threads()
+    if libs.get("jax") is not None:
+        applied["jax"] = jax_threads()   # fixed: jax takes part only where it equals n
     # numba's own thread count is left alone: the copy kernel runs on its own workers,
     # and setting it would start numba's OpenMP pool next to torch's for nothing.
     return applied
@@ -135,10 +154,11 @@ def run_cases(config: Config, libs: dict[str, Any], log: Log) -> list[dict[str, 
                 calls = contest.calls.get(mode)
                 if not calls:
                     continue
+                calls, missing = at_threads(calls, contest.missing.get(mode, {}), threads, libs)
                 timings = interleaved(calls, config.rounds, config.min_sample)
                 record = summarise(
                     {**base, "mode": mode, "threads": threads, "threads_set": applied,
-                     "missing": contest.missing.get(mode, {})},
+                     "missing": missing},
                     timings, contest.bytes_moved,
                     contest.first_calls if mode == "alloc" else {})
                 records.append(record)
@@ -183,13 +203,14 @@ def run_scaling(config: Config, libs: dict[str, Any], log: Log) -> list[dict[str
                 calls = contest.calls.get(mode)
                 if not calls:
                     continue
+                calls, missing = at_threads(calls, contest.missing.get(mode, {}), threads, libs)
                 timings = interleaved(calls, config.scaling_rounds, config.min_sample)
                 record = summarise(
                     {"suite": "scaling", "pattern": SCALING_PATTERN, "copy": True,
                      "dtype": "float32", "input_shape": list(shape), "bytes": nbytes,
                      "kind": contest.kind, "bytes_moved": contest.bytes_moved,
                      "mode": mode, "threads": threads, "threads_set": applied,
-                     "missing": contest.missing.get(mode, {})},
+                     "missing": missing},
                     timings, contest.bytes_moved, {})
                 records.append(record)
                 log(_progress(record))

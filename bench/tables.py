@@ -57,7 +57,8 @@ def _groups(records: list[dict[str, Any]]) -> list[tuple[str, int, list[dict[str
 
 def _threads_note(threads: int) -> str:
     return (f"threads={threads} (rearrange.set_num_threads({threads}), "
-            f"torch.set_num_threads({threads}); numpy's copies are single-threaded at any setting)")
+            f"torch.set_num_threads({threads}); numpy's copies are single-threaded at any setting; "
+            f"jax (XLA) runs on its own pool of every available core, so only at that count)")
 
 
 def cases_markdown(records: list[dict[str, Any]]) -> str:
@@ -147,7 +148,8 @@ def machine_markdown(machine: dict[str, Any]) -> str:
     return (f"Machine: {machine['cpu_model']}, {machine['cpus_available']} CPUs available "
             f"({machine['cpu_count']} online), {machine['memory_gib']:.0f} GiB RAM, caches "
             f"{machine['caches']}; {machine['platform']}. Python {v['python']}, numpy {v['numpy']}, "
-            f"torch {v.get('torch', '—')}, einops {v.get('einops', '—')}, numba {v.get('numba', '—')}, "
+            f"torch {v.get('torch', '—')}, einops {v.get('einops', '—')}, jax {v.get('jax', '—')}, "
+            f"numba {v.get('numba', '—')}, "
             f"rearrange {v['rearrange']} ({machine['git_commit']}). OMP_WAIT_POLICY="
             f"{machine.get('omp_wait_policy', '?')}. Load average at start "
             f"{machine['loadavg_start']}, at end {machine.get('loadavg_end', '?')}; {machine['date']}.")

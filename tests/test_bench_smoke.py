@@ -25,7 +25,7 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-4000:]
 
-    assert "| case | moved | rearrange | numpy | einops | torch | limit |" in done.stdout
+    assert "| case | moved | rearrange | numpy | einops | torch | jax | limit |" in done.stdout
     assert "ra/numpy" in done.stdout and "first copy" in done.stdout  # overhead, cold start
     result = json.loads((tmp_path / "smoke.json").read_text())
     assert result["machine"]["cpu_model"] and result["machine"]["versions"]["numpy"]
@@ -34,6 +34,13 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     assert {r["threads"] for r in cases} == {1, 2}
     assert {r["kind"] for r in cases} == {"copy", "view"}
     assert all("rearrange" in r["contenders"] for r in cases if r["mode"] == "alloc")
+    # jax (XLA) races only at its own pool's thread count, and never into out=
+    jax_threads = result["machine"]["cpus_available"]
+    for r in cases:
+        takes_part = r["mode"] == "alloc" and r["threads"] == jax_threads
+        assert ("jax" in r["contenders"]) == takes_part, (r["case"], r["mode"], r["threads"])
+        if not takes_part:
+            assert r["missing"]["jax"].startswith("n/a"), r["missing"]
     assert (tmp_path / "smoke.md").read_text().startswith("# rearrange benchmarks")
     for png in ("smoke-cases-alloc.png", "smoke-cases-prealloc.png", "smoke-scaling.png"):
         assert (tmp_path / png).stat().st_size > 0, png
