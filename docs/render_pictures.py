@@ -62,8 +62,10 @@ def page_size(table: str, svg: str) -> tuple[int, int]:
     return max(width, int(columns * 7.3)) + 40, int(lines * 16.2) + height + 64
 
 
-def screenshot(page: pathlib.Path, png: pathlib.Path, size: tuple[int, int]) -> None:
-    """Render ``page`` with headless Chromium into ``png`` at ``size`` (width, height)."""
+def screenshot(page: pathlib.Path, png: pathlib.Path, size: tuple[int, int],
+               dark: bool = False) -> None:
+    """Render ``page`` with headless Chromium into ``png`` at ``size`` (width, height),
+    in the light or (``dark``: ``prefers-color-scheme: dark``) the dark theme."""
     browser = chromium()
     if browser is None:
         raise RuntimeError("chromium is not installed: apt-get install chromium")
@@ -72,6 +74,7 @@ def screenshot(page: pathlib.Path, png: pathlib.Path, size: tuple[int, int]) -> 
             [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", "--hide-scrollbars", "--force-device-scale-factor=1",
+             *(["--force-dark-mode"] if dark else []),
              f"--user-data-dir={profile}", f"--screenshot={png}",
              f"--window-size={size[0]},{size[1]}", page.resolve().as_uri()],
             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)

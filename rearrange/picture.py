@@ -24,9 +24,10 @@ index there, prefixed ``k:`` for input ``k`` of a plan with several inputs), or
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .layout import Layout
@@ -91,6 +92,8 @@ class Panel:
 
 @dataclass(frozen=True, slots=True)
 class Picture:
+    """What :func:`render` draws: a title, summary lines, the arrays top to bottom."""
+
     title: str
     summary: tuple[str, ...]
     panels: tuple[Panel, ...]
@@ -221,15 +224,13 @@ def trace(first: Panel, steps: Sequence[StepView], name: str = "copy") -> list[P
     for k, step in enumerate(steps):
         previous = panels[-1]
         if step.kind == "copy":
-            storage = copied_storage(previous, name)
             target = next((s.layout.shape for s in steps[k + 1:] if s.op == "merge"), None)
-            if target is not None:
-                jumps = merge_jumps(previous.layout, target)
-                if jumps:
-                    panels[-1] = _replace(previous, alerts=(step.reason,), jumps=jumps,
-                                          notes=previous.notes + jump_notes(previous.layout, jumps))
-                    previous = panels[-1]
-                    storage = copied_storage(previous, name)
+            jumps = () if target is None else merge_jumps(previous.layout, target)
+            if jumps:
+                previous = panels[-1] = dataclasses.replace(
+                    previous, alerts=(step.reason,), jumps=jumps,
+                    notes=previous.notes + jump_notes(previous.layout, jumps))
+            storage = copied_storage(previous, name)
             heading = f"{step.number}  copy → a new storage, C-contiguous"
         elif step.kind == "compute":
             storage = reduced_storage(previous, step.reduced_dims)
@@ -243,12 +244,6 @@ def trace(first: Panel, steps: Sequence[StepView], name: str = "copy") -> list[P
         panels.append(Panel(step.number, step.op, heading, (step.reason,), step.layout, storage,
                             step.kind, strip=step.kind == "copy"))
     return panels
-
-
-def _replace(panel: Panel, **changes: Any) -> Panel:
-    values = {name: getattr(panel, name) for name in Panel.__dataclass_fields__}
-    values.update(changes)
-    return Panel(**values)
 
 
 def _shape_text(values: Sequence[int]) -> str:
@@ -313,8 +308,11 @@ def pack_svg(plan: Any) -> str:
     for shape in plan.packed_shapes:
         starts.append(starts[-1] + math.prod(shape))
 
+    # the packed array is C-contiguous: in elements, or in bytes with byte-strided inputs
+    scale = plan.itemsize if plan.stride_unit == "bytes" else 1
+
     def content(position: int) -> Content | None:
-        index = unravel(position, packed.shape)
+        index = unravel(position // scale, packed.shape)
         k = next(k for k in range(len(inputs)) if starts[k] <= index[axis] < starts[k + 1])
         inner = unravel(index[axis] - starts[k], plan.packed_shapes[k])
         return element(inputs[k], index[:axis] + inner + index[axis + 1:])

@@ -398,7 +398,7 @@ def test_the_command_writes_the_picture_and_the_page(tmp_path) -> None:
     assert table.splitlines()[0] in html_module.unescape(html)
 
 
-def test_a_browser_renders_the_page(tmp_path) -> None:
+def test_a_browser_renders_the_page_in_light_and_dark_themes(tmp_path) -> None:
     render = _render_pictures()
     if render.chromium() is None:
         if os.environ.get("CI"):
@@ -406,22 +406,28 @@ def test_a_browser_renders_the_page(tmp_path) -> None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
     svg, page = tmp_path / "plan.svg", tmp_path / "plan.html"
     table = render.explain(["b h t d -> b t (h d)", "--shape", "2,3,4,5"], svg, page)
-    png = tmp_path / "plan.png"
     size = render.page_size(table, svg.read_text(encoding="utf-8"))
-    render.screenshot(page, png, size)
     import matplotlib.image
 
-    pixels = (matplotlib.image.imread(png)[..., :3] * 255).round().astype(np.int64)
-    assert pixels.shape[:2] == (size[1], size[0])
-    background = pixels[0, 0]
-    drawn = np.any(pixels != background, axis=-1)
-    colours = np.unique(pixels.reshape(-1, 3), axis=0)
-    red, green, blue = pixels[..., 0], pixels[..., 1], pixels[..., 2]
-    saturated = (np.max(pixels, axis=-1) - np.min(pixels, axis=-1)) > 60
-    alert = (red > 150) & (green < 90) & (blue < 90)          # the stride jump's outline
-    assert drawn.mean() > 0.05, "the page rendered (nearly) blank"
-    assert len(colours) > 50, "the picture's cells are not coloured"
-    assert saturated.sum() > 2000 and alert.sum() > 50
+    for dark in (False, True):
+        png = tmp_path / f"plan-{'dark' if dark else 'light'}.png"
+        render.screenshot(page, png, size, dark=dark)
+        pixels = (matplotlib.image.imread(png)[..., :3] * 255).round().astype(np.int64)
+        assert pixels.shape[:2] == (size[1], size[0])
+        background = pixels[0, 0]
+        assert (background.mean() < 40) if dark else (background.mean() > 220)
+        drawn = np.any(np.abs(pixels - background) > 24, axis=-1)
+        red, green, blue = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+        colours = np.unique(red * 65536 + green * 256 + blue)
+        saturated = (np.max(pixels, axis=-1) - np.min(pixels, axis=-1)) > 60
+        alert = (red > 150) & (red - green > 80) & (red - blue > 80)   # the jump's outline
+        assert drawn.mean() > 0.05, "the page rendered (nearly) blank"
+        assert len(colours) > 50, "the picture's cells are not coloured"
+        assert saturated.sum() > 2000 and alert.sum() > 50
+        # text stands out from the background in both themes: the brightest and the
+        # darkest drawn pixels are far apart
+        brightness = pixels[drawn].mean(axis=-1)
+        assert brightness.max() - brightness.min() > 150
 
 
 def test_the_docs_pictures_are_what_the_code_draws(tmp_path, capsys) -> None:
