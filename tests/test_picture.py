@@ -24,6 +24,7 @@ from hypothesis import given
 import rearrange as ra
 from rearrange.contraction import explain_einsum
 from rearrange.packing import explain_pack, explain_unpack
+from rearrange.symbolic import plan_symbolic
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
@@ -344,6 +345,20 @@ def test_every_plan_class_shows_its_table_and_a_picture_where_it_has_one() -> No
     page = shape_plan._repr_html_()
     assert "<svg" not in page and "<pre>check_shape &#x27;b (h w) c&#x27;" in page
     assert not hasattr(shape_plan, "to_svg")
+    symbolic = plan_symbolic("rearrange", "b (h w) -> b h w", (2, 12), {"h": 3})
+    assert symbolic._repr_html_() == (
+        f'<div class="ra-explain"><pre>{html_module.escape(str(symbolic))}</pre></div>')
+
+
+def test_drawing_is_imported_only_when_a_picture_is_asked_for() -> None:
+    code = ("import sys, rearrange as ra; plan = ra.explain((2, 3), 'a b -> (b a)');"
+            "print('rearrange.picture' in sys.modules);"
+            "plan.to_svg(); plan._repr_html_();"
+            "print('rearrange.picture' in sys.modules,"
+            " sorted(m for m in ('numba', 'torch', 'dask', 'jax', 'einops') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=pathlib.Path(ra.__file__).parent.parent)
+    assert result.stdout.split("\n")[:2] == ["False", "True []"], result.stderr
 
 
 # --------------------------------------------------------------------------- bounded size
