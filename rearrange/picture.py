@@ -724,15 +724,15 @@ def _grid(canvas: Canvas, y: float, panel: Panel, budget: int, extents: Sequence
             for slot, offset in zip(axis.slots, axis.offsets):
                 if slot is not None:
                     continue
+                # a block's slot starts with its label, above where its cells start
+                label = LABEL_HEIGHT if axis.level >= 2 else 0
                 width, height = axis.inner
                 if axis.across:
                     canvas.text(x + offset + _ellipsis_size(axis.level) / 2,
-                                top + down + (height if axis.level else CELL_HEIGHT) / 2 + 4
-                                - (LABEL_HEIGHT if axis.level >= 2 else 0),
-                                "…", anchor="middle")
+                                top + down - label + height / 2 + 4, "…", anchor="middle")
                 else:
-                    canvas.text(x + width / 2, top + down + offset + 11
-                                - (LABEL_HEIGHT if axis.level >= 2 else 0), "⋮", anchor="middle")
+                    canvas.text(x + width / 2, top + down - label + offset + 11, "⋮",
+                                anchor="middle")
     broadcast = {d for d in range(ndim) if layout.strides[d] == 0 and shape[d] > 1}
     for index in _product(shown):
         x, down = corner(index)
