@@ -252,6 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RearrangeError as error:
         print(f"rearrange: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (``rearrange explain ... | head``): no traceback, and
+        # nothing more written at exit, where Python would flush into the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

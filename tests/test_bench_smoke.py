@@ -44,3 +44,11 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     assert (tmp_path / "smoke.md").read_text().startswith("# rearrange benchmarks")
     for png in ("smoke-cases-alloc.png", "smoke-cases-prealloc.png", "smoke-scaling.png"):
         assert (tmp_path / png).stat().st_size > 0, png
+
+    summary = subprocess.run([sys.executable, str(BENCH / "summary.py"), str(tmp_path / "smoke.json")],
+                             capture_output=True, text=True, timeout=60)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    rows = [line for line in summary.stdout.splitlines() if line.startswith("| ")]
+    copies = {r["case"] for r in cases if r["kind"] == "copy"}
+    assert len(rows) == 2 + len(copies)          # header, rule, one row per copy case
+    assert "geometric mean" in summary.stdout

@@ -157,3 +157,16 @@ def test_the_installed_command_writes_pictures_of_every_op_with_one(tmp_path) ->
     assert result.returncode == 0, result.stderr
     text = page.read_text(encoding="utf-8")
     assert "<pre>check_shape &#x27;b (h w)&#x27;" in text and "<svg" not in text
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    # `rearrange explain ... | head -1`: the reader leaves early; no traceback
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "rearrange", "explain", "a b c d e f -> f e d c b a",
+                             "--shape", "2,3,4,5,6,7", "--svg", "/dev/null", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()               # the reader goes away before the first line
+    stderr = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in stderr, stderr
