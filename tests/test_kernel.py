@@ -346,8 +346,34 @@ def test_plan_transpose_tiles_fastest_dims() -> None:
     k = K.plan_copy((4096, 4096), (4, 16384), 4, threads=2)
     assert (k.variant, k.unit_bytes, k.fused_shape, k.src_strides) == (
         "tiled-transpose", 4, (4096, 4096), (1, 4096))
-    assert k.tile == (16, 32) and k.threads == 2
+    assert k.tile == kplan.SIMD_TILE[4] and k.threads == 2
     assert "source-fastest dim 0" in k.reason
+
+
+@pytest.mark.parametrize("env, vector_bytes", [
+    ({"REARRANGE_VECTOR_BYTES": "64"}, 64),
+    ({"REARRANGE_VECTOR_BYTES": "32"}, 32),
+    ({"NUMBA_CPU_NAME": "generic"}, 32),
+    ({"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""}, 32),
+    ({"NUMBA_CPU_NAME": "skylake-avx512", "NUMBA_CPU_FEATURES": ""}, 64),
+    ({"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx2,+fma"}, 32),
+    ({"NUMBA_CPU_FEATURES": "+avx2,+avx512f,+avx512bw"}, 64),
+])
+def test_register_tiles_follow_the_vector_width_numba_compiles_for(env, vector_bytes) -> None:
+    # The plans' tile geometry and the runners' must agree: both come from the width
+    # numba targets (its environment), fixed for the process; float32 tiles load one
+    # vector per source row and store whole lines.
+    script = ("from rearrange.kernel import plan; import rearrange.kernel as K; "
+              "k = K.plan_copy((4096, 4096), (4, 16384), 4, threads=1); "
+              "print(plan.VECTOR_BYTES, k.tile[0], k.tile[1])")
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("REARRANGE_VECTOR_BYTES", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+    out = subprocess.run([sys.executable, "-c", script], env={**clean, **env},
+                         capture_output=True, text=True, check=True).stdout.split()
+    width, ka, kb = map(int, out)
+    assert width == vector_bytes
+    assert ka * 4 == width                      # one vector per source row
+    assert (kb * 4) % kplan.LINE == 0
 
 
 def test_plan_fuses_and_drops_size_one_dims(monkeypatch) -> None:

@@ -12,7 +12,7 @@ module under the names the loops use (``_ld``, ``_st``, ``_tile``, ...).
 from __future__ import annotations
 
 from .pages import MADV_POPULATE_WRITE
-from .plan import LINE, SIMD_TILE, SIMD_TILE_G2
+from .plan import LINE, SIMD_TILE, SIMD_TILE_G2, VECTOR_BYTES
 
 __all__ = ["define_intrinsics"]
 
@@ -237,7 +237,8 @@ def define_intrinsics() -> dict:
                     rows.append(v)
                 return rows
 
-            if kb > 32:
+            registers = kb * -(-ka * g * u // VECTOR_BYTES)
+            if registers > (32 if VECTOR_BYTES == 64 else 16):
                 # kb rows (uint8: 64) do not fit the 32 vector registers, and LLVM
                 # spilled them all around: blocks of rows are transposed within
                 # themselves in turn (the stages with strides below the block's
@@ -268,7 +269,7 @@ def define_intrinsics() -> dict:
                     b = block(first + h, h)
                     return eklundh(builder, unpark(a, h) + b, ka, g, [h])
 
-                squares = [block(0, kb)]
+                squares = [block(q * ka, ka) for q in range(kb // ka)]
             else:
                 rows = load_rows(0, kb)
                 squares = [eklundh(builder, rows[q * ka:(q + 1) * ka], ka, g)

@@ -203,6 +203,8 @@ def source_stamp() -> str:
         except importlib.metadata.PackageNotFoundError:
             numba_version = "?"
         digest.update(f"numba {numba_version} python {sys.version_info[:2]}".encode())
+        from .plan import SIMD_TILE, SIMD_TILE_G2     # baked into the register tiles
+        digest.update(f"tiles {SIMD_TILE} {SIMD_TILE_G2}".encode())
         _stamp = digest.hexdigest()[:24]
     return _stamp
 

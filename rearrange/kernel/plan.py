@@ -50,6 +50,7 @@ The thresholds below are the tuning of every stage (the thread pool's own two ar
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 from .threads import get_num_threads
@@ -79,12 +80,64 @@ PREFETCH_ROW_BYTES = 4096        # rows up to this long are prefetched in softwa
 PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units later
 TILE_PREFETCH_LINES = {1: 2}     # register tiles, per unit: prefetch this many lines ahead
 
+# AVX-512 CPUs by LLVM name (NUMBA_CPU_NAME): their vector registers are 64 bytes wide.
+_AVX512_CPUS = frozenset({
+    "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
+    "icelake-server", "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids",
+    "graniterapids", "graniterapids-d", "alderlake-avx512", "znver4", "znver5", "x86-64-v4",
+    "knl", "knm"})
+
+
+def _vector_bytes() -> int:
+    """The width in bytes of the vector registers the runners are compiled for: 64 where
+    the target has AVX-512, else 32 (AVX2's; a target with narrower vectors runs the same
+    tiles with each vector split by LLVM). Decided as numba decides the target: its
+    NUMBA_CPU_FEATURES if set, else NUMBA_CPU_NAME (generic: none), else the host CPU's
+    flags. REARRANGE_VECTOR_BYTES (32 or 64) overrides it, e.g. to test either geometry
+    on one machine. Read once per process, before any plan: the plans and the compiled
+    runners of a process always agree, and the geometry is part of the runners' cache
+    key (:func:`.jit.source_stamp`)."""
+    forced = os.environ.get("REARRANGE_VECTOR_BYTES", "").strip()
+    if forced in ("32", "64"):
+        return int(forced)
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip().lower()
+    if features is not None and features.strip():
+        return 64 if "+avx512f" in features else 32
+    if name == "generic":                     # numba: no features at all
+        return 32
+    if name and features is not None:         # features set empty: the name's own
+        return 64 if name in _AVX512_CPUS else 32
+    return _host_vector_bytes()               # numba: the host's features
+
+
+def _host_vector_bytes() -> int:
+    """64 if the host CPU has AVX-512 (Linux: its flags in /proc/cpuinfo), else 32."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return 64 if " avx512f" in line else 32
+    except OSError:
+        pass
+    return 32
+
+
+VECTOR_BYTES = _vector_bytes()
+
 # SIMD tile geometry per unit size: (Ka, Kb) elements — Ka along the source-fastest dim
 # (one vector load per source row), Kb along the destination-fastest dim (one or two
-# whole cache lines per destination row). Chosen by measurement (in-cache and DRAM).
-SIMD_TILE = {1: (64, 64), 2: (32, 32), 4: (16, 32), 8: (8, 16)}
+# whole cache lines per destination row). Chosen by measurement (in-cache and DRAM): on
+# AVX-512 (Xeon) the 64-byte geometry, on AVX2 (EPYC znver3), where 64-byte source rows
+# took two registers each and spilled, the 32-byte one.
+# Invariant: Kb * unit is a multiple of LINE (whole-line, non-temporal destination rows).
+_SIMD_TILES = {64: {1: (64, 64), 2: (32, 32), 4: (16, 32), 8: (8, 16)},
+               32: {1: (32, 64), 2: (16, 32), 4: (8, 16), 8: (4, 16)}}
 # With groups of two units moving together (16-byte items as two 8-byte units).
-SIMD_TILE_G2 = {1: (16, 32), 2: (16, 16), 4: (8, 16), 8: (4, 8)}
+_SIMD_TILES_G2 = {64: {1: (16, 32), 2: (16, 16), 4: (8, 16), 8: (4, 8)},
+                  32: {1: (16, 32), 2: (8, 16), 4: (4, 16), 8: (2, 8)}}
+SIMD_TILE = _SIMD_TILES[VECTOR_BYTES]
+SIMD_TILE_G2 = _SIMD_TILES_G2[VECTOR_BYTES]
 
 
 # ---------------------------------------------------------------------------- the plan
