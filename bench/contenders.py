@@ -140,6 +140,10 @@ def build(x: np.ndarray, pattern: str, lengths: dict[str, int], copy: bool | Non
     jax = libs.get("jax")
     if jax is None:
         missing["jax"] = "jax not installed"
+    elif kind == "view":
+        # XLA has no views: its call would copy where the others return at once (and
+        # its copies, interleaved with their microsecond calls, evict their caches)
+        missing["jax"] = "n/a (no views in XLA)"
     else:
         jx = jax.device_put(x)
         jax_fn = jax.jit(_compile_source(sources["numpy"], {"np": jax.numpy}))

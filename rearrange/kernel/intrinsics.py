@@ -238,7 +238,8 @@ def define_intrinsics() -> dict:
                 return rows
 
             registers = kb * -(-ka * g * u // VECTOR_BYTES)
-            if registers > (32 if VECTOR_BYTES == 64 else 16):
+            # more rows than vector registers, in squares taller than a parked block
+            if registers > (32 if VECTOR_BYTES == 64 else 16) and ka > _PARK_ROWS:
                 # kb rows (uint8: 64) do not fit the 32 vector registers, and LLVM
                 # spilled them all around: blocks of rows are transposed within
                 # themselves in turn (the stages with strides below the block's
