@@ -1071,6 +1071,10 @@ def _result_dtype(dtypes: Sequence[str]) -> tuple[str, int]:
     if dtypes[0] in calls.NON_NUMPY_DTYPES and all(d == dtypes[0] for d in dtypes):
         return dtypes[0], calls.NON_NUMPY_DTYPES[dtypes[0]][0]
     try:
+        # Mixed with a dtype numpy does not know, refused whether or not a library that
+        # teaches numpy its name (ml_dtypes, imported by jax) happens to be loaded.
+        if any(d in calls.NON_NUMPY_DTYPES for d in dtypes):
+            raise TypeError(dtypes)
         result = np.result_type(*dtypes)
     except TypeError:
         raise ArgumentTypeError(
