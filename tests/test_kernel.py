@@ -613,7 +613,7 @@ def test_row_copy_into_a_fresh_destination_populates_it_first(threads, madvise,
     first — MADV_POPULATE_WRITE, or a write per page where that is missing — then
     copies; the pages around the destination are not written."""
     if not madvise:
-        monkeypatch.setattr(pages, "_madvise_addr", 0)
+        monkeypatch.setattr(kthreads, "madvise_address", lambda: 0)   # as without madvise
     set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
     set_everywhere(monkeypatch, "FRESH_ROWS_NUMPY_MAX_BYTES", 0)
     monkeypatch.setattr(kthreads, "_num_threads", threads)

@@ -15,7 +15,9 @@ where the system lacks it: no huge pages asked for, a write per page, "not known
 
 from __future__ import annotations
 
+import functools
 import sys
+from typing import Any
 
 __all__ = ["PAGE", "MADV_POPULATE_WRITE", "madvise_address", "untouched",
            "advise_huge_pages", "HUGE_PAGES_MIN_BYTES"]
@@ -27,50 +29,52 @@ MADV_POPULATE_WRITE = 23         # Linux >= 5.14: fault pages in writable, one c
 # numpy asks for huge pages on its own arrays from this size on (its allocator's rule).
 HUGE_PAGES_MIN_BYTES = 4 << 20
 
-_madvise_addr: int | None = None
-_madvise = None
+@functools.lru_cache(maxsize=None)
+def _libc(name: str, *argtypes: type) -> Any:
+    """libc's ``name`` as a ctypes function returning int (looked up once), or None
+    where the system has no such call."""
+    try:
+        import ctypes
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = argtypes
+    function.restype = ctypes.c_int
+    return function
+
+
+def _madvise() -> Any:
+    """libc's madvise where the MADV_* advice above may exist (Linux), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    return _libc("madvise", ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
 
 def madvise_address() -> int:
     """The address of libc's madvise where MADV_POPULATE_WRITE may exist (Linux), else 0:
     the runner then writes a byte per page instead (also where the kernel refuses)."""
-    global _madvise_addr
-    if _madvise_addr is None:
-        _madvise_addr = 0
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-                _madvise_addr = ctypes.cast(ctypes.CDLL(None).madvise, ctypes.c_void_p).value
-            except (OSError, AttributeError):
-                pass
-    return _madvise_addr
-
-
-_mincore = None
+    madvise = _madvise()
+    if madvise is None:
+        return 0
+    import ctypes
+    return ctypes.cast(madvise, ctypes.c_void_p).value or 0
 
 
 def untouched(addr: int, nbytes: int) -> bool:
     """True if the pages in the middle and at the end of [addr, addr + nbytes) are not
     resident yet (Linux mincore; the first page is not asked: the allocator writes its
     header there). False where that cannot be known."""
-    global _mincore
-    if _mincore is None:
-        _mincore = False
-        try:
-            import ctypes
-            import mmap
-            f = ctypes.CDLL(None, use_errno=True).mincore
-            f.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
-            f.restype = ctypes.c_int
-            _mincore = (f, ctypes.create_string_buffer, mmap.PAGESIZE)
-        except (OSError, AttributeError, ImportError):
-            pass
-    if not _mincore:
+    import ctypes
+    import mmap
+
+    mincore = _libc("mincore", ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+    if mincore is None:
         return False
-    f, make, page = _mincore
+    page = mmap.PAGESIZE
     for a in (addr + nbytes // 2, addr + nbytes - 1):
-        vec = make(1)
-        if f(a - a % page, page, vec) != 0 or vec.raw[0] & 1:
+        vec = ctypes.create_string_buffer(1)
+        if mincore(a - a % page, page, vec) != 0 or vec.raw[0] & 1:
             return False
     return True
 
@@ -80,20 +84,9 @@ def advise_huge_pages(addr: int, nbytes: int) -> bool:
     [addr, addr + nbytes) (Linux ``madvise(MADV_HUGEPAGE)``), as numpy does for its own
     arrays of :data:`HUGE_PAGES_MIN_BYTES` or more. Only advice: nothing is written, and
     True only if the system took it. False where there is no such call."""
-    global _madvise
-    if _madvise is None:
-        _madvise = False
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-                f = ctypes.CDLL(None, use_errno=True).madvise
-                f.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-                f.restype = ctypes.c_int
-                _madvise = f
-            except (OSError, AttributeError):
-                pass
+    madvise = _madvise()
     start = -(-addr // HUGE_PAGE) * HUGE_PAGE
     end = (addr + nbytes) // HUGE_PAGE * HUGE_PAGE
-    if not _madvise or end <= start:
+    if madvise is None or end <= start:
         return False
-    return _madvise(start, end - start, MADV_HUGEPAGE) == 0
+    return madvise(start, end - start, MADV_HUGEPAGE) == 0
