@@ -13,9 +13,10 @@ COLORS = {"rearrange": "#d62728", "numpy": "#1f77b4", "einops": "#2ca02c", "torc
 BARS = tuple(COLORS)
 
 
-def _legend_entries(plt: Any, records: list[dict[str, Any]], style: str) -> tuple[list, list]:
-    """A legend entry for every contender, present or not: one that takes part nowhere
-    in these records says why (its reason from the records) instead of vanishing."""
+def _legend_entries(records: list[dict[str, Any]], style: str) -> tuple[list, list]:
+    """A legend entry for every contender, present or not (one that takes part nowhere
+    in these records says why, its reason from the records, instead of vanishing), then
+    the limit's: bars with a solid limit line, lines with a dashed one."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -31,6 +32,9 @@ def _legend_entries(plt: Any, records: list[dict[str, Any]], style: str) -> tupl
             handles.append(Line2D([], [], color=COLORS[name], marker="o", markersize=3,
                                   linestyle="-" if present else ":"))
         labels.append(label)
+    handles.append(Line2D([], [], color="black", linewidth=2) if style == "bar" else
+                   Line2D([], [], color="black", linestyle="--"))
+    labels.append("limit (fastest contiguous copy)")
     return handles, labels
 
 
@@ -76,10 +80,7 @@ def plot_cases(records: list[dict[str, Any]], mode: str, path: Path, subtitle: s
         ax.set_ylabel("GB/s (read + write)")
         ax.set_title(f"{MODE_TITLES[mode]} · threads={n}", fontsize=9, loc="left")
         ax.grid(axis="y", alpha=0.3)
-        handles, labels = _legend_entries(plt, group, "bar")
-        from matplotlib.lines import Line2D
-        handles.append(Line2D([], [], color="black", linewidth=2))
-        labels.append("limit (fastest contiguous copy)")
+        handles, labels = _legend_entries(group, "bar")
         ax.legend(handles, labels, fontsize=7, ncol=3, loc="lower right",
                   bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.suptitle(subtitle, fontsize=9)
@@ -129,10 +130,7 @@ def plot_scaling(records: list[dict[str, Any]], path: Path, subtitle: str,
             ax.set_title(f"{mode} · threads={n}", fontsize=9)
             ax.grid(alpha=0.3, which="both")
     # one legend for every panel, below them: inside a panel it covered the smallest sizes
-    handles, labels = _legend_entries(plt, records, "line")
-    from matplotlib.lines import Line2D
-    handles.append(Line2D([], [], color="black", linestyle="--"))
-    labels.append("limit (fastest contiguous copy)")
+    handles, labels = _legend_entries(records, "line")
     fig.legend(handles, labels, fontsize=8, ncol=len(labels), loc="lower center", frameon=False)
     fig.suptitle(subtitle, fontsize=9)
     fig.tight_layout(rect=(0, 0.06, 1, 1))

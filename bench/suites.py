@@ -49,8 +49,8 @@ def jax_threads() -> int:
         return os.cpu_count() or 1
 
 
-def at_threads(calls: dict[str, Callable[[], Any]], missing: dict[str, str], threads: int,
-               libs: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
+def at_threads(calls: dict[str, Callable[[], Any]], missing: dict[str, str],
+               threads: int) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
     """The calls that can run at ``threads``: jax only at its own pool's size."""
     if "jax" in calls and threads != jax_threads():
         calls = {name: call for name, call in calls.items() if name != "jax"}
@@ -154,7 +154,7 @@ def run_cases(config: Config, libs: dict[str, Any], log: Log) -> list[dict[str, 
                 calls = contest.calls.get(mode)
                 if not calls:
                     continue
-                calls, missing = at_threads(calls, contest.missing.get(mode, {}), threads, libs)
+                calls, missing = at_threads(calls, contest.missing.get(mode, {}), threads)
                 timings = interleaved(calls, config.rounds, config.min_sample)
                 record = summarise(
                     {**base, "mode": mode, "threads": threads, "threads_set": applied,
@@ -203,7 +203,7 @@ def run_scaling(config: Config, libs: dict[str, Any], log: Log) -> list[dict[str
                 calls = contest.calls.get(mode)
                 if not calls:
                     continue
-                calls, missing = at_threads(calls, contest.missing.get(mode, {}), threads, libs)
+                calls, missing = at_threads(calls, contest.missing.get(mode, {}), threads)
                 timings = interleaved(calls, config.scaling_rounds, config.min_sample)
                 record = summarise(
                     {"suite": "scaling", "pattern": SCALING_PATTERN, "copy": True,
