@@ -121,15 +121,31 @@ def _linked_only_dispatcher_class():
     large. Here a callee's lowering stops at IR (numba's ``no_compile`` flag), its library
     is finalised without machine code, and its compile result is registered for callers
     under a key of its own (numba keys a callee's implementation by its executable, which
-    no longer exists). The runner's own IR, and so its machine code, is unchanged."""
+    no longer exists).
+
+    numba would also optimise a callee's module with all of its callees linked in, at
+    every level of the call tree, and the runner's once more: a register tile went
+    through LLVM's O3 four times. Here each function is optimised once on its own, and
+    once more in the runner's module, where the inlining across functions happens. The
+    runners' machine code is the same within a few instructions (their assembly: 2,152
+    vs 2,168 lines for rows, 7,604 vs 7,608 for the uint8 transpose)."""
     from numba.core.registry import CPUDispatcher
 
     def stop_at_ir(flags):
         flags.no_compile = True
         return flags
 
-    def finalise_without_machine_code(library):
+    def optimise_alone_then_link(library):
         # Invariant: the library is only ever linked into others (its IR), never run.
+        # Its own functions are optimised on their own (calls to its callees stay
+        # declarations); then its callees' modules, each already optimised the same way,
+        # are linked in as they are, so the runner links every function once. numba
+        # would link them first and optimise all of them again, at every level of the
+        # call tree (a register tile four times over).
+        library._optimize_final_module()
+        for callee in dict.fromkeys(library._linking_libraries):
+            library._reload_init.update(callee._reload_init)
+            library._final_module.link_in(callee._get_module_for_linking(), preserve=True)
         library._finalized = True
 
     class CalleeKey:
@@ -146,8 +162,8 @@ def _linked_only_dispatcher_class():
 
         def add_overload(self, cres):
             if cres.entry_point is None:
-                cres.library._finalize_final_module = types.MethodType(
-                    finalise_without_machine_code, cres.library)
+                cres.library.finalize = types.MethodType(optimise_alone_then_link,
+                                                         cres.library)
                 key = CalleeKey(cres.fndesc.qualname)
                 cres = cres._replace(entry_point=key)
                 self.targetctx.insert_user_function(key, cres.fndesc, [cres.library])

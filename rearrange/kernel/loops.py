@@ -280,8 +280,11 @@ def _strip_g(d, s, tok, doff, soff, ea, j0, j1, da, nb, sb, sb2, g):
         dp = doff + i * da + j0 * g
         r = r0
         for j in range(j1 - j0):
-            for x in range(g):
-                _st(d, dp + x, _ld(s, sp + x, tok))
+            # g is 1 or 2: written out, where a loop over x would be vectorised and
+            # unrolled into code many times the size of this edge case's.
+            _st(d, dp, _ld(s, sp, tok))
+            if g == 2:
+                _st(d, dp + 1, _ld(s, sp + 1, tok))
             dp += g
             sp += sb
             r += 1
@@ -291,38 +294,25 @@ def _strip_g(d, s, tok, doff, soff, ea, j0, j1, da, nb, sb, sb2, g):
 
 
 @jit()
-def _column_block(d, s, tok, c0, soff, j0, na, p, nt, pf):
-    """Destination columns j0..j0+Kb-1 of a tiled-transpose panel over all its ``na``
-    rows (na >= Ka), in register tiles; the last tile is moved up to end at row na,
-    rewriting rows the one before it wrote (with the same values). Columns run over
-    (b2, b): column j reads source row (j // nb)*sb2 + (j % nb)*sb. ``c0`` / ``soff``:
-    the panel's column-0 offsets; ``nt``: non-temporal stores (the rows of every tile
-    start on a line)."""
+def _tile_column(dt0, st0, n, da, sb, split, jump, tok, ka, kb, g, nt, pf):
+    """Rows 0..n-1 (n >= ka) of a column of register tiles (``_tile``, g units per
+    element, 1 or 2): tile i stores at dt0 + i*ka*da units and loads from st0 + i*ka*g
+    units; the last is moved up to end at row n, rewriting rows the one before it wrote
+    (with the same values). ``split`` / ``jump``: the tile's source rows after the
+    split-th are ``jump`` units further on; ``nt``: non-temporal stores (the rows of
+    every tile start on a line); ``pf``: prefetch source lines this many lines ahead (0:
+    not). Column blocks and seams share it, so each of the four tile variants (large:
+    unrolled shuffles) is emitted once per runner."""
     u = _unit(tok)
-    da = p[P_DA]
-    nb = p[P_NB]
-    sb = p[P_SB]
-    g = p[P_G]
-    ka = p[P_TA]
-    kb = p[P_TB]
-    # Where (if at all) the block's columns cross into the next b2.
-    q = j0 // nb
-    jr = j0 - q * nb
-    split = nb - jr                     # columns before the crossing (>= kb: none)
-    jump = p[P_SB2] - nb * sb
     dstep = ka * da * u
     sstep = ka * g * u
-    da0 = d + (c0 + j0 * g) * u
-    sa0 = s + (soff + q * p[P_SB2] + jr * sb) * u
-    nfull = na // ka
-    if split < kb:
-        pf = 0
-    for i in range(nfull + (na > nfull * ka)):
-        dt = da0 + i * dstep
-        st = sa0 + i * sstep
-        if i == nfull:                  # the last rows: a tile ending at row na
-            dt = da0 + (na - ka) * da * u
-            st = sa0 + (na - ka) * g * u
+    nfull = n // ka
+    for i in range(nfull + (n > nfull * ka)):
+        dt = dt0 + i * dstep
+        st = st0 + i * sstep
+        if i == nfull:                  # the last rows: a tile ending at row n
+            dt = dt0 + (n - ka) * da * u
+            st = st0 + (n - ka) * g * u
         elif pf and (i * sstep) % LINE == 0:
             # The source lines pf lines ahead of this tile: a tile reads kb rows, more
             # streams than the hardware prefetchers follow.
@@ -338,6 +328,27 @@ def _column_block(d, s, tok, c0, soff, j0, na, p, nt, pf):
                 _tile(dt, da, st, sb, split, jump, tok, 2, True)
             else:
                 _tile(dt, da, st, sb, split, jump, tok, 2, False)
+
+
+@jit()
+def _column_block(d, s, tok, c0, soff, j0, na, p, nt, pf):
+    """Destination columns j0..j0+Kb-1 of a tiled-transpose panel over all its ``na``
+    rows (na >= Ka), in register tiles (_tile_column). Columns run over (b2, b): column
+    j reads source row (j // nb)*sb2 + (j % nb)*sb. ``c0`` / ``soff``: the panel's
+    column-0 offsets; ``nt``: non-temporal stores."""
+    u = _unit(tok)
+    nb = p[P_NB]
+    sb = p[P_SB]
+    g = p[P_G]
+    kb = p[P_TB]
+    # Where (if at all) the block's columns cross into the next b2.
+    q = j0 // nb
+    jr = j0 - q * nb
+    split = nb - jr                     # columns before the crossing (>= kb: none)
+    if split < kb:
+        pf = 0
+    _tile_column(d + (c0 + j0 * g) * u, s + (soff + q * p[P_SB2] + jr * sb) * u, na,
+                 p[P_DA], sb, split, p[P_SB2] - nb * sb, tok, p[P_TA], kb, g, nt, pf)
 
 
 @jit()
@@ -374,9 +385,9 @@ def _panel_simd(d, s, tok, doff, soff, jb, na, p):
 @jit()
 def _seam_block(d, s, tok, c0, soff, na, p):
     """The lines where destination rows of a tiled-transpose panel meet (rows back to
-    back, da == ncols*g, starting w = p[P_SEAM] columns past a line), non-temporally:
-    from the line before the start of row a, Kb columns: the last w of row a-1, then
-    the first of row a (the first block's too, rewritten with the same values). The two
+    back, da == ncols*g, starting w = p[P_SEAM] columns past a line), as whole lines
+    (non-temporal where the panel's stores are): from the line before the start of row
+    a, Kb columns: the last w of row a-1, then the first of row a (the first block's too, rewritten with the same values). The two
     parts read different source rows, and columns a-1 / a: the tile's jump. Rows 1 to
     na-1 in tiles, the last one moved up; the head of row 0 and the tail of row na-1,
     and all heads and tails when na <= Ka, one unit at a time."""
@@ -396,15 +407,10 @@ def _seam_block(d, s, tok, c0, soff, na, p):
         _strip_g(d, s, tok, c0, soff, na, na - na, p[P_JSTART], da, nb, sb, sb2, g)
         _strip_g(d, s, tok, c0, soff, na, ncols - w, ncols, da, nb, sb, sb2, g)
         return
-    nfull = n // ka
-    for i in range(nfull + (n > nfull * ka)):
-        a = 1 + i * ka if i < nfull else na - ka
-        dt = d + (c0 + a * da - w * g) * u
-        st = s + (soff + tail + (a - 1) * g) * u
-        if g == 1:
-            _tile(dt, da, st, sb, w, jump, tok, 1, True)
-        else:
-            _tile(dt, da, st, sb, w, jump, tok, 2, True)
+    # Row a's seam tile stores from row a, w columns before column 0, and loads from
+    # source column a - 1's row ``tail``.
+    _tile_column(d + (c0 + da - w * g) * u, s + (soff + tail) * u, n, da, sb, w, jump,
+                 tok, ka, p[P_TB], g, p[P_NT], n - n)
     one = na - n          # runtime ones and zeros: literal ones would compile _strip_g anew
     _strip_g(d, s, tok, c0, soff, one, one - one, p[P_JSTART], da, nb, sb, sb2, g)
     _strip_g(d, s, tok, c0 + n * da, soff + n * g, one, ncols - w, ncols, da, nb, sb, sb2, g)
