@@ -156,7 +156,9 @@ def _warmup(args: argparse.Namespace) -> int:
     from . import kernel
 
     start = time.perf_counter()
-    compiled = kernel.warmup(parallel=args.parallel)
+    # This process ends here: the runners the workers compiled are left on disk for
+    # the processes that copy, not loaded into this one.
+    compiled = kernel.warmup(parallel=args.parallel, load=False)
     print(f"{len(compiled)} kernel runners ready in {time.perf_counter() - start:.1f} s "
           f"({args.parallel} compile process{'es' if args.parallel != 1 else ''}; cached "
           f"on disk; threads: {kernel.get_num_threads()})")

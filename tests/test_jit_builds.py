@@ -207,6 +207,34 @@ def test_concurrent_processes_compile_each_runner_once(tmp_path: Path) -> None:
     assert (cache / "tiles-u1.lock").exists()
 
 
+def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
+    """``rearrange warmup --parallel 2`` on an empty cache: two workers share the twelve
+    runners out and the command reports them all; it does not load them itself, so the
+    test is that a fresh process finds each on disk, compiles nothing, and copies
+    through the kernel with numpy's results."""
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k not in ("REARRANGE_JIT", "NUMBA_CACHE_DIR")}
+    env["REARRANGE_CACHE_DIR"] = str(cache)
+    done = subprocess.run([sys.executable, "-m", "rearrange", "warmup", "--parallel", "2"],
+                          env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr
+    names = [line.strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert sorted(names) == sorted(f"{family}[uint{8 * u}]" for family in
+                                   ("rows", "transpose", "tiles") for u in (1, 2, 4, 8))
+    assert not workers_alive(cache)
+    later = run(f"""
+        on_disk = [builds.status(f, u) for f in ("rows", "transpose", "tiles")
+                   for u in (1, 2, 4, 8)]
+        for dtype, shape, pattern, family, unit in {FIRST_COPIES!r}:
+            check(dtype, shape, pattern)
+            assert builds.status(family, unit) == "ready", (family, unit)
+        print(json.dumps({{"on_disk": on_disk, "compiled": builds.compiles_started}}))
+    """, cache)
+    assert set(later["on_disk"]) == {"on disk"}
+    assert later["compiled"] == 0
+
+
 def test_fork_while_compiling(tmp_path: Path) -> None:
     """A child forked while its parent compiles forgets that compile and the parent's
     lock descriptors, copies correctly at once, and gets the kernel itself (waiting on

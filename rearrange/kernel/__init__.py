@@ -75,10 +75,11 @@ def path_now(kernel: CopyKernel) -> str | None:
     return None if family is None else describe(family, kernel.unit_bytes, kernel.fallback)
 
 
-def warmup(parallel: int = 1) -> list[str]:
+def warmup(parallel: int = 1, load: bool = True) -> list[str]:
     """Compile (or load from the disk cache) every copy-kernel runner now: in this
-    process, or spread over ``parallel`` worker processes. Returns their names."""
-    return build_everything(parallel)
+    process, or spread over ``parallel`` worker processes and then loaded here (with
+    ``load=False``: left on disk for the processes that copy). Returns their names."""
+    return build_everything(parallel, load)
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
