@@ -182,7 +182,11 @@ def prepare() -> None:
     materialise()
     from numba.core.registry import cpu_target
 
-    cpu_target.target_context.refresh()
+    # Under the build lock, like numba's import: a fork waits for it (a child forked
+    # mid-refresh inherited half-run generators of numba's entry-point discovery, and
+    # its own first load failed with "generator already executing").
+    with _build_lock:
+        cpu_target.target_context.refresh()
 
 
 def _reset_build_lock_in_child() -> None:
