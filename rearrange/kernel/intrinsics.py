@@ -73,6 +73,23 @@ def define_intrinsics() -> dict:
             return sig, codegen
         return store
 
+    @intrinsic(prefer_literal=True)
+    def _put(typingctx, addr, idx, val, staged):
+        """A store to the staging buffer (``staged``, a literal: typed apart) or the
+        destination: one call site in the loops for either scope."""
+        if not isinstance(staged, types.BooleanLiteral):
+            return None
+        space = "stage" if staged.literal_value else "dst"
+        sig = types.void(types.int64, types.int64, val, staged)
+
+        def codegen(context, builder, signature, args):
+            llty = context.get_value_type(signature.args[2])
+            p = builder.gep(ptr(builder, args[0], llty), [args[1]])
+            st = builder.store(args[2], p, align=signature.args[2].bitwidth // 8)
+            mark(st, builder.module, space)
+            return context.get_dummy_value()
+        return sig, codegen
+
     def make_line_nt(space):
         @intrinsic
         def line_nt(typingctx, daddr, saddr):
@@ -350,7 +367,7 @@ def define_intrinsics() -> dict:
         return weave
 
     return {"_ld": make_load("src"), "_st": make_store("dst"), "_ldb": make_load("stage"),
-            "_stb": make_store("stage"), "_line_nt": make_line_nt("src"),
+            "_stb": make_store("stage"), "_put": _put, "_line_nt": make_line_nt("src"),
             "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
             "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add,
             "_call_madvise": _call_madvise, "_touch": _touch, "_weave": make_weave("dst"),

@@ -30,7 +30,7 @@ from .plan import LINE
 __all__ = ["runner", "FAMILIES", "RUNS"]
 
 # Placeholders: bound by jit.materialise() before anything is compiled.
-_ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
+_ld = _st = _ldb = _stb = _put = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
 _fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
 
 
@@ -183,48 +183,33 @@ def _tile_rows_nt(d, s, tok, doff, soff, ea, eb, sa, da, sb, order, buf):
 @jit(inline="always")
 def _deinterleave(t, staged, s, tok, toff, soff, n, da, m):
     """t[c*da + j] = src[j*m + c] for c < m in (2, 3, 4), j < n, into the destination
-    (t == d) or the staging buffer (``staged``, a constant at every call site: inlined,
-    the branch folds away). Constant strides, so LLVM vectorises the loads as one
-    interleaved group."""
+    (t == d) or the staging buffer (``staged``, a literal at every call site: inlined,
+    each call site stores into its own scope). Constant strides, so LLVM vectorises the
+    loads as one interleaved group."""
     if m == 2:
         for j in range(n):
             x0 = _ld(s, soff + 2 * j, tok)
             x1 = _ld(s, soff + 2 * j + 1, tok)
-            if staged:
-                _stb(t, toff + j, x0)
-                _stb(t, toff + da + j, x1)
-            else:
-                _st(t, toff + j, x0)
-                _st(t, toff + da + j, x1)
+            _put(t, toff + j, x0, staged)
+            _put(t, toff + da + j, x1, staged)
     elif m == 3:
         for j in range(n):
             x0 = _ld(s, soff + 3 * j, tok)
             x1 = _ld(s, soff + 3 * j + 1, tok)
             x2 = _ld(s, soff + 3 * j + 2, tok)
-            if staged:
-                _stb(t, toff + j, x0)
-                _stb(t, toff + da + j, x1)
-                _stb(t, toff + 2 * da + j, x2)
-            else:
-                _st(t, toff + j, x0)
-                _st(t, toff + da + j, x1)
-                _st(t, toff + 2 * da + j, x2)
+            _put(t, toff + j, x0, staged)
+            _put(t, toff + da + j, x1, staged)
+            _put(t, toff + 2 * da + j, x2, staged)
     else:
         for j in range(n):
             x0 = _ld(s, soff + 4 * j, tok)
             x1 = _ld(s, soff + 4 * j + 1, tok)
             x2 = _ld(s, soff + 4 * j + 2, tok)
             x3 = _ld(s, soff + 4 * j + 3, tok)
-            if staged:
-                _stb(t, toff + j, x0)
-                _stb(t, toff + da + j, x1)
-                _stb(t, toff + 2 * da + j, x2)
-                _stb(t, toff + 3 * da + j, x3)
-            else:
-                _st(t, toff + j, x0)
-                _st(t, toff + da + j, x1)
-                _st(t, toff + 2 * da + j, x2)
-                _st(t, toff + 3 * da + j, x3)
+            _put(t, toff + j, x0, staged)
+            _put(t, toff + da + j, x1, staged)
+            _put(t, toff + 2 * da + j, x2, staged)
+            _put(t, toff + 3 * da + j, x3, staged)
 
 
 @jit()
@@ -259,11 +244,7 @@ def _interleave(t, staged, s, tok, toff, soff, n, sb, m, nt):
             _weave(t + (toff + i * m) * u, s + (soff + i) * u, sb, tok, m, nt)
     for i in range(nv, n):
         for c in range(m):
-            x = _ld(s, soff + c * sb + i, tok)
-            if staged:
-                _stb(t, toff + i * m + c, x)
-            else:
-                _st(t, toff + i * m + c, x)
+            _put(t, toff + i * m + c, _ld(s, soff + c * sb + i, tok), staged)
 
 
 @jit()
@@ -387,10 +368,11 @@ def _seam_block(d, s, tok, c0, soff, na, p):
     """The lines where destination rows of a tiled-transpose panel meet (rows back to
     back, da == ncols*g, starting w = p[P_SEAM] columns past a line), as whole lines
     (non-temporal where the panel's stores are): from the line before the start of row
-    a, Kb columns: the last w of row a-1, then the first of row a (the first block's too, rewritten with the same values). The two
-    parts read different source rows, and columns a-1 / a: the tile's jump. Rows 1 to
-    na-1 in tiles, the last one moved up; the head of row 0 and the tail of row na-1,
-    and all heads and tails when na <= Ka, one unit at a time."""
+    a, Kb columns: the last w of row a-1, then the first of row a (the first block's
+    too, rewritten with the same values). The two parts read different source rows, and
+    columns a-1 / a: the tile's jump. Rows 1 to na-1 in tiles, the last one moved up;
+    the head of row 0 and the tail of row na-1, and all heads and tails when na <= Ka,
+    one unit at a time."""
     u = _unit(tok)
     g = p[P_G]
     ka = p[P_TA]
