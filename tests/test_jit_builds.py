@@ -52,18 +52,25 @@ def check(dtype, shape, pattern):
 """
 
 
-def run(script: str, cache: Path, mode: str | None = None, timeout: float = 600,
-        background: bool = False) -> subprocess.Popen | dict:
-    """Run ``script`` (after PRELUDE) in a fresh interpreter on ``cache``; it prints one
-    JSON line last, returned parsed (or the Popen, with ``background``)."""
+def environment(cache: Path, mode: str | None = None) -> dict[str, str]:
+    """This process's environment for a fresh interpreter on ``cache``, in ``mode``
+    (None: the default)."""
     env = {k: v for k, v in os.environ.items() if k not in ("REARRANGE_JIT", "NUMBA_CACHE_DIR")}
     env["REARRANGE_CACHE_DIR"] = str(cache)
     if mode is not None:
         env["REARRANGE_JIT"] = mode
+    return env
+
+
+def run(script: str, cache: Path, mode: str | None = None, timeout: float = 600,
+        background: bool = False) -> subprocess.Popen | dict:
+    """Run ``script`` (after PRELUDE) in a fresh interpreter on ``cache``; it prints one
+    JSON line last, returned parsed (or the Popen, with ``background``)."""
     code = PRELUDE + textwrap.dedent(script)
     cwd = next(p for p in cache.parents if p.is_dir())   # not the source tree
-    process = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=str(cwd),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", code], env=environment(cache, mode),
+                               cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
     if background:
         return process
     return finish(process, timeout)
@@ -213,11 +220,9 @@ def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
     test is that a fresh process finds each on disk, compiles nothing, and copies
     through the kernel with numpy's results."""
     cache = tmp_path / "cache"
-    env = {k: v for k, v in os.environ.items() if k not in ("REARRANGE_JIT", "NUMBA_CACHE_DIR")}
-    env["REARRANGE_CACHE_DIR"] = str(cache)
     done = subprocess.run([sys.executable, "-m", "rearrange", "warmup", "--parallel", "2"],
-                          env=env, cwd=str(tmp_path), capture_output=True, text=True,
-                          timeout=900)
+                          env=environment(cache), cwd=str(tmp_path), capture_output=True,
+                          text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     names = [line.strip() for line in done.stdout.splitlines() if line.startswith("  ")]
     assert sorted(names) == sorted(f"{family}[uint{8 * u}]" for family in

@@ -304,17 +304,15 @@ def build_everything(parallel: int = 1, load: bool = True) -> list[str]:
     to be on disk (the command line's warmup, whose process ends there). Returns their
     names, as ``warmup`` reports them."""
     keys = [(family, u) for family in _WARMUP_ORDER for u in UNIT_DTYPES]
-    workers_built = False
     if parallel > 1 and cache_directory() is not None:
         todo = [k for k in keys if k not in _ready and not _on_disk(k)]
         if todo:
             workers = [_spawn_worker(todo, shared=True) for _ in range(parallel)]
             for worker in workers:
                 _finish_worker(worker)
-        workers_built = True
     names = []
     for key in keys:
-        if load or not workers_built or not _on_disk(key):
+        if load or not _on_disk(key):
             build_here(key)
         names.append(f"{key[0]}[{UNIT_DTYPES[key[1]].__name__}]")
     return names

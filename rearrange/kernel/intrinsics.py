@@ -59,18 +59,20 @@ def define_intrinsics() -> dict:
             return sig, codegen
         return load
 
+    def store_codegen(space):
+        # (addr, idx, val, ...): val stored at addr + idx units, in ``space``.
+        def codegen(context, builder, signature, args):
+            llty = context.get_value_type(signature.args[2])
+            p = builder.gep(ptr(builder, args[0], llty), [args[1]])
+            st = builder.store(args[2], p, align=signature.args[2].bitwidth // 8)
+            mark(st, builder.module, space)
+            return context.get_dummy_value()
+        return codegen
+
     def make_store(space):
         @intrinsic
         def store(typingctx, addr, idx, val):
-            sig = types.void(types.int64, types.int64, val)
-
-            def codegen(context, builder, signature, args):
-                llty = context.get_value_type(signature.args[2])
-                p = builder.gep(ptr(builder, args[0], llty), [args[1]])
-                st = builder.store(args[2], p, align=signature.args[2].bitwidth // 8)
-                mark(st, builder.module, space)
-                return context.get_dummy_value()
-            return sig, codegen
+            return types.void(types.int64, types.int64, val), store_codegen(space)
         return store
 
     @intrinsic(prefer_literal=True)
@@ -80,15 +82,7 @@ def define_intrinsics() -> dict:
         if not isinstance(staged, types.BooleanLiteral):
             return None
         space = "stage" if staged.literal_value else "dst"
-        sig = types.void(types.int64, types.int64, val, staged)
-
-        def codegen(context, builder, signature, args):
-            llty = context.get_value_type(signature.args[2])
-            p = builder.gep(ptr(builder, args[0], llty), [args[1]])
-            st = builder.store(args[2], p, align=signature.args[2].bitwidth // 8)
-            mark(st, builder.module, space)
-            return context.get_dummy_value()
-        return sig, codegen
+        return types.void(types.int64, types.int64, val, staged), store_codegen(space)
 
     def make_line_nt(space):
         @intrinsic

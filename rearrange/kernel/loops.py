@@ -30,8 +30,8 @@ from .plan import LINE
 __all__ = ["runner", "FAMILIES", "RUNS"]
 
 # Placeholders: bound by jit.materialise() before anything is compiled.
-_ld = _st = _ldb = _stb = _put = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
-_fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
+_ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
+_put = _fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
 
 
 @jit()
