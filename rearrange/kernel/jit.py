@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import types
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -123,29 +124,16 @@ def _linked_only_dispatcher_class():
     under a key of its own (numba keys a callee's implementation by its executable, which
     no longer exists).
 
-    numba would also optimise a callee's module with all of its callees linked in, at
-    every level of the call tree, and the runner's once more: a register tile went
-    through LLVM's O3 four times. Here each function is optimised once on its own, and
-    once more in the runner's module, where the inlining across functions happens. The
-    runners' machine code is the same within a few instructions (their assembly: 2,152
-    vs 2,168 lines for rows, 7,604 vs 7,608 for the uint8 transpose)."""
+    How callees are linked and optimised: :func:`_link_and_optimise`."""
     from numba.core.registry import CPUDispatcher
 
     def stop_at_ir(flags):
         flags.no_compile = True
         return flags
 
-    def optimise_alone_then_link(library):
+    def finalise_callee(library):
         # Invariant: the library is only ever linked into others (its IR), never run.
-        # Its own functions are optimised on their own (calls to its callees stay
-        # declarations); then its callees' modules, each already optimised the same way,
-        # are linked in as they are, so the runner links every function once. numba
-        # would link them first and optimise all of them again, at every level of the
-        # call tree (a register tile four times over).
-        library._optimize_final_module()
-        for callee in dict.fromkeys(library._linking_libraries):
-            library._reload_init.update(callee._reload_init)
-            library._final_module.link_in(callee._get_module_for_linking(), preserve=True)
+        _link_and_optimise(library, library._optimize_final_module)
         library._finalized = True
 
     class CalleeKey:
@@ -162,8 +150,7 @@ def _linked_only_dispatcher_class():
 
         def add_overload(self, cres):
             if cres.entry_point is None:
-                cres.library.finalize = types.MethodType(optimise_alone_then_link,
-                                                         cres.library)
+                cres.library.finalize = types.MethodType(finalise_callee, cres.library)
                 key = CalleeKey(cres.fndesc.qualname)
                 cres = cres._replace(entry_point=key)
                 self.targetctx.insert_user_function(key, cres.fndesc, [cres.library])
@@ -302,6 +289,51 @@ def _kernel_cache_class(directory: str):
 
 # --------------------------------------------------------------------------- runners
 
+# A callee whose optimised IR has more instructions than this is linked into its callers
+# after their optimisation, as it is, and called; smaller ones before it, to be inlined.
+# Given whole runners, LLVM's O3 inliner inlined every callee of up to 60 instructions and
+# kept every one of 98 or more a call: at 80 the runners keep the same functions.
+INLINE_LIMIT = 80
+
+_sizes: "weakref.WeakKeyDictionary[object, int]" = weakref.WeakKeyDictionary()
+
+
+def _link_and_optimise(library, optimise) -> None:
+    """Link ``library``'s callees into its module and optimise it, each function once.
+
+    numba links every callee first and then optimises the whole module, at every level
+    of the call tree: a register tile went through LLVM's O3 four times, and a runner's
+    O3 re-optimised every (already optimised) function of its panels. Here the small
+    callees (at most INLINE_LIMIT instructions, the ones LLVM inlines) are linked first,
+    ``optimise`` runs, and then the large ones — each optimised in its own library
+    already — are linked in as they are. Callees are finalised before their callers
+    (``_get_module_for_linking``), so their sizes are known here."""
+    callees = [(callee, callee._get_module_for_linking())
+               for callee in dict.fromkeys(library._linking_libraries)]
+    large = []
+    for callee, module in callees:
+        library._reload_init.update(callee._reload_init)
+        if _sizes.get(callee, 0) > INLINE_LIMIT:
+            large.append(module)
+        else:
+            library._final_module.link_in(module, preserve=True)
+    optimise()
+    _sizes[library] = sum(1 for function in library._final_module.functions
+                          for block in function.blocks for _ in block.instructions)
+    for module in large:
+        library._final_module.link_in(module, preserve=True)
+
+
+def _finalise_runner(library) -> None:
+    """numba's ``finalize`` for a runner's library, linking and optimising as its callees
+    do (:func:`_link_and_optimise`)."""
+    library._codegen._check_llvm_bugs()
+    library._raise_if_finalized()
+    _link_and_optimise(library, library._optimize_final_module)
+    library._final_module.verify()
+    library._finalize_final_module()
+
+
 _runners: dict[tuple, object] = {}
 _compiled_runs: dict[tuple, object] = {}
 
@@ -350,6 +382,7 @@ def compile_runner(run, u: int, compile: bool = True):
                 if not compile:
                     return None
                 cres = cfunc._compile_uncached()
+                cres.library.finalize = types.MethodType(_finalise_runner, cres.library)
                 if cache is not None:
                     cache.save_overload(cfunc._sig, cres)
             address = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
