@@ -295,7 +295,18 @@ def _kernel_cache_class(directory: str):
 # kept every one of 98 or more a call: at 80 the runners keep the same functions.
 INLINE_LIMIT = 80
 
-_sizes: "weakref.WeakKeyDictionary[object, int]" = weakref.WeakKeyDictionary()
+_large: "weakref.WeakSet[object]" = weakref.WeakSet()   # libraries above INLINE_LIMIT
+
+
+def _above_inline_limit(module) -> bool:
+    count = 0
+    for function in module.functions:
+        for block in function.blocks:
+            for _ in block.instructions:
+                count += 1
+                if count > INLINE_LIMIT:      # stop early: one ffi call per instruction
+                    return True
+    return False
 
 
 def _link_and_optimise(library, optimise) -> None:
@@ -313,13 +324,13 @@ def _link_and_optimise(library, optimise) -> None:
     large = []
     for callee, module in callees:
         library._reload_init.update(callee._reload_init)
-        if _sizes.get(callee, 0) > INLINE_LIMIT:
+        if callee in _large:
             large.append(module)
         else:
             library._final_module.link_in(module, preserve=True)
     optimise()
-    _sizes[library] = sum(1 for function in library._final_module.functions
-                          for block in function.blocks for _ in block.instructions)
+    if _above_inline_limit(library._final_module):
+        _large.add(library)
     for module in large:
         library._final_module.link_in(module, preserve=True)
 
