@@ -166,6 +166,32 @@ def define_intrinsics() -> dict:
         return sig, codegen
 
     @intrinsic
+    def _stack_bytes(typingctx, nbytes):
+        """The address of nbytes in the calling function's stack frame, LINE-aligned:
+        valid until that function returns. Call it outside loops (each call grows the
+        frame)."""
+        sig = types.int64(types.int64)
+
+        def codegen(context, builder, signature, args):
+            mem = builder.alloca(ir.IntType(8), size=args[0])
+            mem.align = LINE
+            return builder.ptrtoint(mem, ir.IntType(64))
+        return sig, codegen
+
+    @intrinsic
+    def _stack_zeros(typingctx, n):
+        """n int64 zeros in the calling function's stack frame (a pointer for carray),
+        valid until it returns; as _stack_bytes, outside loops."""
+        sig = types.CPointer(types.int64)(types.int64)
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            mem = builder.alloca(i64, size=args[0])
+            cgutils.memset(builder, mem, builder.mul(args[0], ir.Constant(i64, 8)), 0)
+            return mem
+        return sig, codegen
+
+    @intrinsic
     def _sfence(typingctx):
         sig = types.void()
 
@@ -365,5 +391,6 @@ def define_intrinsics() -> dict:
             "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
             "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add,
             "_call_madvise": _call_madvise, "_touch": _touch, "_weave": make_weave("dst"),
-            "_weave_b": make_weave("stage")}
+            "_weave_b": make_weave("stage"), "_stack_bytes": _stack_bytes,
+            "_stack_zeros": _stack_zeros}
 

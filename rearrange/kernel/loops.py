@@ -15,8 +15,6 @@ destination contiguously and writes them out as whole non-temporal lines.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .abi import (C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NEXT, C_NWORK, C_POP_END, C_POP_N,
                   C_POP_NEXT, C_POP_START, C_POP_STEP, DIRECT_NT,
                   KIND_WEAVE, P_DA, P_DOFF, P_DR, P_G, P_ITA, P_ITB, P_ITR, P_JSTART,
@@ -32,6 +30,7 @@ __all__ = ["runner", "FAMILIES", "RUNS"]
 # Placeholders: bound by jit.materialise() before anything is compiled.
 _ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
 _put = _fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
+_stack_bytes = _stack_zeros = None
 
 
 @jit()
@@ -468,16 +467,6 @@ def _extent(p, idx, itx, tile, whole):
 
 
 @jit()
-def _staging(p, tok):
-    """The thread's staging buffer: (its array, which keeps it alive; its first
-    LINE-aligned address; its capacity in units)."""
-    stage = np.empty(p[P_STAGE] + LINE, np.uint8)
-    buf = stage.ctypes.data
-    buf += (-buf) % LINE
-    return stage, buf, p[P_STAGE] // _unit(tok)
-
-
-@jit()
 def _publish(cp, done):
     """Count this thread's work units as done: the stores (non-temporal ones too) are
     ordered before the count that publishes them."""
@@ -499,8 +488,9 @@ def _run_rows(cp, d, s, itp, pp, tok):
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
-    idx = np.zeros(it[0] + 1, np.int64)
-    stage, buf, cap = _staging(p, tok)
+    idx = carray(_stack_zeros(it[0] + 1), (it[0] + 1,))
+    buf = _stack_bytes(p[P_STAGE])        # the stream's buffer
+    cap = p[P_STAGE] // _unit(tok)
     zero = itp[0] - itp[0]  # runtime zeros: literal ones would type the helpers' calls twice
     wst, wln, done = zero, zero, zero
     itb, itr = p[P_ITB], p[P_ITR]
@@ -525,7 +515,7 @@ def _run_transpose(cp, d, s, itp, pp, tok):
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
-    idx = np.zeros(it[0] + 1, np.int64)
+    idx = carray(_stack_zeros(it[0] + 1), (it[0] + 1,))
     done = itp[0] - itp[0]
     ita, itb = p[P_ITA], p[P_ITB]
     while True:
@@ -549,8 +539,9 @@ def _run_tiles(cp, d, s, itp, pp, tok):
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
-    idx = np.zeros(it[0] + 1, np.int64)
-    stage, buf, cap = _staging(p, tok)
+    idx = carray(_stack_zeros(it[0] + 1), (it[0] + 1,))
+    buf = _stack_bytes(p[P_STAGE])        # the stream's buffer
+    cap = p[P_STAGE] // _unit(tok)
     zero = itp[0] - itp[0]
     wst, wln, done = zero, zero, zero
     weave = p[P_KIND] == KIND_WEAVE
