@@ -76,6 +76,8 @@ ROW_BLOCK_BYTES = 4096           # short rows: blocks of two outer dims, runs of
 ROW_STREAMS_MAX = 64             # when a panel would read more source streams than this
 TILE_BLOCK_BYTES = 1024          # the same for the panels of tiled transposes
 STAGE_BYTES = 16 << 10           # per-thread staging buffer of the write-combining stream
+#                                  (in the runner's stack frame: keep it well under the
+#                                  smallest thread stacks, 128 KiB on musl)
 PREFETCH_ROW_BYTES = 4096        # rows up to this long are prefetched in software,
 PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units later
 TILE_PREFETCH_LINES = {1: 2}     # register tiles, per unit: prefetch this many lines ahead
