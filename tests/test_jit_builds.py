@@ -240,6 +240,17 @@ def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
     assert later["compiled"] == 0
 
 
+def test_a_failing_worker_reports_why(tmp_path: Path) -> None:
+    """A compile worker leaves with os._exit (no interpreter teardown): what it reports
+    on stderr must still reach its parent, and its exit status say that it failed."""
+    cache = tmp_path / "cache"
+    done = subprocess.run([sys.executable, "-m", "rearrange.kernel.worker", "nosuch:4"],
+                          env=environment(cache), cwd=str(tmp_path), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == "KeyError: 'nosuch'"
+
+
 def test_fork_while_compiling(tmp_path: Path) -> None:
     """A child forked while its parent compiles forgets that compile and the parent's
     lock descriptors, copies correctly at once, and gets the kernel itself (waiting on
