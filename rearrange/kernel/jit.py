@@ -133,7 +133,7 @@ def _linked_only_dispatcher_class():
 
     def finalise_callee(library):
         # Invariant: the library is only ever linked into others (its IR), never run.
-        _link_and_optimise(library, library._optimize_final_module)
+        _link_and_optimise(library)
         library._finalized = True
 
     class CalleeKey:
@@ -309,14 +309,14 @@ def _above_inline_limit(module) -> bool:
     return False
 
 
-def _link_and_optimise(library, optimise) -> None:
+def _link_and_optimise(library) -> None:
     """Link ``library``'s callees into its module and optimise it, each function once.
 
     numba links every callee first and then optimises the whole module, at every level
     of the call tree: a register tile went through LLVM's O3 four times, and a runner's
     O3 re-optimised every (already optimised) function of its panels. Here the small
     callees (at most INLINE_LIMIT instructions, the ones LLVM inlines) are linked first,
-    ``optimise`` runs, and then the large ones — each optimised in its own library
+    numba's optimisation of the module runs, and then the large ones — each optimised in its own library
     already — are linked in as they are. Callees are finalised before their callers
     (``_get_module_for_linking``), so their sizes are known here."""
     callees = [(callee, callee._get_module_for_linking())
@@ -328,7 +328,7 @@ def _link_and_optimise(library, optimise) -> None:
             large.append(module)
         else:
             library._final_module.link_in(module, preserve=True)
-    optimise()
+    library._optimize_final_module()
     if _above_inline_limit(library._final_module):
         _large.add(library)
     for module in large:
@@ -340,7 +340,7 @@ def _finalise_runner(library) -> None:
     do (:func:`_link_and_optimise`)."""
     library._codegen._check_llvm_bugs()
     library._raise_if_finalized()
-    _link_and_optimise(library, library._optimize_final_module)
+    _link_and_optimise(library)
     library._final_module.verify()
     library._finalize_final_module()
 
