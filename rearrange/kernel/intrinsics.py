@@ -20,6 +20,10 @@ __all__ = ["define_intrinsics"]
 # this many rows, each parked on the stack while the next is done (see _tile).
 _PARK_ROWS = 16
 
+# Vector width (bytes) -> unit sizes whose 2-4 way interleaves (_weave) are built 16-byte
+# lane by lane (see in_lanes).
+_LANE_WEAVE_UNITS = {32: (1, 2)}
+
 
 def define_intrinsics() -> dict:
     """The LLVM-level building blocks: raw loads/stores with alias scopes (source and
@@ -351,6 +355,40 @@ def define_intrinsics() -> dict:
             u = tok.bitwidth // 8
             lanes = LINE // u
 
+            def in_lanes(builder, rows, m):
+                """The m interleaved lines of m source lines, 16-byte lane by lane: each
+                half (a vector register) of a line is interleaved within its two
+                16-byte lanes by shuffles that stay in them (pshufb), and only then are
+                whole lanes put in order, one two-source lane shuffle per register. LLVM
+                lowered the direct line-wide picks to lane-crossing permutes and blends
+                with spills."""
+                per = 16 // u                   # units per 16-byte lane
+                half = 2 * per                  # units per register
+                vh = ir.VectorType(rows[0].type.element, half)
+                out = []                        # registers of the m lines, in order
+                for q in range(lanes // half):
+                    xs = [builder.shuffle_vector(r, r, ir.Constant(
+                        ir.VectorType(i32, half), list(range(q * half, (q + 1) * half))))
+                          for r in rows]
+                    # ys[j]: lane h holds units j*per .. j*per+per-1 of the m*per units
+                    # that interleave the source units of lane h.
+                    ys = []
+                    for j in range(m):
+                        picks = [((j * per + l) % m, h * per + (j * per + l) // m)
+                                 for h in range(2) for l in range(per)]
+                        ys.append(gather(builder, xs, picks))
+                    for k in range(m):
+                        a, b = divmod(2 * k, m), divmod(2 * k + 1, m)
+                        # flat lane f = h*m + j is lane h of ys[j]
+                        lo = [a[0] * per + l for l in range(per)]
+                        hi = [half + b[0] * per + l for l in range(per)]
+                        out.append(builder.shuffle_vector(ys[a[1]], ys[b[1]], ir.Constant(
+                            ir.VectorType(i32, half), lo + hi)))
+                assert all(o.type == vh for o in out)
+                per_line = lanes // half
+                return [concat(builder, out[k * per_line:(k + 1) * per_line])
+                        for k in range(m)]
+
             def emit(builder, t, da, sa, ss, m, nt):
                 vt = ir.VectorType(t, lanes)
                 sp = ptr(builder, sa, t)
@@ -361,10 +399,16 @@ def define_intrinsics() -> dict:
                     mark(v, builder.module, "src")
                     rows.append(v)
                 dp = ptr(builder, da, vt)
+                lines = (in_lanes(builder, rows, m) if u in _LANE_WEAVE_UNITS.get(
+                    VECTOR_BYTES, ()) else None)
                 for k in range(m):
-                    picks = [((k * lanes + l) % m, (k * lanes + l) // m) for l in range(lanes)]
-                    st = builder.store(gather(builder, rows, picks),
-                                       builder.gep(dp, [ir.Constant(i32, k)]),
+                    if lines is None:
+                        picks = [((k * lanes + l) % m, (k * lanes + l) // m)
+                                 for l in range(lanes)]
+                        line = gather(builder, rows, picks)
+                    else:
+                        line = lines[k]
+                    st = builder.store(line, builder.gep(dp, [ir.Constant(i32, k)]),
                                        align=LINE if nt else u)
                     mark(st, builder.module, space)
                     if nt:
