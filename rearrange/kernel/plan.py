@@ -80,7 +80,7 @@ STAGE_BYTES = 16 << 10           # per-thread staging buffer of the write-combin
 #                                  smallest thread stacks, 128 KiB on musl)
 PREFETCH_ROW_BYTES = 4096        # rows up to this long are prefetched in software,
 PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units later
-TILE_PREFETCH_LINES = {1: 2}     # register tiles, per unit: prefetch this many lines ahead
+TILE_PREFETCH_LINES = {1: 2, 4: 2}  # register tiles, per unit: prefetch this many lines ahead
 
 # AVX-512 CPUs by LLVM name (NUMBA_CPU_NAME): their vector registers are 64 bytes wide.
 _AVX512_CPUS = frozenset({
@@ -283,10 +283,13 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
         return rows("inner-contiguous", f"source- and destination-fastest dim {d - 1} "
                                         f"(stride 1): rows of {fshape[-1] * u} B")
     if min(na, nb) <= SMALL_DIM:
+        # The long side of a panel: a multiple of a line's worth of units (at least 16),
+        # so that the vector loops run without a scalar remainder but at the dim's end.
+        run = max(16, LINE // u)
         if na <= nb:   # short source-fastest dim: deinterleave, long rows of the destination
-            ta, tb = na, min(nb, max(64, PANEL_BYTES // (u * na) // 16 * 16))
+            ta, tb = na, min(nb, max(64, PANEL_BYTES // (u * na) // run * run))
         else:          # short destination-fastest dim: interleave into an L1-sized block
-            ta, tb = min(na, max(64, PANEL_BYTES // (u * nb) // 16 * 16)), nb
+            ta, tb = min(na, max(64, PANEL_BYTES // (u * nb) // run * run)), nb
         return make("small-inner-dim", (ta, tb),
                     f"source-fastest dim {adim} ({na}) != destination-fastest dim {bdim} "
                     f"({nb}): short dim outermost, {ta}x{tb} panels in L1")
