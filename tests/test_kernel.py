@@ -227,6 +227,25 @@ def test_small_tiles_run_along_an_outer_dim(monkeypatch) -> None:
             2, 4, 2, 2, 8, 64).transpose(0, 1, 4, 2, 5, 3), offset)
 
 
+@pytest.mark.parametrize("threads_", [1, 2])
+def test_a_crops_deinterleaving_tiles_are_prefetched(threads_) -> None:
+    """NHWC->NCHW of a centre crop: each tile deinterleaves one source run (a cropped
+    row of pixels, gaps between the runs), the panel runs along h, and each tile's run is
+    prefetched where the work unit PREFETCH_UNITS_AHEAD later reads it; copies through
+    that path match numpy's."""
+    base = np.random.default_rng(3).random((3, 40, 48, 3), dtype=np.float32)
+    crop = base[:, 5:-5, 6:-6, :]
+    v = crop.transpose(0, 3, 1, 2)
+    k = K.plan_copy(v.shape, v.strides, 4, threads=threads_)
+    assert k.variant == "small-inner-dim" and k.tile == (3, 36)
+    p = lowering.lower(k, 0)[3]
+    assert p[abi.P_KIND] == abi.KIND_TILE and p[abi.P_SR] == 48 * 3
+    assert p[abi.P_PF] == kplan.PREFETCH_UNITS_AHEAD * p[abi.P_TR] * p[abi.P_SR]
+    out = np.empty(v.shape, np.float32)
+    K.copy_into(out, v, k)
+    np.testing.assert_array_equal(out, v)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.complex128],
                          ids=["u1", "u2", "f4", "f8", "c16"])
 def test_reversal_runs_the_source_continuation_inside_column_blocks(dtype, threads,

@@ -561,6 +561,10 @@ def _run_tiles(cp, d, s, itp, pp, tok):
             else:
                 eb = _extent(p, idx, itb, P_TB, P_NB)
                 for r in range(er):
+                    if p[P_PF]:         # this tile's source run, pf units on
+                        a = s + (soff + r * p[P_SR] + p[P_PF]) * _unit(tok)
+                        for q in range(0, ea * eb * _unit(tok), LINE):
+                            _prefetch(a + q)
                     wst, wln = _panel_tile(d, s, tok, doff + r * p[P_DR], soff + r * p[P_SR],
                                            ea, eb, p[P_SA], p[P_DA], p[P_SB], p[P_ORDER],
                                            p[P_NT], buf, cap, wst, wln)

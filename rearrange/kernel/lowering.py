@@ -195,7 +195,10 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
                 p[P_ITR] = len(it) // 3
                 it.extend((-(-nr // tr), tr * sr, tr * dr))
             p[P_SR], p[P_DR], p[P_TR] = sr, dr, tr
-            if along_source and weave and it:
+            # Prefetched: interleaves' source rows, and tiles whose source is one run
+            # (a deinterleave's pixels, a crop's rows: runs with gaps between them,
+            # which the hardware prefetchers stop at).
+            if along_source and it and (weave or (sstr[adim] == 1 and sstr[bdim] == ta)):
                 p[P_PF] = PREFETCH_UNITS_AHEAD * it[-2]
         p[P_NR] = nr
         if nbb > 1:
