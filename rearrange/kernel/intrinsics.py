@@ -232,6 +232,26 @@ def define_intrinsics() -> dict:
             r = new
         return r
 
+    # The byte unpacks and lane pairs of 32-byte vectors (lane_square in _tile).
+    _UNPACK_LO = ir.Constant(ir.VectorType(i32, 32), [
+        x for lane in (0, 16) for e in range(8) for x in (lane + e, 32 + lane + e)])
+    _UNPACK_HI = ir.Constant(ir.VectorType(i32, 32), [
+        x for lane in (0, 16) for e in range(8, 16) for x in (lane + e, 32 + lane + e)])
+    _LANE_LO = ir.Constant(ir.VectorType(i32, 32), list(range(16)) + list(range(32, 48)))
+    _LANE_HI = ir.Constant(ir.VectorType(i32, 32), list(range(16, 32)) + list(range(48, 64)))
+
+    def unpack_rounds(builder, rows):
+        """16 vectors of 32 bytes, each 16-byte lane a 16x16 block, transposed lane by
+        lane: four rounds that interleave the bytes of rows i and i + 8 into rows 2i and
+        2i + 1 leave every block transposed, its rows in order."""
+        for _ in range(4):
+            new = [None] * 16
+            for i in range(8):
+                new[2 * i] = builder.shuffle_vector(rows[i], rows[i + 8], _UNPACK_LO)
+                new[2 * i + 1] = builder.shuffle_vector(rows[i], rows[i + 8], _UNPACK_HI)
+            rows = new
+        return rows
+
     def concat(builder, vecs):
         while len(vecs) > 1:
             n = vecs[0].type.count
@@ -311,7 +331,23 @@ def define_intrinsics() -> dict:
                     b = block(first + h, h)
                     return eklundh(builder, unpark(a, h) + b, ka, g, [h])
 
-                squares = [block(q * ka, ka) for q in range(kb // ka)]
+                def lane_square(first):
+                    # Bytes on 32-byte vectors (ka == 32): each 16-row half is four
+                    # rounds of byte unpacks (vpunpckl/hbw: one instruction each), which
+                    # transpose the 16x16 block in each 16-byte lane in order; the first
+                    # half is parked meanwhile, then one lane shuffle per output row
+                    # pairs the halves' lanes. 160 one-instruction shuffles per square,
+                    # where Eklundh's stages for bytes and words took two or three.
+                    a = parked(unpack_rounds(builder, load_rows(first, first + 16)))
+                    b = unpack_rounds(builder, load_rows(first + 16, first + 32))
+                    a = unpark(a, 16)
+                    return ([builder.shuffle_vector(a[j], b[j], _LANE_LO) for j in range(16)]
+                            + [builder.shuffle_vector(a[j], b[j], _LANE_HI)
+                               for j in range(16)])
+
+                lanes16 = u == 1 and g == 1 and ka * u == 32
+                squares = [lane_square(q * ka) if lanes16 else block(q * ka, ka)
+                           for q in range(kb // ka)]
             else:
                 rows = load_rows(0, kb)
                 squares = [eklundh(builder, rows[q * ka:(q + 1) * ka], ka, g)
