@@ -232,23 +232,29 @@ def define_intrinsics() -> dict:
             r = new
         return r
 
-    # The byte unpacks and lane pairs of 32-byte vectors (lane_square in _tile).
-    _UNPACK_LO = ir.Constant(ir.VectorType(i32, 32), [
-        x for lane in (0, 16) for e in range(8) for x in (lane + e, 32 + lane + e)])
-    _UNPACK_HI = ir.Constant(ir.VectorType(i32, 32), [
-        x for lane in (0, 16) for e in range(8, 16) for x in (lane + e, 32 + lane + e)])
-    _LANE_LO = ir.Constant(ir.VectorType(i32, 32), list(range(16)) + list(range(32, 48)))
-    _LANE_HI = ir.Constant(ir.VectorType(i32, 32), list(range(16, 32)) + list(range(48, 64)))
+    def lane_masks(n):
+        """For vectors of n elements in two 16-byte lanes of e = n/2: the unpacks of two
+        rows (low and high halves of each lane, interleaved) and the pairs of lanes (the
+        first row's lane 0 or 1, then the second's)."""
+        e = n // 2
+        lo = [x for lane in (0, e) for k in range(e // 2) for x in (lane + k, n + lane + k)]
+        hi = [x for lane in (0, e) for k in range(e // 2, e)
+              for x in (lane + k, n + lane + k)]
+        return [ir.Constant(ir.VectorType(i32, n), m) for m in (
+            lo, hi, list(range(e)) + list(range(n, n + e)),
+            list(range(e, n)) + list(range(n + e, 2 * n)))]
 
-    def unpack_rounds(builder, rows):
-        """16 vectors of 32 bytes, each 16-byte lane a 16x16 block, transposed lane by
-        lane: four rounds that interleave the bytes of rows i and i + 8 into rows 2i and
-        2i + 1 leave every block transposed, its rows in order."""
-        for _ in range(4):
-            new = [None] * 16
-            for i in range(8):
-                new[2 * i] = builder.shuffle_vector(rows[i], rows[i + 8], _UNPACK_LO)
-                new[2 * i + 1] = builder.shuffle_vector(rows[i], rows[i + 8], _UNPACK_HI)
+    def unpack_rounds(builder, rows, masks):
+        """e vectors whose 16-byte lanes are e x e blocks, transposed lane by lane:
+        log2(e) rounds that interleave the elements of rows i and i + e/2 into rows 2i
+        and 2i + 1 (one unpack instruction each) leave every block transposed, its rows
+        in order."""
+        e = len(rows)
+        for _ in range(e.bit_length() - 1):
+            new = [None] * e
+            for i in range(e // 2):
+                new[2 * i] = builder.shuffle_vector(rows[i], rows[i + e // 2], masks[0])
+                new[2 * i + 1] = builder.shuffle_vector(rows[i], rows[i + e // 2], masks[1])
             rows = new
         return rows
 
@@ -298,30 +304,55 @@ def define_intrinsics() -> dict:
                     rows.append(v)
                 return rows
 
+            # A block of rows parked in a stack buffer while the next is done: a real
+            # round trip (the buffer's pointer comes back through an empty asm that
+            # clobbers memory), where LLVM spilled every row around every stage.
+            def parked(vals):
+                buf = cgutils.alloca_once(builder, ir.ArrayType(vin, len(vals)))
+                for i, v in enumerate(vals):
+                    builder.store(v, builder.gep(buf, [ir.Constant(i32, 0),
+                                                       ir.Constant(i32, i)]), align=u)
+                return builder.asm(ir.FunctionType(buf.type, [buf.type]), "",
+                                   "=r,0,~{memory}", [buf], side_effect=True)
+
+            def unpark(buf, n):
+                return [builder.load(builder.gep(buf, [ir.Constant(i32, 0),
+                                                       ir.Constant(i32, i)]), align=u)
+                        for i in range(n)]
+
             registers = kb * -(-ka * g * u // VECTOR_BYTES)
+            if g == 1 and ka * u == 32 and u <= 2:
+                # Bytes and 2-byte units, one 32-byte vector per source row (AVX2's
+                # tiles): each ka x ka square is two halves of e = 16/u rows, each
+                # transposed within its 16-byte lanes by unpack rounds (the first half
+                # parked meanwhile when it takes 16 registers), then paired by one lane
+                # shuffle per output row: one instruction per shuffle, where LLVM
+                # lowered Eklundh's byte and word stages to two or three (8192²
+                # transposes: uint8 1.1x, uint16 1.14x; float32's stages are single
+                # instructions already, and its unpack rounds were slower).
+                e = 16 // u
+                masks = lane_masks(ka)
+
+                def lane_square(first):
+                    a = unpack_rounds(builder, load_rows(first, first + e), masks)
+                    if e >= _PARK_ROWS:
+                        a = parked(a)
+                    b = unpack_rounds(builder, load_rows(first + e, first + 2 * e), masks)
+                    if e >= _PARK_ROWS:
+                        a = unpark(a, e)
+                    return ([builder.shuffle_vector(a[j], b[j], masks[2]) for j in range(e)]
+                            + [builder.shuffle_vector(a[j], b[j], masks[3])
+                               for j in range(e)])
+
+                squares = [lane_square(q * ka) for q in range(kb // ka)]
             # more rows than vector registers, in squares taller than a parked block
-            if registers > (32 if VECTOR_BYTES == 64 else 16) and ka > _PARK_ROWS:
+            elif registers > (32 if VECTOR_BYTES == 64 else 16) and ka > _PARK_ROWS:
                 # kb rows (uint8: 64) do not fit the 32 vector registers, and LLVM
                 # spilled them all around: blocks of rows are transposed within
                 # themselves in turn (the stages with strides below the block's
-                # height), each parked in a stack buffer while the next is done (a
-                # real round trip: the buffer's pointer comes back through an empty asm
-                # that clobbers memory), then paired by the stage with the block's
-                # height; recursively from blocks of _PARK_ROWS rows (uint8 8192^2:
+                # height), each parked while the next is done, then paired by the
+                # stage with the block's height; recursively from blocks of _PARK_ROWS rows (uint8 8192^2:
                 # 7% from halves, 3% more from quarters).
-                def parked(vals):
-                    buf = cgutils.alloca_once(builder, ir.ArrayType(vin, len(vals)))
-                    for i, v in enumerate(vals):
-                        builder.store(v, builder.gep(buf, [ir.Constant(i32, 0),
-                                                           ir.Constant(i32, i)]), align=u)
-                    return builder.asm(ir.FunctionType(buf.type, [buf.type]), "",
-                                       "=r,0,~{memory}", [buf], side_effect=True)
-
-                def unpark(buf, n):
-                    return [builder.load(builder.gep(buf, [ir.Constant(i32, 0),
-                                                           ir.Constant(i32, i)]), align=u)
-                            for i in range(n)]
-
                 def block(first, n):
                     if n <= _PARK_ROWS:
                         return eklundh(builder, load_rows(first, first + n), ka, g,
@@ -331,23 +362,7 @@ def define_intrinsics() -> dict:
                     b = block(first + h, h)
                     return eklundh(builder, unpark(a, h) + b, ka, g, [h])
 
-                def lane_square(first):
-                    # Bytes on 32-byte vectors (ka == 32): each 16-row half is four
-                    # rounds of byte unpacks (vpunpckl/hbw: one instruction each), which
-                    # transpose the 16x16 block in each 16-byte lane in order; the first
-                    # half is parked meanwhile, then one lane shuffle per output row
-                    # pairs the halves' lanes. 160 one-instruction shuffles per square,
-                    # where Eklundh's stages for bytes and words took two or three.
-                    a = parked(unpack_rounds(builder, load_rows(first, first + 16)))
-                    b = unpack_rounds(builder, load_rows(first + 16, first + 32))
-                    a = unpark(a, 16)
-                    return ([builder.shuffle_vector(a[j], b[j], _LANE_LO) for j in range(16)]
-                            + [builder.shuffle_vector(a[j], b[j], _LANE_HI)
-                               for j in range(16)])
-
-                lanes16 = u == 1 and g == 1 and ka * u == 32
-                squares = [lane_square(q * ka) if lanes16 else block(q * ka, ka)
-                           for q in range(kb // ka)]
+                squares = [block(q * ka, ka) for q in range(kb // ka)]
             else:
                 rows = load_rows(0, kb)
                 squares = [eklundh(builder, rows[q * ka:(q + 1) * ka], ka, g)
