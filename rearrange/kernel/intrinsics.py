@@ -351,8 +351,8 @@ def define_intrinsics() -> dict:
                 # spilled them all around: blocks of rows are transposed within
                 # themselves in turn (the stages with strides below the block's
                 # height), each parked while the next is done, then paired by the
-                # stage with the block's height; recursively from blocks of _PARK_ROWS rows (uint8 8192^2:
-                # 7% from halves, 3% more from quarters).
+                # stage with the block's height; recursively from blocks of _PARK_ROWS
+                # rows (uint8 8192^2: 7% from halves, 3% more from quarters).
                 def block(first, n):
                     if n <= _PARK_ROWS:
                         return eklundh(builder, load_rows(first, first + n), ka, g,
@@ -415,7 +415,6 @@ def define_intrinsics() -> dict:
                 with spills."""
                 per = 16 // u                   # units per 16-byte lane
                 half = 2 * per                  # units per register
-                vh = ir.VectorType(rows[0].type.element, half)
                 out = []                        # registers of the m lines, in order
                 for q in range(lanes // half):
                     xs = [builder.shuffle_vector(r, r, ir.Constant(
@@ -435,7 +434,6 @@ def define_intrinsics() -> dict:
                         hi = [half + b[0] * per + l for l in range(per)]
                         out.append(builder.shuffle_vector(ys[a[1]], ys[b[1]], ir.Constant(
                             ir.VectorType(i32, half), lo + hi)))
-                assert all(o.type == vh for o in out)
                 per_line = lanes // half
                 return [concat(builder, out[k * per_line:(k + 1) * per_line])
                         for k in range(m)]
