@@ -17,7 +17,7 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
 ``inner-contiguous``    source-fastest dim == destination-fastest dim: panels of rows,
                         each row prefetched where the work unit two ahead reads it; the
                         two outer dims blocked HPTT-style when the rows are short and a
-                        panel would read more than 64 source streams; large destinations
+                        panel would read more than 16 source streams; large destinations
                         are written through an L1 staging buffer as whole non-temporal
                         lines.
 ``strided-rows``        the destination-fastest dim is also the source's smallest stride,
@@ -73,7 +73,7 @@ TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit 
 PANEL_BYTES = 8 << 10            # small-inner-dim panels: bytes per panel
 ROW_CHUNK_BYTES = 64 << 10       # a work unit of rows moves about this many bytes
 ROW_BLOCK_BYTES = 4096           # short rows: blocks of two outer dims, runs of this size,
-ROW_STREAMS_MAX = 64             # when a panel would read more source streams than this
+ROW_STREAMS_MAX = 16             # when a panel would read more source streams than this
 TILE_BLOCK_BYTES = 1024          # the same for the panels of tiled transposes
 STAGE_BYTES = 16 << 10           # per-thread staging buffer of the write-combining stream
 #                                  (in the runner's stack frame: keep it well under the
