@@ -10,8 +10,9 @@ and compare the medians over the rounds of each side:
 Each case is checked against numpy's copy, then copied ``REPS`` times (default 7) by the
 copy kernel itself (``THREADS``, default 1); the line gives GB/s (read + write) of the
 fastest copy per case. ``ONLY`` keeps the cases whose name contains it. The cases are the
-ones the register tiles and the channel interleaves decide: 1-, 2- and 4-byte
-transposes, 3- and 4-channel interleaves, a 64-channel transpose and a crop.
+ones the register tiles, the channel interleaves and the row blocking decide: 1-, 2- and
+4-byte transposes, 3- and 4-channel interleaves, a 64-channel transpose, a crop and
+attention heads.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ cases = {
     "NHWC->NCHW C=64 float32":
         lambda: rng.random((64, 56, 56, 64), dtype=np.float32).transpose(0, 3, 1, 2),
     "NHWC->NCHW cropped float32": lambda: images[:, 28:-28, 28:-28].transpose(0, 3, 1, 2),
+    "heads permute float32 (32,64,512,64)":
+        lambda: rng.random((32, 64, 512, 64), dtype=np.float32).transpose(0, 2, 1, 3),
 }
 speeds = {}
 for name, make in cases.items():
