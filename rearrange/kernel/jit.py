@@ -316,8 +316,8 @@ def _link_and_optimise(library) -> None:
     of the call tree: a register tile went through LLVM's O3 four times, and a runner's
     O3 re-optimised every (already optimised) function of its panels. Here the small
     callees (at most INLINE_LIMIT instructions, the ones LLVM inlines) are linked first,
-    numba's optimisation of the module runs, and then the large ones — each optimised in its own library
-    already — are linked in as they are. Callees are finalised before their callers
+    numba's optimisation of the module runs, and then the large ones — each optimised in
+    its own library already — are linked in as they are. Callees are finalised before their callers
     (``_get_module_for_linking``), so their sizes are known here."""
     callees = [(callee, callee._get_module_for_linking())
                for callee in dict.fromkeys(library._linking_libraries)]

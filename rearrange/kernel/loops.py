@@ -72,6 +72,13 @@ def _stream_at(d, tok, buf, cap, wst, wln, dpos, n):
     return wst, wln
 
 
+@jit(inline="always")
+def _prefetch_run(addr, nbytes):
+    """Hint: the nbytes from addr will be read soon (a prefetch per line)."""
+    for q in range(0, nbytes, LINE):
+        _prefetch(addr + q)
+
+
 @jit()
 def _panel_rows(d, s, tok, doff, soff, er, sr, dr, eb, sb, nt, pf, buf, cap, wst, wln):
     """er destination rows (steps dr / sr) of eb units from source rows of stride sb.
@@ -81,9 +88,7 @@ def _panel_rows(d, s, tok, doff, soff, er, sr, dr, eb, sb, nt, pf, buf, cap, wst
         dp = doff + r * dr
         sp = soff + r * sr
         if pf and sb == 1:
-            a = s + (sp + pf) * u
-            for q in range(0, eb * u, LINE):
-                _prefetch(a + q)
+            _prefetch_run(s + (sp + pf) * u, eb * u)
         if nt == STAGED_NT:
             wst, wln = _stream_at(d, tok, buf, cap, wst, wln, dp, eb)
             if sb == 1:
@@ -219,10 +224,8 @@ def _interleave_rows(d, s, tok, doff, soff, er, sr, dr, n, sb, m, nt, pf):
     for r in range(er):
         sp = soff + r * sr
         if pf:
-            a = s + (sp + pf) * u
             for c in range(m):
-                for q in range(0, n * u, LINE):
-                    _prefetch(a + c * sb * u + q)
+                _prefetch_run(s + (sp + pf + c * sb) * u, n * u)
         _interleave(d, False, s, tok, doff + r * dr, sp, n, sb, m, nt)
 
 
@@ -562,9 +565,8 @@ def _run_tiles(cp, d, s, itp, pp, tok):
                 eb = _extent(p, idx, itb, P_TB, P_NB)
                 for r in range(er):
                     if p[P_PF]:         # this tile's source run, pf units on
-                        a = s + (soff + r * p[P_SR] + p[P_PF]) * _unit(tok)
-                        for q in range(0, ea * eb * _unit(tok), LINE):
-                            _prefetch(a + q)
+                        _prefetch_run(s + (soff + r * p[P_SR] + p[P_PF]) * _unit(tok),
+                                      ea * eb * _unit(tok))
                     wst, wln = _panel_tile(d, s, tok, doff + r * p[P_DR], soff + r * p[P_SR],
                                            ea, eb, p[P_SA], p[P_DA], p[P_SB], p[P_ORDER],
                                            p[P_NT], buf, cap, wst, wln)
