@@ -20,9 +20,10 @@ __all__ = ["define_intrinsics"]
 # this many rows, each parked on the stack while the next is done (see _tile).
 _PARK_ROWS = 16
 
-# Vector width (bytes) -> unit sizes whose 2-4 way interleaves (_weave) are built 16-byte
-# lane by lane (see in_lanes).
-_LANE_WEAVE_UNITS = {32: (1, 2)}
+# Vector width (bytes) -> unit sizes whose register tiles (_tile) and 2-4 way interleaves
+# (_weave) are shuffled 16-byte lane by lane (unpack_rounds, in_lanes): on 32-byte
+# vectors, bytes and 2-byte units (float32 tiles were slower through unpack rounds).
+_LANE_SHUFFLE_UNITS = {32: (1, 2)}
 
 
 def define_intrinsics() -> dict:
@@ -321,15 +322,14 @@ def define_intrinsics() -> dict:
                         for i in range(n)]
 
             registers = kb * -(-ka * g * u // VECTOR_BYTES)
-            if g == 1 and ka * u == 32 and u <= 2:
-                # Bytes and 2-byte units, one 32-byte vector per source row (AVX2's
-                # tiles): each ka x ka square is two halves of e = 16/u rows, each
-                # transposed within its 16-byte lanes by unpack rounds (the first half
-                # parked meanwhile when it takes 16 registers), then paired by one lane
-                # shuffle per output row: one instruction per shuffle, where LLVM
-                # lowered Eklundh's byte and word stages to two or three (8192²
-                # transposes: uint8 1.1x, uint16 1.14x; float32's stages are single
-                # instructions already, and its unpack rounds were slower).
+            if g == 1 and u in _LANE_SHUFFLE_UNITS.get(VECTOR_BYTES, ()):
+                # Invariant: ka * u == 32, one vector per source row (AVX2's tiles).
+                # Each ka x ka square is two halves of e = 16/u rows, each transposed
+                # within its 16-byte lanes by unpack rounds (the first half parked
+                # meanwhile when it takes 16 registers), then paired by one lane shuffle
+                # per output row: one instruction per shuffle, where LLVM lowered
+                # Eklundh's byte and word stages to two or three (8192² transposes:
+                # uint8 1.1x, uint16 1.14x).
                 e = 16 // u
                 masks = lane_masks(ka)
 
@@ -448,7 +448,7 @@ def define_intrinsics() -> dict:
                     mark(v, builder.module, "src")
                     rows.append(v)
                 dp = ptr(builder, da, vt)
-                lines = (in_lanes(builder, rows, m) if u in _LANE_WEAVE_UNITS.get(
+                lines = (in_lanes(builder, rows, m) if u in _LANE_SHUFFLE_UNITS.get(
                     VECTOR_BYTES, ()) else None)
                 for k in range(m):
                     if lines is None:
