@@ -230,9 +230,12 @@ def test_small_tiles_run_along_an_outer_dim(monkeypatch) -> None:
 @pytest.mark.parametrize("threads_", [1, 2])
 def test_a_crops_deinterleaving_tiles_are_prefetched(threads_) -> None:
     """NHWC->NCHW of a centre crop: each tile deinterleaves one source run (a cropped
-    row of pixels, gaps between the runs), the panel runs along h, and each tile's run is
-    prefetched where the work unit PREFETCH_UNITS_AHEAD later reads it; copies through
-    that path match numpy's."""
+    row of pixels, gaps between the runs), the panel runs along h, and the runs are one
+    forward stream: each tile prefetches the run PREFETCH_STREAM_BYTES or more ahead in
+    it (here 4 rows of 576 B), not the work unit two on. A copy of the crop in its own
+    layout (rows) prefetches the same way; attention heads' rows (separate streams) are
+    prefetched where the work unit PREFETCH_UNITS_AHEAD later reads them. Copies
+    through those paths match numpy's."""
     base = np.random.default_rng(3).random((3, 40, 48, 3), dtype=np.float32)
     crop = base[:, 5:-5, 6:-6, :]
     v = crop.transpose(0, 3, 1, 2)
@@ -240,10 +243,20 @@ def test_a_crops_deinterleaving_tiles_are_prefetched(threads_) -> None:
     assert k.variant == "small-inner-dim" and k.tile == (3, 36)
     p = lowering.lower(k, 0)[3]
     assert p[abi.P_KIND] == abi.KIND_TILE and p[abi.P_SR] == 48 * 3
-    assert p[abi.P_PF] == kplan.PREFETCH_UNITS_AHEAD * p[abi.P_TR] * p[abi.P_SR]
-    out = np.empty(v.shape, np.float32)
-    K.copy_into(out, v, k)
-    np.testing.assert_array_equal(out, v)
+    assert kplan.PREFETCH_STREAM_BYTES == 2048 and p[abi.P_PF] == 4 * p[abi.P_SR]
+    big = np.random.default_rng(4).random((8, 200, 240, 3), dtype=np.float32)
+    rows_crop = big[:, 5:-5, 6:-6, :]            # rows of 2736 B, 2880 B apart
+    rows = lowering.lower(K.plan_copy(rows_crop.shape, rows_crop.strides, 4, threads=2), 0)
+    assert rows[3][abi.P_KIND] == abi.KIND_ROWS and rows[3][abi.P_PF] == 240 * 3
+    heads = np.random.default_rng(5).random((2, 32, 256, 64), dtype=np.float32).transpose(
+        0, 2, 1, 3)
+    hp = lowering.lower(K.plan_copy(heads.shape, heads.strides, 4, threads=2), 0)
+    assert hp[3][abi.P_KIND] == abi.KIND_ROWS and hp[3][abi.P_PF] > 0
+    assert hp[3][abi.P_PF] == kplan.PREFETCH_UNITS_AHEAD * hp[2][-2]
+    for src in (v, rows_crop, heads):
+        out = np.empty(src.shape, np.float32)
+        K.copy_into(out, src, K.plan_copy(src.shape, src.strides, 4, threads=threads_))
+        np.testing.assert_array_equal(out, src)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.complex128],

@@ -24,7 +24,8 @@ from .abi import (DIRECT_NT, KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE, P_DA, 
                   P_STAGE, P_TA, P_TB, P_TR, STAGED_NT)
 from .loops import FAMILIES
 from .plan import (LINE, NONTEMPORAL_MIN_BYTES, NONTEMPORAL_TILE_MIN_BYTES, PANEL_BYTES,
-                   PREFETCH_ROW_BYTES, PREFETCH_UNITS_AHEAD, ROW_BLOCK_BYTES,
+                   PREFETCH_ROW_BYTES, PREFETCH_STREAM_BYTES, PREFETCH_UNITS_AHEAD,
+                   ROW_BLOCK_BYTES,
                    ROW_CHUNK_BYTES, ROW_STREAMS_MAX, SIMD_TILE_G2, STAGE_BYTES,
                    TILE_BLOCK_BYTES, TILE_PREFETCH_LINES, CopyKernel)
 from .threads import CHUNKS_PER_THREAD
@@ -91,10 +92,9 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
             elif sb == 1 and nb * u >= 2 * LINE:
                 p[P_NT] = DIRECT_NT
         if sb == 1 and nb * u <= PREFETCH_ROW_BYTES and it:
-            # Each panel row is prefetched where the work unit PREFETCH_UNITS_AHEAD
-            # later reads its row (the source rows of short-row copies are many
-            # interleaved streams, more than the hardware prefetchers follow).
-            p[P_PF] = PREFETCH_UNITS_AHEAD * it[-2]
+            # Short source rows are prefetched in software: many interleaved streams,
+            # or one stream with gaps; the hardware prefetchers follow neither.
+            p[P_PF] = _prefetch_distance(sr, nb, it[-2], u)
     elif v == "tiled-transpose":
         g = 2 if (k.tile == SIMD_TILE_G2.get(u) and sstr[-1] == 1 and shape[-1] == 2) else 1
         bdim = d - 1 if g == 1 else d - 2
@@ -198,8 +198,10 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
             # Prefetched: interleaves' source rows, and tiles whose source is one run
             # (a deinterleave's pixels, a crop's rows: runs with gaps between them,
             # which the hardware prefetchers stop at).
-            if along_source and it and (weave or (sstr[adim] == 1 and sstr[bdim] == ta)):
+            if along_source and it and weave:
                 p[P_PF] = PREFETCH_UNITS_AHEAD * it[-2]
+            elif along_source and it and sstr[adim] == 1 and sstr[bdim] == ta:
+                p[P_PF] = _prefetch_distance(sr, ta * tb, it[-2], u)
         p[P_NR] = nr
         if nbb > 1:
             p[P_ITB] = len(it) // 3
@@ -228,6 +230,19 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
     pv = np.array(p, dtype=np.int64)
     return (nwork, min(k.threads, nwork), itv, pv, FAMILIES[k.variant],
             itv.__array_interface__["data"][0], pv.__array_interface__["data"][0], quantum)
+
+
+def _prefetch_distance(sr: int, run: int, unit_step: int, u: int) -> int:
+    """How far ahead (in source units) a panel prefetches each of its rows, a run of
+    ``run`` units read sr units after the one before it, when the next work unit starts
+    unit_step units on. Rows at most a row's length apart are one forward stream with
+    gaps (a crop's): the row PREFETCH_STREAM_BYTES or more ahead in it (the work unit
+    two on would be far ahead: 1.15x on a crop's NHWC->NCHW, 2 threads). Rows further
+    apart are separate streams, each continued by the next work units: where the work
+    unit PREFETCH_UNITS_AHEAD later reads it."""
+    if 0 < sr <= 2 * run:
+        return sr * -(-PREFETCH_STREAM_BYTES // (sr * u))
+    return PREFETCH_UNITS_AHEAD * unit_step
 
 
 def _divisor_near(n: int, target: int) -> int:

@@ -79,7 +79,9 @@ STAGE_BYTES = 16 << 10           # per-thread staging buffer of the write-combin
 #                                  (in the runner's stack frame: keep it well under the
 #                                  smallest thread stacks, 128 KiB on musl)
 PREFETCH_ROW_BYTES = 4096        # rows up to this long are prefetched in software,
-PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units later
+PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units later,
+PREFETCH_STREAM_BYTES = 2048     # or, when a panel's rows are one forward stream (a
+#                                  crop's rows), the row at least this far ahead in it
 TILE_PREFETCH_LINES = {1: 2, 4: 2}  # register tiles, per unit: prefetch this many lines ahead
 
 # AVX-512 CPUs by LLVM name (NUMBA_CPU_NAME): their vector registers are 64 bytes wide.
