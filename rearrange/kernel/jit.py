@@ -317,8 +317,8 @@ def _link_and_optimise(library) -> None:
     O3 re-optimised every (already optimised) function of its panels. Here the small
     callees (at most INLINE_LIMIT instructions, the ones LLVM inlines) are linked first,
     numba's optimisation of the module runs, and then the large ones — each optimised in
-    its own library already — are linked in as they are. Callees are finalised before their callers
-    (``_get_module_for_linking``), so their sizes are known here."""
+    its own library already — are linked in as they are. Callees are finalised before
+    their callers (``_get_module_for_linking``), so their sizes are known here."""
     callees = [(callee, callee._get_module_for_linking())
                for callee in dict.fromkeys(library._linking_libraries)]
     large = []

@@ -179,9 +179,9 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
             # line per source row: in the destination's order that makes many
             # interleaved single-line source streams (ViT: 48), which the prefetchers do
             # not follow. Then, and whenever stores are regular, the run goes along the
-            # dim the source steps through fastest, the source is prefetched where the
-            # work unit PREFETCH_UNITS_AHEAD later reads it, and the stores are regular
-            # (streaming ones were slower on these runs of a few lines far apart).
+            # dim the source steps through fastest, the source is prefetched (below),
+            # and the stores are regular (streaming ones were slower on these runs of a
+            # few lines far apart).
             along_source = not nt or ta * u <= LINE
             r = len(it) // 3 - 1
             if along_source:

@@ -15,7 +15,8 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
 ``empty``               zero-size: nothing to move.
 ``contiguous-memcpy``   the source is contiguous after fusion: memcpy, split over threads.
 ``inner-contiguous``    source-fastest dim == destination-fastest dim: panels of rows,
-                        each row prefetched where the work unit two ahead reads it; the
+                        short rows prefetched where the work unit two ahead reads them
+                        (a crop's rows, one stream with gaps: 2 KiB ahead in it); the
                         two outer dims blocked HPTT-style when the rows are short and a
                         panel would read more than 16 source streams; large destinations
                         are written through an L1 staging buffer as whole non-temporal
