@@ -53,3 +53,30 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     copies = {r["case"] for r in cases if r["kind"] == "copy"}
     assert len(rows) == 1 + len(copies)          # the header, then one row per copy case
     assert "geometric mean" in summary.stdout
+
+
+def test_transpose_patterns_smoke_run() -> None:
+    """bench/transpose_patterns.py runs end to end on a small array; its schedules are
+    checked against numpy inside the script before anything is timed."""
+    pytest.importorskip("numba", reason="the probes are compiled with numba")
+    script = BENCH / "transpose_patterns.py"
+    if not script.exists():
+        pytest.skip(f"no {script}")
+    done = subprocess.run(
+        [sys.executable, str(script), "--n", "512", "--rounds", "1", "--threads", "2"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + 14                   # the header, then every pattern
+    assert "| transpose: rearrange's kernel (64-row column blocks) |" in done.stdout
+    assert "1.00× |" in done.stdout              # the kernel against itself
+
+
+def test_transpose_patterns_rejects_a_size_off_its_blocks() -> None:
+    script = BENCH / "transpose_patterns.py"
+    if not script.exists():
+        pytest.skip(f"no {script}")
+    done = subprocess.run([sys.executable, str(script), "--n", "300"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "multiple of 256, got 300" in done.stderr

@@ -1,0 +1,187 @@
+"""Where a byte transpose's time goes: the memory system's rate for the access patterns
+it is made of, beside the transpose itself.
+
+rearrange transposes uint8 in register tiles of 64 source rows x 32 columns: a column
+block reads 64 source rows, one line per row in turn, and writes one whole line
+(non-temporal) to each destination row it passes. This script times, at the thread
+count given (column blocks split over threads), on an n x n uint8 array:
+
+- reads alone: ``rows`` source rows of a column block read in turn, ``visit`` bytes of
+  each per turn (the tiles' pattern: 64 rows, 64 B; the hardware prefetchers follow
+  about 16 such streams), and one sequential read of the whole array;
+- non-temporal line writes alone: ``run`` bytes written to each destination row in turn,
+  32 rows at a time, a line of each, then the next line of each (the order in which a
+  column block of run/64 tiles side by side would write them);
+- the transposes: rearrange's kernel, and a schedule that puts ``groups`` column blocks
+  side by side (64 x groups source rows: each destination row gets 64 x groups bytes at
+  a time, the longer runs the writes alone favour), checked against numpy first;
+- a contiguous copy of the array (rearrange's, into the same output): the limit.
+
+    python bench/transpose_patterns.py [--threads 2] [--n 8192] [--rounds 9]
+
+Prints a markdown table: GB/s of the bytes each pattern moves (reads or writes alone:
+those bytes once; transposes and the copy: read + write), medians of interleaved
+samples, and each transpose's paired ratio to the kernel's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from timing import interleaved, paired_ratio  # noqa: E402
+
+import rearrange as ra  # noqa: E402
+import rearrange.kernel as kernel  # noqa: E402
+
+TILE_ROWS, TILE_COLS = 64, 32       # the kernel's uint8 register tile on 32-byte vectors
+
+
+def compile_probes():
+    """The probes, compiled with numba from the kernel's own intrinsics (raw loads, the
+    register tile, non-temporal line stores)."""
+    from numba import njit
+
+    from rearrange.kernel.intrinsics import define_intrinsics
+
+    intrinsics = define_intrinsics()
+    load, tile = intrinsics["_ld"], intrinsics["_tile"]
+    line_nt, fence = intrinsics["_line_nt"], intrinsics["_sfence"]
+    word = np.uint64(0)
+
+    @njit(nogil=True)
+    def read_rows(s, n, rows, visit, b0, b1):
+        # Column blocks b0..b1-1 of `rows` rows; a word per line makes the line come in.
+        acc = np.uint64(0)
+        for b in range(b0, b1):
+            first = s + b * rows * n
+            for c in range(0, n, visit):
+                for r in range(rows):
+                    for q in range(0, visit, 64):
+                        acc ^= load(first + r * n + c + q, 0, word)
+        return acc
+
+    @njit(nogil=True)
+    def read_sequential(s, nbytes, part, parts):
+        acc = np.uint64(0)
+        for q in range(nbytes * part // parts, nbytes * (part + 1) // parts, 64):
+            acc ^= load(s + q, 0, word)
+        return acc
+
+    @njit(nogil=True)
+    def write_lines(d, n, run, b0, b1, line):
+        # Destination column blocks b0..b1-1, `run` bytes wide, 32 rows at a time.
+        for b in range(b0, b1):
+            for i0 in range(0, n, 32):
+                for q in range(0, run, 64):
+                    for i in range(i0, i0 + 32):
+                        line_nt(d + i * n + b * run + q, line)
+        fence()
+
+    @njit(nogil=True)
+    def side_by_side(d, s, n, groups, b0, b1, tok):
+        # Column blocks of 64 x groups source rows; at each step the groups' tiles write
+        # adjacent lines of the same 32 destination rows.
+        rows = TILE_ROWS * groups
+        for b in range(b0, b1):
+            for i in range(0, n, TILE_COLS):
+                for g in range(groups):
+                    tile(d + i * n + b * rows + g * TILE_ROWS, n,
+                         s + (b * rows + g * TILE_ROWS) * n + i, n, TILE_ROWS, 0, tok, 1,
+                         True)
+        fence()
+
+    return read_rows, read_sequential, write_lines, side_by_side
+
+
+def on_threads(threads: int, blocks: int, work) -> None:
+    """work(b0, b1) for the threads' shares of ``blocks`` column blocks, the calling
+    thread taking the first."""
+    shares = [(blocks * t // threads, blocks * (t + 1) // threads) for t in range(threads)]
+    helpers = [threading.Thread(target=work, args=share) for share in shares[1:]]
+    for helper in helpers:
+        helper.start()
+    work(*shares[0])
+    for helper in helpers:
+        helper.join()
+
+
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """nbytes of uint8 starting on a line (non-temporal stores write whole lines)."""
+    raw = np.empty(nbytes + 64, np.uint8)
+    return raw[(-raw.ctypes.data) % 64:][:nbytes]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--n", type=int, default=8192, help="a multiple of 256")
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args(argv)
+    n, threads = args.n, args.threads
+    if n % 256:
+        parser.error(f"--n must be a multiple of 256, got {n}")
+    ra.set_jit_mode("eager")
+    ra.set_num_threads(threads)
+    read_rows, read_sequential, write_lines, side_by_side = compile_probes()
+    x = (np.arange(n * n) % 251).astype(np.uint8).reshape(n, n)
+    out = aligned_empty(n * n).reshape(n, n)
+    out[...] = 0                     # resident: no contender pays its page faults
+    line = aligned_empty(64)
+    s, d, tok = x.ctypes.data, out.ctypes.data, np.uint8(0)
+
+    def reads(rows, visit):
+        return lambda: on_threads(threads, n // rows,
+                                  lambda b0, b1: read_rows(s, n, rows, visit, b0, b1))
+
+    def writes(run):
+        return lambda: on_threads(threads, n // run, lambda b0, b1: write_lines(
+            d, n, run, b0, b1, line.ctypes.data))
+
+    def blocks_side_by_side(groups):
+        rows = TILE_ROWS * groups
+        return lambda: on_threads(threads, n // rows, lambda b0, b1: side_by_side(
+            d, s, n, groups, b0, b1, tok))
+
+    transposes = {"transpose: rearrange's kernel (64-row column blocks)":
+                  lambda: kernel.copy_into(out, x.T)}
+    for groups in (2, 4):
+        transposes[f"transpose: {groups} column blocks side by side "
+                   f"({64 * groups} B per destination row)"] = blocks_side_by_side(groups)
+    for call in transposes.values():
+        out[...] = 0
+        call()
+        assert np.array_equal(out, x.T)
+    calls = {
+        "read: 16 rows, a line each in turn": reads(16, 64),
+        "read: 64 rows, a line each in turn (the tiles' pattern)": reads(64, 64),
+        "read: 64 rows, 4 lines each in turn": reads(64, 256),
+        "read: 64 rows, 16 lines each in turn": reads(64, 1024),
+        "read: sequential": lambda: on_threads(
+            threads, threads, lambda part, _: read_sequential(s, n * n, part, threads)),
+        "write: a line per destination row (the tiles' pattern)": writes(64),
+        "write: 2 lines per destination row": writes(128),
+        "write: 4 lines per destination row": writes(256),
+        "write: 16 lines per destination row": writes(1024),
+        **transposes,
+        "copy: contiguous (the limit)": lambda: kernel.copy_into(out, x),
+    }
+    timings = interleaved(calls, args.rounds, min_sample=0.0, number=1)
+    kernel_timing = timings[next(iter(transposes))]
+    print(f"threads={threads}, {n}x{n} uint8, {args.rounds} samples each\n")
+    print("| pattern | GB/s | transposes: vs the kernel (paired) |")
+    print("|---|---:|---:|")
+    for name, timing in timings.items():
+        moved = x.nbytes if name.startswith(("read", "write")) else 2 * x.nbytes
+        ratio = f"{paired_ratio(kernel_timing, timing):.2f}×" if name in transposes else ""
+        print(f"| {name} | {moved / timing.median / 1e9:.2f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
