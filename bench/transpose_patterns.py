@@ -1,9 +1,9 @@
 """Where a byte transpose's time goes: the memory system's rate for the access patterns
 it is made of, beside the transpose itself.
 
-rearrange transposes uint8 in register tiles of 64 source rows x 32 columns: a column
-block reads 64 source rows, one line per row in turn, and writes one whole line
-(non-temporal) to each destination row it passes. This script times, at the thread
+rearrange transposes uint8 in register tiles of 64 source rows (by 32 columns on AVX2,
+64 on AVX-512): a column block reads 64 source rows, one line per row in turn, and
+writes one whole line (non-temporal) to each destination row it passes. This script times, at the thread
 count given (column blocks split over threads), on an n x n uint8 array:
 
 - reads alone: ``rows`` source rows of a column block read in turn, ``visit`` bytes of
@@ -39,8 +39,11 @@ from timing import interleaved, paired_ratio  # noqa: E402
 
 import rearrange as ra  # noqa: E402
 import rearrange.kernel as kernel  # noqa: E402
+from rearrange.kernel.plan import SIMD_TILE  # noqa: E402
 
-TILE_ROWS, TILE_COLS = 64, 32       # the kernel's uint8 register tile on 32-byte vectors
+# The kernel's uint8 register tile: TILE_COLS source columns (one vector) of TILE_ROWS
+# source rows (one destination line); 32 x 64 on 32-byte vectors, 64 x 64 on 64-byte.
+TILE_COLS, TILE_ROWS = SIMD_TILE[1]
 
 
 def compile_probes():
