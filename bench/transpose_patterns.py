@@ -3,12 +3,14 @@ it is made of, beside the transpose itself.
 
 rearrange transposes uint8 in register tiles of 64 source rows (by 32 columns on AVX2,
 64 on AVX-512): a column block reads 64 source rows, one line per row in turn, and
-writes one whole line (non-temporal) to each destination row it passes. This script times, at the thread
-count given (column blocks split over threads), on an n x n uint8 array:
+writes one whole line (non-temporal) to each destination row it passes. This script
+times, at the thread count given (column blocks split over threads), on an n x n uint8
+array:
 
 - reads alone: ``rows`` source rows of a column block read in turn, ``visit`` bytes of
   each per turn (the tiles' pattern: 64 rows, 64 B; the hardware prefetchers follow
-  about 16 such streams), and one sequential read of the whole array;
+  about 16 such streams), and one sequential read of the whole array (blocks of one
+  row, each read in one visit);
 - non-temporal line writes alone: ``run`` bytes written to each destination row in turn,
   32 rows at a time, a line of each, then the next line of each (the order in which a
   column block of run/64 tiles side by side would write them);
@@ -71,13 +73,6 @@ def compile_probes():
         return acc
 
     @njit(nogil=True)
-    def read_sequential(s, nbytes, part, parts):
-        acc = np.uint64(0)
-        for q in range(nbytes * part // parts, nbytes * (part + 1) // parts, 64):
-            acc ^= load(s + q, 0, word)
-        return acc
-
-    @njit(nogil=True)
     def write_lines(d, n, run, b0, b1, line):
         # Destination column blocks b0..b1-1, `run` bytes wide, 32 rows at a time.
         for b in range(b0, b1):
@@ -100,7 +95,7 @@ def compile_probes():
                          True)
         fence()
 
-    return read_rows, read_sequential, write_lines, side_by_side
+    return read_rows, write_lines, side_by_side
 
 
 def on_threads(threads: int, blocks: int, work) -> None:
@@ -132,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--n must be a multiple of 256, got {n}")
     ra.set_jit_mode("eager")
     ra.set_num_threads(threads)
-    read_rows, read_sequential, write_lines, side_by_side = compile_probes()
+    read_rows, write_lines, side_by_side = compile_probes()
     x = (np.arange(n * n) % 251).astype(np.uint8).reshape(n, n)
     out = aligned_empty(n * n).reshape(n, n)
     out[...] = 0                     # resident: no contender pays its page faults
@@ -166,8 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         "read: 64 rows, a line each in turn (the tiles' pattern)": reads(64, 64),
         "read: 64 rows, 4 lines each in turn": reads(64, 256),
         "read: 64 rows, 16 lines each in turn": reads(64, 1024),
-        "read: sequential": lambda: on_threads(
-            threads, threads, lambda part, _: read_sequential(s, n * n, part, threads)),
+        "read: sequential": reads(1, n),
         "write: a line per destination row (the tiles' pattern)": writes(64),
         "write: 2 lines per destination row": writes(128),
         "write: 4 lines per destination row": writes(256),
