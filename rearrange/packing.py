@@ -637,8 +637,8 @@ def pack(tensors: Sequence[Any], pattern: str) -> tuple[Any, list[tuple[int, ...
         try:
             # _pack_key, written out: the warm path's one lookup
             entry = _pack_cache.get((pattern, *[(type(x), x.shape, x.dtype) for x in tensors]))
-        except (TypeError, AttributeError):  # not arrays, or an unhashable pattern
-            pass
+        except (TypeError, AttributeError, RuntimeError):  # not arrays (or tensors without
+            pass                # sizes: nested), or an unhashable pattern: the cold path says
     if entry is None:
         entry = _pack_entry(tensors, pattern)
     run, packed_shapes = entry
@@ -751,7 +751,8 @@ def unpack(tensor: Any, packed_shapes: Sequence[Sequence[int]], pattern: str) ->
             run = _unpack_cache.get((pattern, tensor.shape, shapes))
         elif type(tensor) is Tensor:
             run = _unpack_cache.get((pattern, tensor.layout, shapes))
-        elif type(tensor) in backends.by_type:
+        elif (backend := backends.by_type.get(type(tensor))) is not None:
+            backends.check(backend, tensor)   # a cached runner slices before it reshapes
             run = _unpack_cache.get((pattern, type(tensor), tuple(tensor.shape), shapes))
         if run is not None and not _PLAIN_INT.issuperset(type(v) for s in shapes for v in s):
             run = None  # 3.0 or True equals an int: let the cold path reject it
@@ -902,6 +903,8 @@ def _unpack_foreign(backend: Any, tensor: Any, packed_shapes: Any, pattern: str)
 
 def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     backend = _foreign_backend(tensor)
+    if backend is not None:
+        backends.check(backend, tensor)
     if backend is not None and (_traced(backend, [tensor]) or any(
             is_symbolic(v) for s in packed_shapes for v in s)):
         return _unpack_traced(backend, tensor, packed_shapes, pattern)  # never cached

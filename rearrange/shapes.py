@@ -137,7 +137,14 @@ def _build_recipe(parsed: ShapePattern, ndim: int, shape: tuple) -> _Recipe:
 
 
 def _shape_of(x: Any, op: str) -> tuple:
-    shape = getattr(x, "shape", None)
+    try:
+        shape = x.shape
+    except AttributeError:
+        shape = None
+    except RuntimeError as error:  # torch's nested tensors: sizes that vary have no .shape
+        raise ArgumentTypeError(
+            f"{op}(): {type(x).__module__}.{type(x).__name__} has no .shape to read "
+            f"({error})") from None
     if shape is None:
         raise ArgumentTypeError(
             f"{op}() takes an array or tensor (anything with a .shape); got "

@@ -270,3 +270,75 @@ def test_large_copies_of_unusual_torch_views(make) -> None:
     """Copies the kernel may take: its numpy view of the memory must mean the values."""
     x = make()
     torch.testing.assert_close(ra.rearrange(x, "h w -> (w h)"), x.t().reshape(-1), rtol=0, atol=0)
+
+
+def _not_dense() -> list:
+    """Tensors without a strided layout, each beside a dense tensor with the same shape,
+    dtype and (for sparse COO, whose stride() is all zeros) strides: a cache keyed
+    without the layout would hand one the other's runner."""
+    coo = torch.randn(30, 30).to_sparse()
+    return [
+        (coo, torch.randn(1, 1).expand(30, 30), "torch.sparse_coo", ".to_dense()"),
+        (torch.randn(30, 30).to_sparse_csr(), torch.randn(30, 30), "torch.sparse_csr",
+         ".to_dense()"),
+        (torch.randn(30, 30).to_mkldnn(), torch.randn(30, 30), "torch._mkldnn", ".to_dense()"),
+        (torch.nested.nested_tensor([torch.randn(30, 30), torch.randn(20, 30)]),
+         torch.randn(30, 30), "nested", ".to_padded_tensor(padding)"),
+    ]
+
+
+_CALLS = {
+    "rearrange": lambda x: ra.rearrange(x, "... h w -> ... (w h)"),
+    "reduce": lambda x: ra.reduce(x, "... h w -> ... w", "max"),
+    "repeat": lambda x: ra.repeat(x, "... h w -> ... w h 2"),
+    "pack": lambda x: ra.pack([x, x], "* w")[0],
+    "unpack": lambda x: ra.unpack(x, [(10,), (20,)], "* w")[1],
+    "einsum": lambda x: ra.einsum(x, "... h w -> ... w"),
+    "explain": lambda x: ra.explain(x, "... h w -> ... w h"),
+    "asnumpy": lambda x: ra.asnumpy(x),
+    "list of them": lambda x: ra.rearrange([x, x], "b ... h w -> ... (b w h)"),
+}
+_EINOPS = {
+    "rearrange": lambda x: einops.rearrange(x, "... h w -> ... (w h)"),
+    "reduce": lambda x: einops.reduce(x, "... h w -> ... w", "max"),
+    "repeat": lambda x: einops.repeat(x, "... h w -> ... w h 2"),
+    "pack": lambda x: einops.pack([x, x], "* w")[0],
+    "unpack": lambda x: einops.unpack(x, [(10,), (20,)], "* w")[1],
+    "einsum": lambda x: einops.einsum(x, "... h w -> ... w"),
+    "explain": lambda x: None,
+    "asnumpy": lambda x: einops.asnumpy(x),
+    "list of them": lambda x: einops.rearrange([x, x], "b ... h w -> ... (b w h)"),
+}
+
+
+@pytest.mark.parametrize("op", list(_CALLS))
+@pytest.mark.parametrize("dense_first", [True, False])
+def test_tensors_without_strides_are_refused_by_name_in_any_cache_state(op, dense_first) -> None:
+    """Sparse, mkldnn and nested tensors get an ArgumentTypeError that names the layout
+    and the conversion, whatever ran before with a dense tensor of the same shape,
+    dtype and strides; the dense tensor's result stays einops'."""
+    call, oracle = _CALLS[op], _EINOPS[op]
+    for bad, dense, kind, fix in _not_dense():
+        if kind == "torch.sparse_coo":
+            assert bad.stride() == dense.stride()       # the collision a key must tell apart
+        for first_dense in (dense_first, not dense_first, dense_first):
+            if first_dense:
+                expected = oracle(dense)
+                got = call(dense)
+                if expected is not None:
+                    if isinstance(expected, np.ndarray):
+                        np.testing.assert_array_equal(got, expected)
+                    else:
+                        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+            else:
+                with pytest.raises(ra.ArgumentTypeError) as raised:
+                    call(bad)
+                assert kind in str(raised.value) and fix in str(raised.value)
+
+
+def test_parse_shape_reads_sparse_shapes_and_refuses_nested_tensors() -> None:
+    sparse = torch.randn(3, 4).to_sparse()
+    assert ra.parse_shape(sparse, "h w") == einops.parse_shape(sparse, "h w")
+    nested = torch.nested.nested_tensor([torch.randn(3, 4), torch.randn(2, 4)])
+    with pytest.raises(ra.ArgumentTypeError, match="has no .shape to read"):
+        ra.parse_shape(nested, "b h w")

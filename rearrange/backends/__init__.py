@@ -27,6 +27,9 @@ their lists themselves. The foreign backends, found through this module, also pr
 * ``describe_copy(...)``    — optional: how a copy step will be done, for explain
 * ``to_numpy(x)``           — optional: ``x``'s values as a numpy array (default
                               ``numpy.asarray``), for :func:`asnumpy`
+* ``check(x)``             — optional: raises :class:`ArgumentTypeError` for an array
+                              of its type that no plan can describe (torch: sparse,
+                              mkldnn and nested tensors); its other functions check too
 
 and the same plan (:func:`rearrange.plan.plan_transform`) drives every one of them.
 numpy arrays and Tensors are handled by the fronts' own caches (rearrange's warm path
@@ -99,6 +102,13 @@ def backend_for(x: Any) -> Any | None:
     return None
 
 
+def check(backend: Any, x: Any) -> None:
+    """``backend.check(x)`` where the backend has one (see the module's docstring)."""
+    check_array = getattr(backend, "check", None)
+    if check_array is not None:
+        check_array(x)
+
+
 def foreign_input(x: Any, op: str) -> tuple[Any, Any] | None:
     """``(backend, array)`` for a foreign array or a list/tuple of them (stacked on a
     new first axis, as einops does), else None."""
@@ -109,6 +119,8 @@ def foreign_input(x: Any, op: str) -> tuple[Any, Any] | None:
         if not all(backend.matches(item) for item in x):
             kinds = sorted({type(item).__name__ for item in x})
             raise ArgumentTypeError(f"{op}() got a list mixing array types: {', '.join(kinds)}")
+        for item in x:
+            check(backend, item)
         shapes = {tuple(item.shape) for item in x}
         if len(shapes) > 1:
             raise RearrangeError(

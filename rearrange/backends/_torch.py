@@ -16,7 +16,7 @@ import sys
 import warnings
 from typing import Any, Callable, Mapping
 
-from ..errors import NoViewError
+from ..errors import ArgumentTypeError, NoViewError
 from ..layout import Layout
 from ..plan import Plan
 from ..recipe import is_symbolic
@@ -110,7 +110,11 @@ def cache_key(x: Any) -> tuple | list:
         # torch.jit.trace: sizes read from x.shape are recorded as reads of the shape only
         # when they flow into the ops themselves; a cached runner's would be constants
         return [x]  # unhashable: no runner is kept (see ``traced``)
-    return x.shape, x.stride(), x.dtype, x.device
+    try:
+        # the layout too: a sparse tensor's stride() is all zeros, a broadcast's strides
+        return x.shape, x.stride(), x.dtype, x.device, x.layout
+    except RuntimeError:    # no sizes (nested tensors) or no strides (sparse CSR/CSC)
+        raise not_dense(x) from None
 
 
 def _tracing_state() -> Any:
@@ -123,11 +127,36 @@ def traced(x: Any, axes_lengths: Mapping[str, Any]) -> bool:
     """Are ``x``'s sizes (or the axis lengths) traced, by torch.compile / torch.export
     (``SymInt`` s) or by torch.jit.trace? Then the call is planned over symbolic sizes
     (:mod:`rearrange.symbolic`): a plan of concrete sizes would pin the trace to them."""
-    return (not all(type(n) is int for n in x.shape) or any(map(is_symbolic, axes_lengths.values()))
+    try:
+        shape = x.shape
+    except RuntimeError:    # nested tensors have no sizes
+        check(x)
+        raise
+    return (not all(type(n) is int for n in shape) or any(map(is_symbolic, axes_lengths.values()))
             or _tracing_state() is not None)
 
 
+def not_dense(x: Any) -> ArgumentTypeError | None:
+    """The error for a tensor without a strided layout (sparse, mkldnn, nested), which no
+    plan can describe: a plan is a layout over strided memory. None for a dense tensor."""
+    torch = _torch()
+    if x.layout is torch.strided and not x.is_nested:
+        return None
+    kind, fix = (("a nested tensor", ".to_padded_tensor(padding)") if x.is_nested
+                 else (f"a tensor of layout {x.layout}", ".to_dense()"))
+    return ArgumentTypeError(f"rearrange works on dense (strided) torch tensors; got {kind}: "
+                             f"convert it with {fix} first")
+
+
+def check(x: Any) -> None:
+    """Raise :func:`not_dense`'s error for ``x``, if it has one."""
+    error = not_dense(x)
+    if error is not None:
+        raise error
+
+
 def describe(x: Any) -> ArrayInfo:
+    check(x)
     shape = tuple(x.shape)
     strides = tuple(x.stride())
     dtype = str(x.dtype).removeprefix("torch.")
@@ -140,6 +169,7 @@ def stack(xs: list[Any]) -> Any:
 
 def to_numpy(x: Any) -> Any:
     """A numpy array of ``x``'s values: detached from autograd, on the CPU."""
+    check(x)
     return x.detach().cpu().numpy()
 
 
@@ -505,14 +535,19 @@ def _stepwise(reduction: str, dims: tuple[int, ...], at_once: Runner) -> Runner:
 # ---------------------------------------------------------------------- pack, unpack, einsum
 
 def reshape(x: Any, shape: tuple[int, ...]) -> Any:
+    check(x)
     return x.reshape(*shape) if shape else x.reshape(())  # unpacked: see _reshape
 
 
 def concat(xs: list[Any], axis: int) -> Any:
+    for x in xs:
+        check(x)
     return _torch().cat(xs, dim=axis)
 
 
 def einsum(subscripts: str, *xs: Any) -> Any:
+    for x in xs:
+        check(x)
     return _torch().einsum(subscripts, *xs)
 
 
