@@ -779,7 +779,8 @@ def _pack_foreign_entry(backend: Any, tensors: Sequence[Any], pattern: str) -> t
             raise ArgumentTypeError(
                 f"pack(): item {k} is a {type(x).__module__}.{type(x).__name__}; every item "
                 f"must be of the first one's type ({type(tensors[0]).__name__})")
-    described = [_Input(Layout.contiguous(tuple(int(n) for n in x.shape)), None, "elements")
+    # the backend's own account of the shapes (it refuses the ones no plan can take)
+    described = [_Input(Layout.contiguous(backend.describe(x).layout.shape), None, "elements")
                  for x in tensors]
     plan, _ = _plan_pack(pattern, described)
     axis = plan.axis
@@ -884,7 +885,7 @@ def _shapes_text(shapes: Sequence[tuple[Any, ...]]) -> str:
 def _unpack_foreign(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     """unpack of torch, dask or array-API arrays: slices then reshapes, by the library
     (views wherever the library makes them: torch always can here)."""
-    shape = tuple(int(n) for n in tensor.shape)
+    shape = backend.describe(tensor).layout.shape
     plan, _ = _plan_unpack(pattern, Layout.contiguous(shape), packed_shapes, None, None,
                            "elements")
     axis = plan.axis

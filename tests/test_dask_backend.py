@@ -256,8 +256,14 @@ def test_errors_are_rearrange_errors() -> None:
     with pytest.raises(ra.PatternError):
         ra.rearrange(x, "a b c -> a b c")
     unknown = x[x[:, 0] > 0]   # boolean indexing: row count unknown until computed
-    with pytest.raises(ra.RearrangeError, match="compute_chunk_sizes"):
-        ra.rearrange(unknown, "a b -> b a")
+    for call in (lambda: ra.rearrange(unknown, "a b -> b a"),
+                 lambda: ra.reduce(unknown, "a b -> b", "sum"),
+                 lambda: ra.rearrange([unknown, unknown], "n a b -> a b n"),
+                 lambda: ra.einsum(unknown, x, "a b, c b -> a c"),
+                 lambda: ra.pack([x, unknown], "* b"),
+                 lambda: ra.unpack(unknown, [(2,), (2,)], "a *")):
+        with pytest.raises(ra.RearrangeError, match="compute_chunk_sizes"):
+            call()
     with pytest.raises(ra.ArgumentTypeError, match="mixing"):
         ra.rearrange([x, np.zeros((6, 4))], "n a b -> a b n")
 
