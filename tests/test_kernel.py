@@ -284,8 +284,8 @@ def test_reversal_runs_the_source_continuation_inside_column_blocks(dtype, threa
 @pytest.mark.parametrize("extra_rows", [0, 1, 150])
 def test_transpose_rows_meeting_off_the_line_grid(dtype, extra_rows, threads,
                                                   monkeypatch) -> None:
-    """Streaming tiled transposes into rows that lie back to back and start off the line
-    grid: the lines where rows meet are written whole by seam tiles (the last columns of
+    """Streaming tiled (and staged) transposes into rows that lie back to back and start
+    off the line grid: the lines where rows meet are written whole by seam tiles (the last columns of
     one row, then the first of the next), the head of row 0 and the tail of the last row
     one unit at a time; panels one tile tall (every row's edges by units), one row
     taller, and tall; a 2-D transpose and columns over (b2, b)."""
@@ -301,10 +301,64 @@ def test_transpose_rows_meeting_off_the_line_grid(dtype, extra_rows, threads,
              random_array((64, 3, 1, na), dtype, rng).transpose(3, 2, 1, 0)]
     for v in views:
         k = K.plan_copy(v.shape, v.strides, v.itemsize, v.dtype.kind)
-        assert k.variant == "tiled-transpose"
+        # bytes, 64 rows or more: staged (its bands' edges are the same seams)
+        assert k.variant == ("staged-transpose" if item == 1 and na >= 64 else
+                             "tiled-transpose")
         for offset in sorted({item, 16, 48}):
             assert lowering.lower(k, offset)[3][abi.P_SEAM] == offset // item   # units x group
             copy_at(v, offset)
+
+
+@pytest.mark.parametrize("rows", [64, 100, 128, 138, 198, 300])
+def test_staged_transpose_geometries(rows, threads, monkeypatch) -> None:
+    """Staged byte transposes (bands of 128 rows here) against numpy: rows a band or
+    less, a remainder under 64 rows joining the last band and one of its own, rows off
+    the 64-row chunks; column blocks in pairs and one left over; columns over (b2, b)
+    whose 8-row groups cross into the next b2 (b of 70 and 100 columns); reversed source
+    rows; batch dims; destinations on and off the line grid (seams where rows meet)."""
+    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "NONTEMPORAL_TILE_MIN_BYTES", 0)
+    set_everywhere(monkeypatch, "STAGED_BAND_ROWS", 128)
+    rng = np.random.default_rng(rows)
+    views = [random_array((128, rows), np.uint8, rng).T,             # one column pair
+             random_array((192, rows), np.uint8, rng).T,             # a pair and a block
+             random_array((320, rows), np.uint8, rng)[::-1].T,       # reversed source rows
+             random_array((2, 64, 70, rows), np.uint8, rng).transpose(0, 3, 1, 2),
+             random_array((16, 100, rows), np.uint8, rng).transpose(2, 0, 1)[:, ::-1]]
+    for v in views:
+        k = K.plan_copy(v.shape, v.strides, 1)
+        assert k.variant == "staged-transpose", (v.shape, v.strides)
+        for offset in (0, 1, 17, 63):
+            copy_at(v, offset)
+
+
+def test_staged_transposes_from_two_python_threads_at_once() -> None:
+    """Each copy's threads stage through scratch memory of the Python thread that made
+    the copy: copies made at the same time from two Python threads never share it."""
+    import threading
+    rng = np.random.default_rng(3)
+    sources = [random_array((1536, 2048), np.uint8, rng).T,
+               random_array((2048, 1600), np.uint8, rng).T]
+    assert all(K.plan_copy(v.shape, v.strides, 1).variant == "staged-transpose"
+               for v in sources)
+    failures = []
+
+    def work(src):
+        out = np.empty(src.shape, np.uint8)
+        for _ in range(30):
+            out[...] = 0
+            K.copy_into(out, src)
+            if not np.array_equal(out, src):
+                failures.append(src.shape)
+
+    workers = [threading.Thread(target=work, args=(v,)) for v in sources]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not failures
 
 
 # ---------------------------------------------------------------------- hypothesis

@@ -149,8 +149,9 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     populate = False
     fresh = (kernel.variant != "contiguous-memcpy" and
              dst.nbytes >= NONTEMPORAL_MIN_BYTES and untouched(daddr, dst.nbytes))
-    if fresh and kernel.variant in ("inner-contiguous", "strided-rows", "tiled-transpose"):
-        if kernel.variant != "tiled-transpose" and kernel.threads == 1 and \
+    if fresh and kernel.variant in ("inner-contiguous", "strided-rows", "tiled-transpose",
+                                    "staged-transpose"):
+        if kernel.variant in ("inner-contiguous", "strided-rows") and kernel.threads == 1 and \
                 dst.nbytes < FRESH_ROWS_NUMPY_MAX_BYTES:
             # One thread, rows, a destination the last-level cache may hold: numpy's
             # row loop into the pages as they fault is as fast (up to 64 MiB here).

@@ -9,21 +9,26 @@ from __future__ import annotations
 import ctypes
 
 # Panel kinds understood by the jitted driver (KIND_WEAVE: small-inner-dim tiles that
-# interleave 2-4 source rows, stored straight from registers).
-KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE = 0, 1, 2, 3
+# interleave 2-4 source rows, stored straight from registers; KIND_STAGED: transposes of
+# 1-byte units through a per-thread staging buffer, see loops._panel_staged).
+KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE, KIND_STAGED = 0, 1, 2, 3, 4
 # Store modes: regular, non-temporal straight from the source (whole aligned lines), or
 # staged: panels contiguous in the destination are gathered in an L1 buffer and leave it
 # as whole non-temporal lines.
 REGULAR, DIRECT_NT, STAGED_NT = 0, 1, 2
 # The control block one copy's threads share (int64): chunks claimed, work units done,
-# then the populate slices (claimed, count, first byte, end, bytes per slice) and the
-# address of madvise (0: touch the pages instead).
+# then the populate slices (claimed, count, first byte, end, bytes per slice), the
+# address of madvise (0: touch the pages instead), and the scratch memory of the copy
+# (address; slots claimed: each thread that runs the copy claims one slot of
+# P_SCRATCH bytes, so the slots outnumber the threads never).
 (C_NEXT, C_DONE, C_NWORK, C_CHUNK, C_POP_NEXT, C_POP_N, C_POP_START, C_POP_END,
- C_POP_STEP, C_MADVISE, C_LEN) = range(11)
-# Layout of the int64 parameter vector handed to the kernels.
+ C_POP_STEP, C_MADVISE, C_SCRATCH, C_SLOT, C_LEN) = range(13)
+# Layout of the int64 parameter vector handed to the kernels (P_SCRATCH: bytes of
+# scratch memory per thread, 0: none; P_GS: bytes between the row groups of a staged
+# transpose's buffer).
 (P_KIND, P_NA, P_SA, P_DA, P_NB, P_SB, P_TA, P_TB, P_NR, P_SR, P_DR, P_TR,
  P_ORDER, P_NT, P_JSTART, P_NKB, P_G, P_SOFF, P_DOFF, P_ITA, P_ITB, P_ITR,
- P_PF, P_SB2, P_STAGE, P_SEAM, P_LEN) = range(27)
+ P_PF, P_SB2, P_STAGE, P_SEAM, P_SCRATCH, P_GS, P_LEN) = range(29)
 
 # The ctypes type of a control block: made and passed faster than a numpy array.
 ControlBlock = ctypes.c_int64 * C_LEN

@@ -3,8 +3,9 @@
 Raw loads and stores in three alias scopes (source, destination, staging buffer: never
 aliasing each other, which lets LLVM vectorise without overlap checks), whole-line
 non-temporal stores, the register-tile transpose (Eklundh's shuffle stages, whole
-destination lines out), the 2-4 way interleave, prefetch, atomics, a fence, and a call of
-libc's madvise by address. :func:`define_intrinsics` imports numba and llvmlite and
+destination lines out), the 8-row byte transpose of staged transposes and the line
+gathered from their staging buffer, the 2-4 way interleave, prefetch, atomics, a fence,
+and a call of libc's madvise by address. :func:`define_intrinsics` imports numba and llvmlite and
 builds them; :func:`.jit.materialise` calls it once and binds the result in the loops'
 module under the names the loops use (``_ld``, ``_st``, ``_tile``, ...).
 """
@@ -19,6 +20,10 @@ __all__ = ["define_intrinsics"]
 # Tiles of more rows than the 32 vector registers hold (uint8) are transposed in blocks of
 # this many rows, each parked on the stack while the next is done (see _tile).
 _PARK_ROWS = 16
+
+# The order in which _stage8 loads its 8 source rows: bit-reversed, so that after its three
+# unpack rounds every 8-byte word holds rows 0..7 of one column, in order.
+_STAGE8_ROW_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
 
 # Vector width (bytes) -> unit sizes whose register tiles (_tile) and 2-4 way interleaves
 # (_weave) are shuffled 16-byte lane by lane (unpack_rounds, in_lanes): on 32-byte
@@ -380,6 +385,76 @@ def define_intrinsics() -> dict:
             return context.get_dummy_value()
         return sig, codegen
 
+    def unpack_mask(n, k, high):
+        """The shuffle mask of x86's unpack (low or ``high`` halves) of k-byte elements
+        of two n-byte vectors, 16-byte lane by lane: one instruction on SSE2, AVX2 and
+        AVX-512 alike."""
+        m = []
+        for lane in range(0, n, 16):
+            base = lane + (8 if high else 0)
+            for e in range(8 // k):
+                m += [base + e * k + x for x in range(k)]
+                m += [n + base + e * k + x for x in range(k)]
+        return ir.Constant(ir.VectorType(i32, n), m)
+
+    @intrinsic
+    def _stage8(typingctx, baddr, saddr, sstride, split, jump):
+        """8 source rows of LINE bytes (row r at saddr + r*sstride, plus ``jump`` from
+        row ``split`` on; any alignment) transposed into the 8 lines at baddr (aligned):
+        the 8-byte word of column c (its rows 0..7, in order) at byte
+        ``((c & 15) >> 1) * 64 + ((c >> 4) * 2 + (c & 1)) * 8`` (loops._stage_word):
+        three rounds of lane-local unpacks, 24 shuffles for 512 bytes."""
+        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            ba, sa, ss, sp, jp = args
+            vt = ir.VectorType(ir.IntType(8), LINE)
+            zero = ir.Constant(jp.type, 0)
+            rows = []
+            for r in _STAGE8_ROW_ORDER:
+                rc = ir.Constant(ss.type, r)
+                a = builder.add(sa, builder.add(builder.mul(rc, ss), builder.select(
+                    builder.icmp_signed(">=", rc, sp), jp, zero)))
+                v = builder.load(ptr(builder, a, vt), align=1)
+                mark(v, builder.module, "src")
+                rows.append(v)
+            for k in (1, 2, 4):
+                lo, hi = unpack_mask(LINE, k, False), unpack_mask(LINE, k, True)
+                new = [None] * 8
+                for q in range(4):
+                    new[2 * q] = builder.shuffle_vector(rows[q], rows[q + 4], lo)
+                    new[2 * q + 1] = builder.shuffle_vector(rows[q], rows[q + 4], hi)
+                rows = new
+            bp = ptr(builder, ba, vt)
+            for q in range(8):
+                st = builder.store(rows[q], builder.gep(bp, [ir.Constant(i32, q)]),
+                                   align=LINE)
+                mark(st, builder.module, "stage")
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _gather_nt(typingctx, daddr, baddr, gstride):
+        """The line at daddr (64-aligned), stored non-temporally, from 8 words of 8 bytes
+        at baddr + k*gstride (k < 8, each 8-aligned): one column's 64 rows of a staged
+        transpose."""
+        sig = types.void(types.int64, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            da, ba, gs = args
+            i64 = ir.IntType(64)
+            line = ir.Constant(ir.VectorType(i64, LINE // 8), ir.Undefined)
+            for k in range(LINE // 8):
+                a = builder.add(ba, builder.mul(gs, ir.Constant(gs.type, k)))
+                w = builder.load(ptr(builder, a, i64), align=8)
+                mark(w, builder.module, "stage")
+                line = builder.insert_element(line, w, ir.Constant(i32, k))
+            st = builder.store(line, ptr(builder, da, line.type), align=LINE)
+            mark(st, builder.module, "dst")
+            st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(i32, 1)]))
+            return context.get_dummy_value()
+        return sig, codegen
+
     def gather(builder, rows, picks):
         """A vector whose lane l is rows[c][i] for (c, i) = picks[l]: the first source's
         lanes permuted into place, then one two-source shuffle per further source that
@@ -485,5 +560,5 @@ def define_intrinsics() -> dict:
             "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add,
             "_call_madvise": _call_madvise, "_touch": _touch, "_weave": make_weave("dst"),
             "_weave_b": make_weave("stage"), "_stack_bytes": _stack_bytes,
-            "_stack_zeros": _stack_zeros}
+            "_stack_zeros": _stack_zeros, "_stage8": _stage8, "_gather_nt": _gather_nt}
 

@@ -16,11 +16,11 @@ destination contiguously and writes them out as whole non-temporal lines.
 from __future__ import annotations
 
 from .abi import (C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NEXT, C_NWORK, C_POP_END, C_POP_N,
-                  C_POP_NEXT, C_POP_START, C_POP_STEP, DIRECT_NT,
-                  KIND_WEAVE, P_DA, P_DOFF, P_DR, P_G, P_ITA, P_ITB, P_ITR, P_JSTART,
-                  P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER, P_PF, P_SA,
-                  P_SB, P_SB2, P_SEAM, P_SOFF, P_SR, P_STAGE, P_TA, P_TB, P_TR,
-                  STAGED_NT)
+                  C_POP_NEXT, C_POP_START, C_POP_STEP, C_SCRATCH, C_SLOT, DIRECT_NT,
+                  KIND_STAGED, KIND_WEAVE, P_DA, P_DOFF, P_DR, P_G, P_GS, P_ITA, P_ITB,
+                  P_ITR, P_JSTART, P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER,
+                  P_PF, P_SA, P_SB, P_SB2, P_SCRATCH, P_SEAM, P_SOFF, P_SR, P_STAGE, P_TA,
+                  P_TB, P_TR, STAGED_NT)
 from .jit import UNIT_DTYPES, compile_runner, jit
 from .pages import PAGE
 from .plan import LINE
@@ -30,7 +30,7 @@ __all__ = ["runner", "FAMILIES", "RUNS"]
 # Placeholders: bound by jit.materialise() before anything is compiled.
 _ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
 _put = _fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
-_stack_bytes = _stack_zeros = None
+_stack_bytes = _stack_zeros = _stage8 = _gather_nt = None
 
 
 @jit()
@@ -337,32 +337,95 @@ def _column_block(d, s, tok, c0, soff, j0, na, p, nt, pf):
 @jit()
 def _panel_simd(d, s, tok, doff, soff, jb, na, p):
     """Column block ``jb`` of a tiled transpose (``doff``: the destination offset of its
-    first column, ``soff``: the source offset of the panel's column 0). The first and
-    the last block also copy the columns before and after the blocks (the first block
-    starts where destination rows meet a line, for non-temporal stores): where rows
-    lie back to back, the lines where they meet by seam tiles (_seam_block), and the
-    columns after the last block, which then end on a line, by one more column of
-    tiles ending there (rewriting columns of the last block with the same values);
-    else (and for those columns when they do not end on a line) one unit at a time."""
+    first column, ``soff``: the source offset of the panel's column 0), and the columns
+    outside the blocks that go with it (_panel_edges)."""
+    j0 = p[P_JSTART] + jb * p[P_TB]
+    c0 = doff - j0 * p[P_G]
+    _column_block(d, s, tok, c0, soff, j0, na, p, p[P_NT], p[P_PF])
+    _panel_edges(d, s, tok, c0, soff, jb, jb, na, p)
+
+
+@jit()
+def _panel_edges(d, s, tok, c0, soff, jfirst, jlast, na, p):
+    """The columns of a tiled-transpose panel outside its column blocks, copied with
+    the work unit of blocks jfirst..jlast that holds the first or the last block (``c0``
+    / ``soff``: the panel's column-0 offsets; ``na`` rows, at least Ka). The first block
+    starts where destination rows meet a line, for non-temporal stores: where rows lie
+    back to back, the lines where they meet are written by seam tiles (_seam_block); the
+    columns after the last block, which then end on a line, by one more column of tiles
+    ending there (rewriting columns of the last block with the same values); else (and
+    for those columns when they do not end on a line) one unit at a time."""
     kb = p[P_TB]
     g = p[P_G]
-    j0 = p[P_JSTART] + jb * kb
-    c0 = doff - j0 * g
     nt = p[P_NT]
-    _column_block(d, s, tok, c0, soff, j0, na, p, nt, p[P_PF])
-    if jb == 0 and j0:
+    if jfirst == 0 and p[P_JSTART]:
         if p[P_SEAM]:
             _seam_block(d, s, tok, c0, soff, na, p)
         else:
-            _strip_g(d, s, tok, c0, soff, na, na - na, j0, p[P_DA], p[P_NB], p[P_SB],
-                     p[P_SB2], g)
+            _strip_g(d, s, tok, c0, soff, na, na - na, p[P_JSTART], p[P_DA], p[P_NB],
+                     p[P_SB], p[P_SB2], g)
+    j0 = p[P_JSTART] + jlast * kb
     end = p[P_NB] * p[P_NR] - p[P_SEAM]
-    if jb == p[P_NKB] - 1 and j0 + kb < end:
+    if jlast == p[P_NKB] - 1 and j0 + kb < end:
         if nt and (d + (c0 + end * g) * _unit(tok)) % LINE == 0:
             _column_block(d, s, tok, c0, soff, end - kb, na, p, nt, p[P_PF])
         else:
             _strip_g(d, s, tok, c0, soff, na, j0 + kb, end, p[P_DA], p[P_NB], p[P_SB],
                      p[P_SB2], g)
+
+
+@jit(inline="always")
+def _stage_word(i):
+    """Where the 8-byte word of source column i (8 rows of it) lies in its row group of
+    a staged transpose's buffer: 512 bytes per 64 columns, in _stage8's order."""
+    return (i >> 6) * 512 + ((i & 15) >> 1) * 64 + (((i & 63) >> 4) * 2 + (i & 1)) * 8
+
+
+@jit()
+def _panel_staged(d, s, tok, doff, soff, jb, na, p, buf):
+    """Column blocks jb and jb + 1 (if there is one) of a staged transpose (1-byte units,
+    Kb = 64 columns a block, every destination row's block a whole line on the line
+    grid) over ``na`` rows (at least 64), through ``buf``, this thread's staging buffer
+    of 8-row groups P_GS bytes apart; then the columns outside the blocks that go with
+    them (_panel_edges). ``doff`` / ``soff`` as in _panel_simd.
+
+    First every 8 source rows (destination columns) are read together along the band,
+    64 units at a time into consecutive 512-byte chunks of their group, transposed by
+    _stage8 (eight long read streams: the hardware prefetchers follow them, where a
+    register tile's 64 rows of one line each were not); the last na % 64 rows come from
+    one more chunk, the band's last 64 rows. Then each destination row is written as
+    whole non-temporal lines, each gathered from the words of 8 groups. The buffer (16
+    groups of up to na + 64 words) stays in the L2 cache between the two."""
+    kb = p[P_TB]
+    nb = p[P_NB]
+    sb = p[P_SB]
+    gs = p[P_GS]
+    j0 = p[P_JSTART] + jb * kb
+    c0 = doff - j0
+    nblk = min(2, p[P_NKB] - jb)
+    jump = p[P_SB2] - nb * sb
+    tail = na - na % 64                 # rows from here on: in the last chunk
+    for grp in range(nblk * kb // 8):
+        # The group's 8 source rows; at most one crossing into the next b2 (nb >= Kb).
+        j = j0 + 8 * grp
+        q = j // nb
+        jr = j - q * nb
+        row = s + soff + q * p[P_SB2] + jr * sb
+        bp = buf + grp * gs
+        for i in range(0, tail, 64):
+            _stage8(bp + 8 * i, row + i, sb, nb - jr, jump)
+        if tail < na:
+            _stage8(bp + 8 * tail, row + na - 64, sb, nb - jr, jump)
+    dp = d + c0 + j0
+    for i in range(na):
+        if i < tail:
+            w = buf + _stage_word(i)
+        else:
+            w = buf + 8 * tail + _stage_word(i - (na - 64))
+        for blk in range(nblk):
+            _gather_nt(dp + blk * kb, w + 8 * blk * gs, gs)
+        dp += p[P_DA]
+    _panel_edges(d, s, tok, c0, soff, jb, jb + nblk - 1, na, p)
 
 
 @jit()
@@ -514,13 +577,16 @@ def _run_rows(cp, d, s, itp, pp, tok):
 
 
 def _run_transpose(cp, d, s, itp, pp, tok):
-    """Register-tile transposes (KIND_SIMD): tiled-transpose plans."""
+    """Register-tile transposes (KIND_SIMD) and staged ones (KIND_STAGED, whose work
+    units are pairs of column blocks): tiled- and staged-transpose plans."""
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
     idx = carray(_stack_zeros(it[0] + 1), (it[0] + 1,))
     done = itp[0] - itp[0]
     ita, itb = p[P_ITA], p[P_ITB]
+    staged = p[P_KIND] == KIND_STAGED
+    buf = carray(cp, (C_LEN,))[C_SCRATCH] + _fetch_add(cp, C_SLOT, 1) * p[P_SCRATCH]
     while True:
         lo, hi = _claim(cp)
         if lo >= hi:
@@ -531,7 +597,10 @@ def _run_transpose(cp, d, s, itp, pp, tok):
             ea = p[P_NA]
             if ita >= 0:        # a band of rows (the last one takes the rest)
                 ea = p[P_TR] if idx[ita] < it[1 + 3 * ita] - 1 else ea - idx[ita] * p[P_TR]
-            _panel_simd(d, s, tok, doff, soff, idx[itb], ea, p)
+            if staged:
+                _panel_staged(d, s, tok, doff, soff, 2 * idx[itb], ea, p, buf)
+            else:
+                _panel_simd(d, s, tok, doff, soff, idx[itb], ea, p)
             soff, doff = _advance(it, idx, soff, doff)
     _publish(cp, done)
 
@@ -577,7 +646,8 @@ def _run_tiles(cp, d, s, itp, pp, tok):
 
 # Panel family of each plan variant that runs compiled loops.
 FAMILIES = {"contiguous-memcpy": "rows", "inner-contiguous": "rows", "strided-rows": "rows",
-            "tiled-transpose": "transpose", "small-inner-dim": "tiles", "tiled": "tiles"}
+            "tiled-transpose": "transpose", "staged-transpose": "transpose",
+            "small-inner-dim": "tiles", "tiled": "tiles"}
 RUNS = {"rows": _run_rows, "transpose": _run_transpose, "tiles": _run_tiles}
 
 

@@ -18,15 +18,16 @@ import math
 
 import numpy as np
 
-from .abi import (DIRECT_NT, KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE, P_DA, P_DOFF,
-                  P_DR, P_G, P_ITA, P_ITB, P_ITR, P_JSTART, P_KIND, P_LEN, P_NA, P_NB,
-                  P_NKB, P_NR, P_NT, P_ORDER, P_PF, P_SA, P_SB, P_SB2, P_SEAM, P_SR,
-                  P_STAGE, P_TA, P_TB, P_TR, STAGED_NT)
+from .abi import (DIRECT_NT, KIND_ROWS, KIND_SIMD, KIND_STAGED, KIND_TILE, KIND_WEAVE,
+                  P_DA, P_DOFF, P_DR, P_G, P_GS, P_ITA, P_ITB, P_ITR, P_JSTART, P_KIND,
+                  P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER, P_PF, P_SA, P_SB, P_SB2,
+                  P_SCRATCH, P_SEAM, P_SR, P_STAGE, P_TA, P_TB, P_TR, STAGED_NT)
 from .loops import FAMILIES
 from .plan import (LINE, NONTEMPORAL_MIN_BYTES, NONTEMPORAL_TILE_MIN_BYTES, PANEL_BYTES,
                    PREFETCH_ROW_BYTES, PREFETCH_STREAM_BYTES, PREFETCH_UNITS_AHEAD,
                    ROW_BLOCK_BYTES, ROW_CHUNK_BYTES, ROW_STREAMS_MAX, SIMD_TILE_G2,
-                   STAGE_BYTES, TILE_BLOCK_BYTES, TILE_PREFETCH_LINES, CopyKernel)
+                   STAGE_BYTES, STAGED_BAND_ROWS, TILE_BLOCK_BYTES, TILE_PREFETCH_LINES,
+                   CopyKernel, tile_columns_b2)
 from .threads import CHUNKS_PER_THREAD
 
 __all__ = ["lower"]
@@ -94,7 +95,7 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
             # Short source rows are prefetched in software: many interleaved streams,
             # or one stream with gaps; the hardware prefetchers follow neither.
             p[P_PF] = _prefetch_distance(sr, nb, it[-2], u)
-    elif v == "tiled-transpose":
+    elif v in ("tiled-transpose", "staged-transpose"):
         g = 2 if (k.tile == SIMD_TILE_G2.get(u) and sstr[-1] == 1 and shape[-1] == 2) else 1
         bdim = d - 1 if g == 1 else d - 2
         adim = min((i for i in range(bdim) if sstr[i] != 0), key=lambda i: abs(sstr[i]))
@@ -103,12 +104,8 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
         # The tile columns run over b and, when b is short, over the dim before it too
         # (b2: contiguous with b in the destination, any stride in the source): the
         # destination rows get long enough to be written in whole lines.
-        b2 = bdim - 1
-        nb2, sb2 = 1, 0
-        if b2 >= 0 and b2 != adim and nb >= kb and nb * u * g < ROW_CHUNK_BYTES:
-            nb2, sb2 = shape[b2], sstr[b2]
-        else:
-            b2 = -1
+        b2 = tile_columns_b2(shape, adim, bdim, kb, u, g)
+        nb2, sb2 = (shape[b2], sstr[b2]) if b2 >= 0 else (1, 0)
         ncols = nb * nb2
         outer({adim, bdim, b2} | ({d - 1} if g == 2 else set()))
         _block_rows(it, na * u * g, TILE_BLOCK_BYTES)
@@ -125,7 +122,25 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
         else:
             nt = False
         nkb = (ncols - jstart) // kb
-        if k.threads > 1 and not nt:
+        # plan.stages guarantees the line grid a staged transpose needs (nt).
+        staged = v == "staged-transpose" and nt
+        if staged:
+            # Work units: pairs of column blocks (two lines per destination row), each
+            # over a band of STAGED_BAND_ROWS rows, the bands innermost (a thread's next
+            # unit continues the same 128 source rows); a remainder under LINE rows
+            # joins the last band.
+            nbands = max(1, na // STAGED_BAND_ROWS + (na % STAGED_BAND_ROWS >= LINE))
+            band = min(na, STAGED_BAND_ROWS)
+            rows = max(band, na - (nbands - 1) * band)
+            p[P_GS] = (-(-rows // LINE) * LINE) * 8 + LINE
+            p[P_SCRATCH] = 2 * (kb // 8) * p[P_GS]
+            it.extend((-(-nkb // 2), 0, 2 * kb))
+            p[P_ITB] = len(it) // 3 - 1
+            if nbands > 1:
+                p[P_ITA] = len(it) // 3
+                it.extend((nbands, band, band * da))
+                p[P_TR] = band
+        elif k.threads > 1 and not nt:
             # Destination rows (or the first block) off the line grid: threads copying
             # neighbouring column blocks would share the lines where the blocks meet.
             # They take bands of rows instead (whole bands per chunk of work).
@@ -142,14 +157,16 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
         # streams (the destination's lines then leave in runs of kb units, not whole
         # rows; the streams matter more: 1.5x on a 64^4 reversal).
         cont = [i for i in range(len(it) // 3) if abs(it[3 * i + 1]) == na * g]
-        if cont and p[P_ITA] < 0:
+        if staged:
+            pass                        # its own work units, above
+        elif cont and p[P_ITA] < 0:
             i = cont[-1]
             it[:] = it[:3 * i] + it[3 * i + 3:] + [nkb, 0, kb * g] + it[3 * i:3 * i + 3]
             p[P_ITB] = len(it) // 3 - 2
         else:
             p[P_ITB] = len(it) // 3
             it.extend((nkb, 0, kb * g))
-        p[P_KIND] = KIND_SIMD
+        p[P_KIND] = KIND_STAGED if staged else KIND_SIMD
         p[P_NA], p[P_SA], p[P_DA] = na, g, da
         p[P_NB], p[P_SB], p[P_SB2] = nb, sb, sb2
         p[P_NR] = nb2

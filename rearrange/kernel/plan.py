@@ -33,6 +33,15 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         rows with the same values); the columns outside the blocks are
                         copied by a column of tiles over the first (last) block's width,
                         with regular stores, rewriting some of the block's columns.
+``staged-transpose``    a tiled transpose of 1-byte units whose destination rows lie on
+                        the line grid (large ones): 8 source rows at a time are read
+                        along bands of up to 2048 units, transposed in vector registers
+                        into a per-thread staging buffer that stays in L2 (128 destination
+                        columns a band: 256 KiB), and each destination row leaves it as
+                        whole non-temporal lines. A register tile reads 64 source rows a
+                        line each, more streams than the hardware prefetchers follow; 8
+                        long streams they do (8192² uint8: 1.5x). The columns outside the
+                        blocks are copied as in ``tiled-transpose``.
 ``small-inner-dim``     one of the two fastest dims is short (NHWC→NCHW with C=3): the
                         short dim is the outer loop of a panel that stays in L1; 2, 3 or
                         4 channels are split by a loop with constant strides (LLVM
@@ -56,7 +65,7 @@ from dataclasses import dataclass, field
 
 from .threads import get_num_threads
 
-__all__ = ["CopyKernel", "plan_copy", "plan_aligned", "lowbit"]
+__all__ = ["CopyKernel", "plan_copy", "plan_aligned", "lowbit", "stages", "tile_columns_b2"]
 
 # ---------------------------------------------------------------------------- tuning
 # Measured on a 2-core Xeon (AVX-512) shared with other work; see bench/kernel_bench.py.
@@ -84,6 +93,8 @@ PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units 
 PREFETCH_STREAM_BYTES = 2048     # or, when a panel's rows are one forward stream (a
 #                                  crop's rows), the row at least this far ahead in it
 TILE_PREFETCH_LINES = {1: 2, 4: 2}  # register tiles, per unit: prefetch this many lines ahead
+STAGED_BAND_ROWS = 2048          # staged transposes: destination rows per band (128 columns
+#                                  of them, 256 KiB, fill half of a 512 KiB L2)
 
 # AVX-512 CPUs by LLVM name (NUMBA_CPU_NAME): their vector registers are 64 bytes wide.
 _AVX512_CPUS = frozenset({
@@ -279,6 +290,11 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
             return CopyKernel("numpy", u, fshape, fstr, None, 1,
                               f"a transpose of {nbytes} B < {TRANSPOSE_NUMPY_MAX_BYTES} B: "
                               f"numpy's loop in L1/L2 costs less than a kernel call", signature)
+        if stages(fshape, adim, bdim, u, g, kb):
+            return make("staged-transpose", (ka, kb),
+                        f"source-fastest dim {adim} (stride 1) != destination-fastest dim "
+                        f"{bdim}, bytes: 8 source rows at a time through vector registers "
+                        f"into an L2 staging buffer, whole-line streaming stores")
         return make("tiled-transpose", (ka, kb),
                     f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim "
                     f"{bdim}: {ka}x{kb} tiles through vector registers, whole-line stores")
@@ -302,6 +318,35 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     return make("tiled", (min(t, na), min(t, nb)),
                 f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim {bdim}:"
                 f" {t}x{t} scalar tiles ({t * t * u // 1024} KiB) through L1")
+
+
+def tile_columns_b2(shape, adim, bdim, kb, u, g) -> int:
+    """The dim whose rows a tiled transpose's tile columns continue into after b (the
+    destination-fastest dim) when b is short, or -1: the dim before b, unless it is a or
+    b's rows are long (a work unit's worth of bytes)."""
+    b2 = bdim - 1
+    if b2 >= 0 and b2 != adim and shape[bdim] >= kb and shape[bdim] * u * g < ROW_CHUNK_BYTES:
+        return b2
+    return -1
+
+
+def stages(shape, adim, bdim, u, g, kb) -> bool:
+    """Whether a tiled transpose (fused ``shape``, source-fastest dim ``adim``, destination-
+    fastest ``bdim``) is staged: 1-byte units, at least LINE rows, large enough for
+    streaming stores, and every destination row of a column block a whole line on the
+    line grid (every destination stride but those of the tile columns' dims a multiple of
+    LINE; the destination's start is met by the first block's offset, see lowering)."""
+    nbytes = math.prod(shape) * u
+    if u != 1 or g != 1 or kb != LINE or shape[adim] < LINE or \
+            nbytes < NONTEMPORAL_TILE_MIN_BYTES:
+        return False
+    b2 = tile_columns_b2(shape, adim, bdim, kb, u, g)
+    dstride = 1
+    for i in range(len(shape) - 1, -1, -1):
+        if i not in (bdim, b2) and dstride % LINE:
+            return False
+        dstride *= shape[i]
+    return True
 
 
 def _fuse(shape, strides, itemsize, u):

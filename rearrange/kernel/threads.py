@@ -27,7 +27,7 @@ import threading
 import numpy as np
 
 from .abi import (C_CHUNK, C_DONE, C_MADVISE, C_NWORK, C_POP_END, C_POP_N, C_POP_START,
-                  C_POP_STEP, ControlBlock)
+                  C_POP_STEP, C_SCRATCH, P_SCRATCH, ControlBlock)
 from .pages import PAGE, madvise_address
 
 __all__ = ["set_num_threads", "get_num_threads", "execute", "CHUNKS_PER_THREAD"]
@@ -84,6 +84,10 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
     nwork, threads, itv, pv, _, ita, pa, quantum = low
     ctrl = ControlBlock()
     ctrl[C_NWORK] = nwork
+    scratch = None
+    if pv[P_SCRATCH]:
+        scratch = _scratch(threads * int(pv[P_SCRATCH]))
+        ctrl[C_SCRATCH] = scratch.__array_interface__["data"][0]
     if populate_bytes:
         start = -(-daddr // PAGE) * PAGE
         end = (daddr + populate_bytes) // PAGE * PAGE
@@ -97,7 +101,7 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
     if threads > 1:
         chunk = -(-nwork // min(nwork, threads * CHUNKS_PER_THREAD))
         ctrl[C_CHUNK] = -(-chunk // quantum) * quantum
-        job = _Job(runner, args, (itv, pv))
+        job = _Job(runner, args, (itv, pv, scratch))
         _pool.submit(job, threads - 1)
         runner(*args)
         if ctrl[C_DONE] != nwork:
@@ -105,6 +109,25 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
     else:
         ctrl[C_CHUNK] = nwork
         runner(*args)
+
+
+_SCRATCH_ALIGN = 4096
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    """nbytes of scratch memory, page-aligned, for a copy made by this Python thread: the
+    thread's own buffer, kept for its next copies (its pages then stay mapped and warm),
+    grown when a copy needs more. Copies from different Python threads never share one;
+    the copies of one Python thread follow each other."""
+    buf = getattr(_scratch_local, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        raw = np.empty(nbytes + _SCRATCH_ALIGN, dtype=np.uint8)
+        start = (-raw.__array_interface__["data"][0]) % _SCRATCH_ALIGN
+        buf = _scratch_local.buf = raw[start:start + nbytes]
+    return buf
+
+
+_scratch_local = threading.local()
 
 
 def _wait(job: "_Job") -> None:
