@@ -1,22 +1,23 @@
 """Where a byte transpose's time goes: the memory system's rate for the access patterns
-it is made of, beside the transpose itself.
+it is made of, beside the transposes themselves.
 
-rearrange transposes uint8 in register tiles of 64 source rows (by 32 columns on AVX2,
-64 on AVX-512): a column block reads 64 source rows, one line per row in turn, and
-writes one whole line (non-temporal) to each destination row it passes. This script
-times, at the thread count given (column blocks split over threads), on an n x n uint8
-array:
+rearrange transposes large uint8 arrays in two phases per work unit (the plan variant
+``staged-transpose``): 8 source rows read together along a band of 2048 columns, a line
+of each in turn, transposed in vector registers into a per-thread staging buffer in L2;
+then every destination row of the unit gets two whole lines (128 source rows),
+non-temporally. Register tiles (``tiled-transpose``, what the other unit sizes use)
+read 64 source rows a line each in turn and write one line to each destination row they
+pass. This script times, at the thread count given, on an n x n uint8 array:
 
 - reads alone: ``rows`` source rows of a column block read in turn, ``visit`` bytes of
-  each per turn (the tiles' pattern: 64 rows, 64 B; the hardware prefetchers follow
-  about 16 such streams), and one sequential read of the whole array (blocks of one
-  row, each read in one visit);
+  each per turn (staged: 8 rows, 64 B; the tiles: 64 rows, 64 B — the hardware
+  prefetchers follow about 16 such streams), and one sequential read of the whole array
+  (blocks of one row, each read in one visit);
 - non-temporal line writes alone: ``run`` bytes written to each destination row in turn,
-  32 rows at a time, a line of each, then the next line of each (the order in which a
-  column block of run/64 tiles side by side would write them);
-- the transposes: rearrange's kernel, and a schedule that puts ``groups`` column blocks
-  side by side (64 x groups source rows: each destination row gets 64 x groups bytes at
-  a time, the longer runs the writes alone favour), checked against numpy first;
+  32 rows at a time, a line of each, then the next line of each (the tiles: one line
+  per destination row; staged: two);
+- the transposes: rearrange's kernel (staged), and the same copy planned as register
+  tiles, checked against numpy first;
 - a contiguous copy of the array (rearrange's, into the same output): the limit.
 
     python bench/transpose_patterns.py [--threads 2] [--n 8192] [--rounds 9]
@@ -29,6 +30,7 @@ samples, and each transpose's paired ratio to the kernel's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import threading
@@ -41,22 +43,17 @@ from timing import interleaved, paired_ratio  # noqa: E402
 
 import rearrange as ra  # noqa: E402
 import rearrange.kernel as kernel  # noqa: E402
-from rearrange.kernel.plan import SIMD_TILE  # noqa: E402
-
-# The kernel's uint8 register tile: TILE_COLS source columns (one vector) of TILE_ROWS
-# source rows (one destination line); 32 x 64 on 32-byte vectors, 64 x 64 on 64-byte.
-TILE_COLS, TILE_ROWS = SIMD_TILE[1]
 
 
 def compile_probes():
-    """The probes, compiled with numba from the kernel's own intrinsics (raw loads, the
-    register tile, non-temporal line stores)."""
+    """The probes, compiled with numba from the kernel's own intrinsics (raw loads,
+    non-temporal line stores)."""
     from numba import njit
 
     from rearrange.kernel.intrinsics import define_intrinsics
 
     intrinsics = define_intrinsics()
-    load, tile = intrinsics["_ld"], intrinsics["_tile"]
+    load = intrinsics["_ld"]
     line_nt, fence = intrinsics["_line_nt"], intrinsics["_sfence"]
     word = np.uint64(0)
 
@@ -82,20 +79,7 @@ def compile_probes():
                         line_nt(d + i * n + b * run + q, line)
         fence()
 
-    @njit(nogil=True)
-    def side_by_side(d, s, n, groups, b0, b1, tok):
-        # Column blocks of 64 x groups source rows; at each step the groups' tiles write
-        # adjacent lines of the same 32 destination rows.
-        rows = TILE_ROWS * groups
-        for b in range(b0, b1):
-            for i in range(0, n, TILE_COLS):
-                for g in range(groups):
-                    tile(d + i * n + b * rows + g * TILE_ROWS, n,
-                         s + (b * rows + g * TILE_ROWS) * n + i, n, TILE_ROWS, 0, tok, 1,
-                         True)
-        fence()
-
-    return read_rows, write_lines, side_by_side
+    return read_rows, write_lines
 
 
 def on_threads(threads: int, blocks: int, work) -> None:
@@ -127,12 +111,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--n must be a multiple of 256, got {n}")
     ra.set_jit_mode("eager")
     ra.set_num_threads(threads)
-    read_rows, write_lines, side_by_side = compile_probes()
+    read_rows, write_lines = compile_probes()
     x = (np.arange(n * n) % 251).astype(np.uint8).reshape(n, n)
     out = aligned_empty(n * n).reshape(n, n)
     out[...] = 0                     # resident: no contender pays its page faults
     line = aligned_empty(64)
-    s, d, tok = x.ctypes.data, out.ctypes.data, np.uint8(0)
+    s, d = x.ctypes.data, out.ctypes.data
 
     def reads(rows, visit):
         return lambda: on_threads(threads, n // rows,
@@ -142,28 +126,25 @@ def main(argv: list[str] | None = None) -> None:
         return lambda: on_threads(threads, n // run, lambda b0, b1: write_lines(
             d, n, run, b0, b1, line.ctypes.data))
 
-    def blocks_side_by_side(groups):
-        rows = TILE_ROWS * groups
-        return lambda: on_threads(threads, n // rows, lambda b0, b1: side_by_side(
-            d, s, n, groups, b0, b1, tok))
-
-    transposes = {"transpose: rearrange's kernel (64-row column blocks)":
-                  lambda: kernel.copy_into(out, x.T)}
-    for groups in (2, 4):
-        transposes[f"transpose: {groups} column blocks side by side "
-                   f"({64 * groups} B per destination row)"] = blocks_side_by_side(groups)
+    staged = kernel.plan_copy(x.T.shape, x.T.strides, 1)
+    tiles = dataclasses.replace(staged, variant="tiled-transpose")
+    transposes = {f"transpose: rearrange's kernel ({staged.variant})":
+                  lambda: kernel.copy_into(out, x.T, staged),
+                  "transpose: register tiles (tiled-transpose)":
+                  lambda: kernel.copy_into(out, x.T, tiles)}
     for call in transposes.values():
         out[...] = 0
         call()
         assert np.array_equal(out, x.T)
     calls = {
+        "read: 8 rows, a line each in turn (staged)": reads(8, 64),
         "read: 16 rows, a line each in turn": reads(16, 64),
         "read: 64 rows, a line each in turn (the tiles' pattern)": reads(64, 64),
         "read: 64 rows, 4 lines each in turn": reads(64, 256),
         "read: 64 rows, 16 lines each in turn": reads(64, 1024),
         "read: sequential": reads(1, n),
         "write: a line per destination row (the tiles' pattern)": writes(64),
-        "write: 2 lines per destination row": writes(128),
+        "write: 2 lines per destination row (staged)": writes(128),
         "write: 4 lines per destination row": writes(256),
         "write: 16 lines per destination row": writes(1024),
         **transposes,

@@ -56,20 +56,22 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
 
 
 def test_transpose_patterns_smoke_run() -> None:
-    """bench/transpose_patterns.py runs end to end on a small array; its schedules are
-    checked against numpy inside the script before anything is timed."""
+    """bench/transpose_patterns.py runs end to end on a small array (large enough to be
+    staged); its transposes are checked against numpy inside the script before anything
+    is timed."""
     pytest.importorskip("numba", reason="the probes are compiled with numba")
     script = BENCH / "transpose_patterns.py"
     if not script.exists():
         pytest.skip(f"no {script}")
     done = subprocess.run(
-        [sys.executable, str(script), "--n", "512", "--rounds", "1", "--threads", "2"],
+        [sys.executable, str(script), "--n", "2048", "--rounds", "1", "--threads", "2"],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + 13                   # the header, then the 13 patterns
-    assert "| transpose: rearrange's kernel (64-row column blocks) |" in done.stdout
+    assert "| transpose: rearrange's kernel (staged-transpose) |" in done.stdout
+    assert "| transpose: register tiles (tiled-transpose) |" in done.stdout
     assert "1.00× |" in done.stdout              # the kernel against itself
 
 
