@@ -301,36 +301,40 @@ def test_transpose_rows_meeting_off_the_line_grid(dtype, extra_rows, threads,
              random_array((64, 3, 1, na), dtype, rng).transpose(3, 2, 1, 0)]
     for v in views:
         k = K.plan_copy(v.shape, v.strides, v.itemsize, v.dtype.kind)
-        # bytes, 64 rows or more: staged (its bands' edges are the same seams)
-        assert k.variant == ("staged-transpose" if item == 1 and na >= 64 else
+        # 1- and 2-byte units, a line of rows or more: staged (its bands' edges are the
+        # same seams)
+        assert k.variant == ("staged-transpose" if item in (1, 2) and na * item >= 64 else
                              "tiled-transpose")
         for offset in sorted({item, 16, 48}):
             assert lowering.lower(k, offset)[3][abi.P_SEAM] == offset // item   # units x group
             copy_at(v, offset)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16], ids=["u1", "u2"])
 @pytest.mark.parametrize("rows", [64, 100, 128, 138, 198, 300])
-def test_staged_transpose_geometries(rows, threads, monkeypatch) -> None:
-    """Staged byte transposes (bands of 128 rows here) against numpy: rows a band or
-    less, a remainder under 64 rows joining the last band and one of its own, rows off
-    the 64-row chunks; column blocks in pairs and one left over; columns over (b2, b)
-    whose 8-row groups cross into the next b2 (b of 70 and 100 columns); reversed source
-    rows; batch dims; destinations on and off the line grid (seams where rows meet)."""
+def test_staged_transpose_geometries(rows, dtype, threads, monkeypatch) -> None:
+    """Staged transposes of 1- and 2-byte units (bands of 128 rows here) against numpy:
+    rows a band or less, a remainder under 64 rows joining the last band and one of its
+    own, rows off the chunks of a line; work units of whole column blocks and the last
+    one short; columns over (b2, b) whose 8-row groups cross into the next b2 (b of 70
+    and 100 columns); reversed source rows; batch dims; destinations on and off the line
+    grid (seams where rows meet)."""
     set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
     set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
     set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
     set_everywhere(monkeypatch, "NONTEMPORAL_TILE_MIN_BYTES", 0)
     set_everywhere(monkeypatch, "STAGED_BAND_ROWS", 128)
     rng = np.random.default_rng(rows)
-    views = [random_array((128, rows), np.uint8, rng).T,             # one column pair
-             random_array((192, rows), np.uint8, rng).T,             # a pair and a block
-             random_array((320, rows), np.uint8, rng)[::-1].T,       # reversed source rows
-             random_array((2, 64, 70, rows), np.uint8, rng).transpose(0, 3, 1, 2),
-             random_array((16, 100, rows), np.uint8, rng).transpose(2, 0, 1)[:, ::-1]]
+    views = [random_array((256, rows), dtype, rng).T,                # whole work units
+             random_array((448, rows), dtype, rng).T,                # and a short one
+             random_array((320, rows), dtype, rng)[::-1].T,          # reversed source rows
+             random_array((2, 64, 70, rows), dtype, rng).transpose(0, 3, 1, 2),
+             random_array((16, 100, rows), dtype, rng).transpose(2, 0, 1)[:, ::-1]]
+    item = np.dtype(dtype).itemsize
     for v in views:
-        k = K.plan_copy(v.shape, v.strides, 1)
+        k = K.plan_copy(v.shape, v.strides, item)
         assert k.variant == "staged-transpose", (v.shape, v.strides)
-        for offset in (0, 1, 17, 63):
+        for offset in sorted({0, item, 16, 62}):
             copy_at(v, offset)
 
 

@@ -25,10 +25,10 @@ REGULAR, DIRECT_NT, STAGED_NT = 0, 1, 2
  C_POP_STEP, C_MADVISE, C_SCRATCH, C_SLOT, C_LEN) = range(13)
 # Layout of the int64 parameter vector handed to the kernels (P_SCRATCH: bytes of
 # scratch memory per thread, 0: none; P_GS: bytes between the row groups of a staged
-# transpose's buffer).
+# transpose's buffer; P_SBLK: column blocks per work unit of a staged transpose).
 (P_KIND, P_NA, P_SA, P_DA, P_NB, P_SB, P_TA, P_TB, P_NR, P_SR, P_DR, P_TR,
  P_ORDER, P_NT, P_JSTART, P_NKB, P_G, P_SOFF, P_DOFF, P_ITA, P_ITB, P_ITR,
- P_PF, P_SB2, P_STAGE, P_SEAM, P_SCRATCH, P_GS, P_LEN) = range(29)
+ P_PF, P_SB2, P_STAGE, P_SEAM, P_SCRATCH, P_GS, P_SBLK, P_LEN) = range(30)
 
 # The ctypes type of a control block: made and passed faster than a numpy array.
 ControlBlock = ctypes.c_int64 * C_LEN

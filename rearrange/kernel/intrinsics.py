@@ -15,15 +15,63 @@ from __future__ import annotations
 from .pages import MADV_POPULATE_WRITE
 from .plan import LINE, SIMD_TILE, SIMD_TILE_G2, VECTOR_BYTES
 
-__all__ = ["define_intrinsics"]
+__all__ = ["define_intrinsics", "stage_word_offsets"]
 
 # Tiles of more rows than the 32 vector registers hold (uint8) are transposed in blocks of
 # this many rows, each parked on the stack while the next is done (see _tile).
 _PARK_ROWS = 16
 
 # The order in which _stage8 loads its 8 source rows: bit-reversed, so that after its three
-# unpack rounds every 8-byte word holds rows 0..7 of one column, in order.
+# interleave rounds every word (8 units) holds rows 0..7 of one column, in order.
 _STAGE8_ROW_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
+
+
+def interleave_mask(n: int, k: int, high: bool) -> list[int]:
+    """The shuffle of two n-byte vectors a, b (b's bytes numbered n..2n-1) that
+    interleaves their k-byte elements from the low (or ``high``) half of each lane of
+    max(16, 2k) bytes: x86's unpack for k < 16 (one instruction, lane-local, on SSE2, AVX2
+    and AVX-512), a 16- or 32-byte block shuffle (one instruction; free on a pair of
+    32-byte registers) above."""
+    lane = max(16, 2 * k)
+    mask = []
+    for first in range(0, n, lane):
+        base = first + (lane // 2 if high else 0)
+        for e in range(lane // 2 // k):
+            mask += [base + e * k + x for x in range(k)]
+            mask += [n + base + e * k + x for x in range(k)]
+    return mask
+
+
+def stage_rounds(u: int) -> list[tuple[list[int], list[int]]]:
+    """_stage8's three rounds for u-byte units: (low, high) interleave masks of elements of
+    u, 2u and 4u bytes; round r pairs vector q with q + 4 (q < 4) into 2q and 2q + 1."""
+    return [(interleave_mask(LINE, k, False), interleave_mask(LINE, k, True))
+            for k in (u, 2 * u, 4 * u)]
+
+
+def stage_word_offsets(u: int) -> list[int]:
+    """Byte offset, in the 8 lines _stage8 stores, of the word (8 units: rows 0..7 in
+    order) of each of the LINE // u source columns. Found by running the rounds on
+    labels, so it cannot disagree with them; raises if some word is not one column's 8
+    rows in order."""
+    cols = LINE // u
+    rows = [[(r, b // u, b % u) for b in range(LINE)] for r in _STAGE8_ROW_ORDER]
+    for lo, hi in stage_rounds(u):
+        new = [None] * 8
+        for q in range(4):
+            both = rows[q] + rows[q + 4]
+            new[2 * q] = [both[i] for i in lo]
+            new[2 * q + 1] = [both[i] for i in hi]
+        rows = new
+    flat = [x for row in rows for x in row]
+    offsets = [0] * cols
+    for w in range(0, 8 * LINE, 8 * u):
+        word = flat[w:w + 8 * u]
+        c = word[0][1]
+        if word != [(r, c, b) for r in range(8) for b in range(u)]:
+            raise AssertionError(f"_stage8 for {u}-byte units: the word at {w} is not a column")
+        offsets[c] = w
+    return offsets
 
 # Vector width (bytes) -> unit sizes whose register tiles (_tile) and 2-4 way interleaves
 # (_weave) are shuffled 16-byte lane by lane (unpack_rounds, in_lanes): on 32-byte
@@ -385,29 +433,19 @@ def define_intrinsics() -> dict:
             return context.get_dummy_value()
         return sig, codegen
 
-    def unpack_mask(n, k, high):
-        """The shuffle mask of x86's unpack (low or ``high`` halves) of k-byte elements
-        of two n-byte vectors, 16-byte lane by lane: one instruction on SSE2, AVX2 and
-        AVX-512 alike."""
-        m = []
-        for lane in range(0, n, 16):
-            base = lane + (8 if high else 0)
-            for e in range(8 // k):
-                m += [base + e * k + x for x in range(k)]
-                m += [n + base + e * k + x for x in range(k)]
-        return ir.Constant(ir.VectorType(i32, n), m)
-
     @intrinsic
-    def _stage8(typingctx, baddr, saddr, sstride, split, jump):
+    def _stage8(typingctx, baddr, saddr, sstride, split, jump, tok):
         """8 source rows of LINE bytes (row r at saddr + r*sstride, plus ``jump`` from
         row ``split`` on; any alignment) transposed into the 8 lines at baddr (aligned):
-        the 8-byte word of column c (its rows 0..7, in order) at byte
-        ``((c & 15) >> 1) * 64 + ((c >> 4) * 2 + (c & 1)) * 8`` (loops._stage_word):
-        three rounds of lane-local unpacks, 24 shuffles for 512 bytes."""
-        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64)
+        the word (8 units of tok's size) of column c, its rows 0..7 in order, at byte
+        stage_word_offsets(unit)[c]. Three rounds of interleaves (stage_rounds), 24
+        shuffles for 512 bytes."""
+        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                         tok)
+        u = tok.bitwidth // 8
 
         def codegen(context, builder, signature, args):
-            ba, sa, ss, sp, jp = args
+            ba, sa, ss, sp, jp = args[:5]
             vt = ir.VectorType(ir.IntType(8), LINE)
             zero = ir.Constant(jp.type, 0)
             rows = []
@@ -418,12 +456,13 @@ def define_intrinsics() -> dict:
                 v = builder.load(ptr(builder, a, vt), align=1)
                 mark(v, builder.module, "src")
                 rows.append(v)
-            for k in (1, 2, 4):
-                lo, hi = unpack_mask(LINE, k, False), unpack_mask(LINE, k, True)
+            for lo, hi in stage_rounds(u):
+                mlo = ir.Constant(ir.VectorType(i32, LINE), lo)
+                mhi = ir.Constant(ir.VectorType(i32, LINE), hi)
                 new = [None] * 8
                 for q in range(4):
-                    new[2 * q] = builder.shuffle_vector(rows[q], rows[q + 4], lo)
-                    new[2 * q + 1] = builder.shuffle_vector(rows[q], rows[q + 4], hi)
+                    new[2 * q] = builder.shuffle_vector(rows[q], rows[q + 4], mlo)
+                    new[2 * q + 1] = builder.shuffle_vector(rows[q], rows[q + 4], mhi)
                 rows = new
             bp = ptr(builder, ba, vt)
             for q in range(8):
@@ -434,21 +473,24 @@ def define_intrinsics() -> dict:
         return sig, codegen
 
     @intrinsic
-    def _gather_nt(typingctx, daddr, baddr, gstride):
-        """The line at daddr (64-aligned), stored non-temporally, from 8 words of 8 bytes
-        at baddr + k*gstride (k < 8, each 8-aligned): one column's 64 rows of a staged
-        transpose."""
-        sig = types.void(types.int64, types.int64, types.int64)
+    def _gather_nt(typingctx, daddr, baddr, gstride, tok):
+        """The line at daddr (64-aligned), stored non-temporally, from the LINE // (8 *
+        unit) words (8 units each, 8-aligned) at baddr + k*gstride: 8 * LINE / (8 * unit)
+        rows of one column of a staged transpose."""
+        sig = types.void(types.int64, types.int64, types.int64, tok)
+        wq = tok.bitwidth // 8                  # int64s per word (8 units of u bytes)
 
         def codegen(context, builder, signature, args):
-            da, ba, gs = args
+            da, ba, gs = args[:3]
             i64 = ir.IntType(64)
-            line = ir.Constant(ir.VectorType(i64, LINE // 8), ir.Undefined)
-            for k in range(LINE // 8):
+            wt = ir.VectorType(i64, wq)
+            words = []
+            for k in range(LINE // (8 * wq)):
                 a = builder.add(ba, builder.mul(gs, ir.Constant(gs.type, k)))
-                w = builder.load(ptr(builder, a, i64), align=8)
+                w = builder.load(ptr(builder, a, wt), align=8)
                 mark(w, builder.module, "stage")
-                line = builder.insert_element(line, w, ir.Constant(i32, k))
+                words.append(w)
+            line = concat(builder, words)
             st = builder.store(line, ptr(builder, da, line.type), align=LINE)
             mark(st, builder.module, "dst")
             st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(i32, 1)]))
@@ -560,5 +602,6 @@ def define_intrinsics() -> dict:
             "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add,
             "_call_madvise": _call_madvise, "_touch": _touch, "_weave": make_weave("dst"),
             "_weave_b": make_weave("stage"), "_stack_bytes": _stack_bytes,
-            "_stack_zeros": _stack_zeros, "_stage8": _stage8, "_gather_nt": _gather_nt}
+            "_stack_zeros": _stack_zeros, "_stage8": _stage8,
+            "_gather_nt": _gather_nt}
 

@@ -15,12 +15,16 @@ destination contiguously and writes them out as whole non-temporal lines.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .abi import (C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NEXT, C_NWORK, C_POP_END, C_POP_N,
                   C_POP_NEXT, C_POP_START, C_POP_STEP, C_SCRATCH, C_SLOT, DIRECT_NT,
                   KIND_STAGED, KIND_WEAVE, P_DA, P_DOFF, P_DR, P_G, P_GS, P_ITA, P_ITB,
                   P_ITR, P_JSTART, P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER,
-                  P_PF, P_SA, P_SB, P_SB2, P_SCRATCH, P_SEAM, P_SOFF, P_SR, P_STAGE, P_TA,
+                  P_PF, P_SA, P_SB, P_SB2, P_SBLK, P_SCRATCH, P_SEAM, P_SOFF, P_SR,
+                  P_STAGE, P_TA,
                   P_TB, P_TR, STAGED_NT)
+from .intrinsics import stage_word_offsets
 from .jit import UNIT_DTYPES, compile_runner, jit
 from .pages import PAGE
 from .plan import LINE
@@ -31,6 +35,19 @@ __all__ = ["runner", "FAMILIES", "RUNS"]
 _ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
 _put = _fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
 _stack_bytes = _stack_zeros = _stage8 = _gather_nt = None
+
+
+
+def _stage_words_table() -> np.ndarray:
+    """_stage_word's table: row u (a unit size), column c < LINE // u:
+    stage_word_offsets(u); numba compiles it in as a constant."""
+    table = np.zeros((max(UNIT_DTYPES) + 1, LINE), dtype=np.int64)
+    for u in UNIT_DTYPES:
+        table[u, :LINE // u] = stage_word_offsets(u)
+    return table
+
+
+_STAGE_WORDS = _stage_words_table()
 
 
 @jit()
@@ -375,56 +392,62 @@ def _panel_edges(d, s, tok, c0, soff, jfirst, jlast, na, p):
 
 
 @jit(inline="always")
-def _stage_word(i):
-    """Where the 8-byte word of source column i (8 rows of it) lies in its row group of
-    a staged transpose's buffer: 512 bytes per 64 columns, in _stage8's order."""
-    return (i >> 6) * 512 + ((i & 15) >> 1) * 64 + (((i & 63) >> 4) * 2 + (i & 1)) * 8
+def _stage_word(i, tok):
+    """Where the word (8 units: 8 rows) of source column i lies in its row group of a
+    staged transpose's buffer: 512 bytes per LINE bytes of columns, in _stage8's order."""
+    u = _unit(tok)
+    per = LINE // u
+    return (i // per) * 8 * LINE + _STAGE_WORDS[u, i % per]
 
 
 @jit()
 def _panel_staged(d, s, tok, doff, soff, jb, na, p, buf):
-    """Column blocks jb and jb + 1 (if there is one) of a staged transpose (1-byte units,
-    Kb = 64 columns a block, every destination row's block a whole line on the line
-    grid) over ``na`` rows (at least 64), through ``buf``, this thread's staging buffer
-    of 8-row groups P_GS bytes apart; then the columns outside the blocks that go with
-    them (_panel_edges). ``doff`` / ``soff`` as in _panel_simd.
+    """Column blocks jb .. jb + P_SBLK - 1 (those there are) of a staged transpose
+    (every destination row's blocks whole lines on the line grid) over ``na`` rows (at
+    least LINE), through ``buf``, this thread's staging buffer of 8-row groups P_GS
+    bytes apart; then the columns outside the blocks that go with them (_panel_edges).
+    ``doff`` / ``soff`` as in _panel_simd.
 
     First every 8 source rows (destination columns) are read together along the band,
-    64 units at a time into consecutive 512-byte chunks of their group, transposed by
-    _stage8 (eight long read streams: the hardware prefetchers follow them, where a
-    register tile's 64 rows of one line each were not); the last na % 64 rows come from
-    one more chunk, the band's last 64 rows. Then each destination row is written as
-    whole non-temporal lines, each gathered from the words of 8 groups. The buffer (16
-    groups of up to na + 64 words) stays in the L2 cache between the two."""
+    a line of each at a time into consecutive 512-byte chunks of their group, transposed
+    by _stage8 (eight long read streams: the hardware prefetchers follow them, where a
+    register tile's 32 or 64 rows of a line each were not); the last rows after the
+    whole lines come from one more chunk, the band's last line of each source row. Then
+    each destination row gets its whole lines, non-temporally, each gathered from the
+    words of 8 / unit groups. The buffer stays in the L2 cache between the two."""
+    u = _unit(tok)
+    per = LINE // u                     # units per source line (and per chunk)
     kb = p[P_TB]
     nb = p[P_NB]
     sb = p[P_SB]
     gs = p[P_GS]
     j0 = p[P_JSTART] + jb * kb
     c0 = doff - j0
-    nblk = min(2, p[P_NKB] - jb)
+    nblk = min(p[P_SBLK], p[P_NKB] - jb)
     jump = p[P_SB2] - nb * sb
-    tail = na - na % 64                 # rows from here on: in the last chunk
+    tail = na - na % per                # rows from here on: in the last chunk
     for grp in range(nblk * kb // 8):
         # The group's 8 source rows; at most one crossing into the next b2 (nb >= Kb).
         j = j0 + 8 * grp
         q = j // nb
         jr = j - q * nb
-        row = s + soff + q * p[P_SB2] + jr * sb
+        row = s + (soff + q * p[P_SB2] + jr * sb) * u
         bp = buf + grp * gs
-        for i in range(0, tail, 64):
-            _stage8(bp + 8 * i, row + i, sb, nb - jr, jump)
+        for i in range(0, tail, per):
+            _stage8(bp + 8 * u * i, row + u * i, u * sb, nb - jr, u * jump, tok)
         if tail < na:
-            _stage8(bp + 8 * tail, row + na - 64, sb, nb - jr, jump)
-    dp = d + c0 + j0
+            _stage8(bp + 8 * u * tail, row + u * (na - per), u * sb, nb - jr, u * jump, tok)
+    lines = nblk * kb * u // LINE       # per destination row
+    step = (8 // u) * gs                # groups per line
+    dp = d + (c0 + j0) * u
     for i in range(na):
         if i < tail:
-            w = buf + _stage_word(i)
+            w = buf + _stage_word(i, tok)
         else:
-            w = buf + 8 * tail + _stage_word(i - (na - 64))
-        for blk in range(nblk):
-            _gather_nt(dp + blk * kb, w + 8 * blk * gs, gs)
-        dp += p[P_DA]
+            w = buf + 8 * u * tail + _stage_word(i - (na - per), tok)
+        for line in range(lines):
+            _gather_nt(dp + line * LINE, w + line * step, gs, tok)
+        dp += p[P_DA] * u
     _panel_edges(d, s, tok, c0, soff, jb, jb + nblk - 1, na, p)
 
 
@@ -598,7 +621,7 @@ def _run_transpose(cp, d, s, itp, pp, tok):
             if ita >= 0:        # a band of rows (the last one takes the rest)
                 ea = p[P_TR] if idx[ita] < it[1 + 3 * ita] - 1 else ea - idx[ita] * p[P_TR]
             if staged:
-                _panel_staged(d, s, tok, doff, soff, 2 * idx[itb], ea, p, buf)
+                _panel_staged(d, s, tok, doff, soff, p[P_SBLK] * idx[itb], ea, p, buf)
             else:
                 _panel_simd(d, s, tok, doff, soff, idx[itb], ea, p)
             soff, doff = _advance(it, idx, soff, doff)

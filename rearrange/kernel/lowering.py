@@ -21,12 +21,13 @@ import numpy as np
 from .abi import (DIRECT_NT, KIND_ROWS, KIND_SIMD, KIND_STAGED, KIND_TILE, KIND_WEAVE,
                   P_DA, P_DOFF, P_DR, P_G, P_GS, P_ITA, P_ITB, P_ITR, P_JSTART, P_KIND,
                   P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER, P_PF, P_SA, P_SB, P_SB2,
-                  P_SCRATCH, P_SEAM, P_SR, P_STAGE, P_TA, P_TB, P_TR, STAGED_NT)
+                  P_SBLK, P_SCRATCH, P_SEAM, P_SR, P_STAGE, P_TA, P_TB, P_TR, STAGED_NT)
 from .loops import FAMILIES
 from .plan import (LINE, NONTEMPORAL_MIN_BYTES, NONTEMPORAL_TILE_MIN_BYTES, PANEL_BYTES,
                    PREFETCH_ROW_BYTES, PREFETCH_STREAM_BYTES, PREFETCH_UNITS_AHEAD,
                    ROW_BLOCK_BYTES, ROW_CHUNK_BYTES, ROW_STREAMS_MAX, SIMD_TILE_G2,
-                   STAGE_BYTES, STAGED_BAND_ROWS, TILE_BLOCK_BYTES, TILE_PREFETCH_LINES,
+                   STAGE_BYTES, STAGED_BAND_ROWS, STAGED_ROW_BYTES, TILE_BLOCK_BYTES,
+                   TILE_PREFETCH_LINES,
                    CopyKernel, tile_columns_b2)
 from .threads import CHUNKS_PER_THREAD
 
@@ -125,16 +126,18 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
         # plan.stages guarantees the line grid a staged transpose needs (nt).
         staged = v == "staged-transpose" and nt
         if staged:
-            # Work units: pairs of column blocks (two lines per destination row), each
-            # over a band of STAGED_BAND_ROWS rows, the bands innermost (a thread's next
-            # unit continues the same 128 source rows); a remainder under LINE rows
-            # joins the last band.
+            # Work units: STAGED_ROW_BYTES of every destination row (P_SBLK column
+            # blocks), each over a band of STAGED_BAND_ROWS rows, the bands innermost (a
+            # thread's next unit continues the same source rows); a remainder under
+            # LINE rows joins the last band.
+            nblk = max(1, STAGED_ROW_BYTES // (kb * u))
             nbands = max(1, na // STAGED_BAND_ROWS + (na % STAGED_BAND_ROWS >= LINE))
             band = min(na, STAGED_BAND_ROWS)
             rows = max(band, na - (nbands - 1) * band)
-            p[P_GS] = (-(-rows // LINE) * LINE) * 8 + LINE
-            p[P_SCRATCH] = 2 * (kb // 8) * p[P_GS]
-            it.extend((-(-nkb // 2), 0, 2 * kb))
+            p[P_SBLK] = nblk
+            p[P_GS] = -(-rows * u // LINE) * 8 * LINE + LINE    # chunks of 8 lines
+            p[P_SCRATCH] = nblk * kb // 8 * p[P_GS]
+            it.extend((-(-nkb // nblk), 0, nblk * kb))
             p[P_ITB] = len(it) // 3 - 1
             if nbands > 1:
                 p[P_ITA] = len(it) // 3

@@ -33,14 +33,16 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         rows with the same values); the columns outside the blocks are
                         copied by a column of tiles over the first (last) block's width,
                         with regular stores, rewriting some of the block's columns.
-``staged-transpose``    a tiled transpose of 1-byte units whose destination rows lie on
-                        the line grid (large ones): 8 source rows at a time are read
-                        along bands of up to 2048 units, transposed in vector registers
-                        into a per-thread staging buffer that stays in L2 (128 destination
-                        columns a band: 256 KiB), and each destination row leaves it as
-                        whole non-temporal lines. A register tile reads 64 source rows a
-                        line each, more streams than the hardware prefetchers follow; 8
-                        long streams they do (8192² uint8: 1.5x). The columns outside the
+``staged-transpose``    a tiled transpose of 1- or 2-byte units whose destination rows lie
+                        on the line grid (large ones): a work unit takes the source rows of
+                        256 bytes of every destination row over a band of up to 1024 rows;
+                        8 source rows at a time are read together along the band and
+                        transposed in vector registers into a per-thread staging buffer
+                        (256 KiB: it stays in L2), then each destination row leaves it as
+                        whole non-temporal lines. A register tile reads 32 or 64 source
+                        rows a line each, more streams than the hardware prefetchers
+                        follow; 8 long streams they do (8192² uint8 into out=: 1.37-1.48x,
+                        uint16 1.27-1.47x; float32 was not faster). The columns outside the
                         blocks are copied as in ``tiled-transpose``.
 ``small-inner-dim``     one of the two fastest dims is short (NHWC→NCHW with C=3): the
                         short dim is the outer loop of a panel that stays in L1; 2, 3 or
@@ -93,8 +95,11 @@ PREFETCH_UNITS_AHEAD = 2         # where they will be read this many work units 
 PREFETCH_STREAM_BYTES = 2048     # or, when a panel's rows are one forward stream (a
 #                                  crop's rows), the row at least this far ahead in it
 TILE_PREFETCH_LINES = {1: 2, 4: 2}  # register tiles, per unit: prefetch this many lines ahead
-STAGED_BAND_ROWS = 2048          # staged transposes: destination rows per band (128 columns
-#                                  of them, 256 KiB, fill half of a 512 KiB L2)
+STAGED_BAND_ROWS = 1024          # staged transposes: destination rows per band, and
+STAGED_ROW_BYTES = 256           # bytes of each destination row per work unit (a band of
+#                                  them is 256 KiB of staging buffer: half a 512 KiB L2;
+#                                  128 x 2048 and 512 x 512 were 0.95-1.0x of it)
+STAGED_UNITS = (1, 2)            # the unit sizes staged (4 and 8: 0.6-1.1x the tiles)
 
 # AVX-512 CPUs by LLVM name (NUMBA_CPU_NAME): their vector registers are 64 bytes wide.
 _AVX512_CPUS = frozenset({
@@ -293,8 +298,8 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
         if stages(fshape, adim, bdim, u, g, kb):
             return make("staged-transpose", (ka, kb),
                         f"source-fastest dim {adim} (stride 1) != destination-fastest dim "
-                        f"{bdim}, bytes: 8 source rows at a time through vector registers "
-                        f"into an L2 staging buffer, whole-line streaming stores")
+                        f"{bdim}: {u}-byte units, 8 source rows at a time through vector "
+                        f"registers into an L2 staging buffer, whole-line streaming stores")
         return make("tiled-transpose", (ka, kb),
                     f"source-fastest dim {adim} (stride {sa}) != destination-fastest dim "
                     f"{bdim}: {ka}x{kb} tiles through vector registers, whole-line stores")
@@ -332,12 +337,12 @@ def tile_columns_b2(shape, adim, bdim, kb, u, g) -> int:
 
 def stages(shape, adim, bdim, u, g, kb) -> bool:
     """Whether a tiled transpose (fused ``shape``, source-fastest dim ``adim``, destination-
-    fastest ``bdim``) is staged: 1-byte units, at least LINE rows, large enough for
+    fastest ``bdim``) is staged: units of STAGED_UNITS, a line of rows, large enough for
     streaming stores, and every destination row of a column block a whole line on the
     line grid (every destination stride but those of the tile columns' dims a multiple of
     LINE; the destination's start is met by the first block's offset, see lowering)."""
     nbytes = math.prod(shape) * u
-    if u != 1 or g != 1 or kb != LINE or shape[adim] < LINE or \
+    if u not in STAGED_UNITS or g != 1 or shape[adim] < LINE // u or \
             nbytes < NONTEMPORAL_TILE_MIN_BYTES:
         return False
     b2 = tile_columns_b2(shape, adim, bdim, kb, u, g)
