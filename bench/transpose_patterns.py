@@ -2,9 +2,9 @@
 it is made of, beside the transposes themselves.
 
 rearrange transposes large uint8 arrays in two phases per work unit (the plan variant
-``staged-transpose``): 8 source rows read together along a band of 2048 columns, a line
+``staged-transpose``): 8 source rows read together along a band of 1024 columns, a line
 of each in turn, transposed in vector registers into a per-thread staging buffer in L2;
-then every destination row of the unit gets two whole lines (128 source rows),
+then every destination row of the unit gets four whole lines (256 source rows),
 non-temporally. Register tiles (``tiled-transpose``, what the other unit sizes use)
 read 64 source rows a line each in turn and write one line to each destination row they
 pass. This script times, at the thread count given, on an n x n uint8 array:
@@ -15,7 +15,7 @@ pass. This script times, at the thread count given, on an n x n uint8 array:
   (blocks of one row, each read in one visit);
 - non-temporal line writes alone: ``run`` bytes written to each destination row in turn,
   32 rows at a time, a line of each, then the next line of each (the tiles: one line
-  per destination row; staged: two);
+  per destination row; staged: four);
 - the transposes: rearrange's kernel (staged), and the same copy planned as register
   tiles, checked against numpy first;
 - a contiguous copy of the array (rearrange's, into the same output): the limit.
@@ -144,8 +144,8 @@ def main(argv: list[str] | None = None) -> None:
         "read: 64 rows, 16 lines each in turn": reads(64, 1024),
         "read: sequential": reads(1, n),
         "write: a line per destination row (the tiles' pattern)": writes(64),
-        "write: 2 lines per destination row (staged)": writes(128),
-        "write: 4 lines per destination row": writes(256),
+        "write: 2 lines per destination row": writes(128),
+        "write: 4 lines per destination row (staged)": writes(256),
         "write: 16 lines per destination row": writes(1024),
         **transposes,
         "copy: contiguous (the limit)": lambda: kernel.copy_into(out, x),

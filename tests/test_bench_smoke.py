@@ -75,6 +75,20 @@ def test_transpose_patterns_smoke_run() -> None:
     assert "1.00× |" in done.stdout              # the kernel against itself
 
 
+def test_staged_ab_smoke_run() -> None:
+    """bench/staged_ab.py times both plans of a staged transpose (each checked against
+    numpy first) at 1 and 2 threads, into out= and allocating: four rows per dtype."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    script = BENCH / "staged_ab.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--n", "2048", "--rounds", "1", "--dtypes", "uint8"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| uint8 |")]
+    assert len(rows) == 4 and all(row.endswith("× |") for row in rows), done.stdout
+
+
 def test_transpose_patterns_rejects_a_size_off_its_blocks() -> None:
     script = BENCH / "transpose_patterns.py"
     if not script.exists():
