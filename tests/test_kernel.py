@@ -430,7 +430,60 @@ def test_hypothesis_transposes(src, threads, small_thresholds) -> None:
     assert_copies(src)
 
 
+@st.composite
+def staged_views(draw):
+    """Views that reach the staged transpose (1- and 2-byte items): rows from a line's
+    worth of units up, destination rows a whole number of lines over b or over (b2, b)
+    (b2 crossings inside 8-row groups when b is not a multiple of 8), an optional batch
+    dim, a reversed or step-sliced column dim, and a source start off its alignment."""
+    dtype = np.dtype(draw(st.sampled_from([np.uint8, np.bool_, np.float16, np.int16])))
+    u = dtype.itemsize
+    per_line = K.LINE // u
+    na = draw(st.integers(per_line, 300))
+    if draw(st.booleans()):           # columns over b alone
+        cols = (per_line * draw(st.integers(2, 6)),)
+    else:                             # over (b2, b): b at least a block, rows whole lines
+        nb = draw(st.integers(kplan.SIMD_TILE[u][1], 150))
+        cols = (per_line // math.gcd(nb, per_line) * draw(st.integers(2, 3)), nb)
+    batch = (draw(st.integers(1, 3)),) if draw(st.booleans()) else ()
+    step = draw(st.sampled_from([1, 1, -1, 2]))
+    shape = batch + cols[:-1] + (cols[-1] * abs(step), na)
+    offset = draw(st.sampled_from([0, 0, 1]))
+    n = math.prod(shape)
+    raw = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).integers(
+        0, 256, (n + 1) * u, dtype=np.uint8)
+    x = raw[offset * u:(offset + n) * u].view(dtype).reshape(shape)
+    x = x[..., ::step, :]
+    # (batch, *cols, na) -> (batch, na, *cols): the destination's rows run over the cols.
+    nd = x.ndim
+    return x.transpose(*range(len(batch)), nd - 1, *range(len(batch), nd - 1))
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(src=staged_views(), dst_offset=st.sampled_from([0, 1, 8, 31]))
+def test_hypothesis_staged_transposes(src, dst_offset, threads, monkeypatch) -> None:
+    """Staged transposes (bands of 128 rows here) byte for byte against numpy, into
+    destinations on and off the line grid."""
+    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "NONTEMPORAL_TILE_MIN_BYTES", 0)
+    set_everywhere(monkeypatch, "STAGED_BAND_ROWS", 128)
+    k = K.plan_copy(src.shape, src.strides, src.itemsize, src.dtype.kind)
+    assert k.variant == "staged-transpose", (src.shape, src.strides, k.reason)
+    copy_at(src, dst_offset * src.itemsize)
+
+
 # ---------------------------------------------------------------------- the plan
+
+def test_plan_stages_rows_of_any_whole_number_of_lines() -> None:
+    """Staging asks for destination rows of whole lines, counted in bytes: float16 rows
+    of 4112 items (8224 bytes: 128 lines and half of one) are not staged, rows of 4128
+    (8256 bytes: 129 lines, an odd number of them) are."""
+    for cols, variant in ((4112, "tiled-transpose"), (4128, "staged-transpose")):
+        x = np.zeros((cols, 1024), np.float16)
+        assert K.plan_copy(x.T.shape, x.T.strides, 2).variant == variant
+
 
 def test_plan_transpose_tiles_fastest_dims() -> None:
     k = K.plan_copy((4096, 4096), (4, 16384), 4, threads=2)

@@ -348,7 +348,7 @@ def stages(shape, adim, bdim, u, g, kb) -> bool:
     b2 = tile_columns_b2(shape, adim, bdim, kb, u, g)
     dstride = 1
     for i in range(len(shape) - 1, -1, -1):
-        if i not in (bdim, b2) and dstride % LINE:
+        if i not in (bdim, b2) and dstride * u % LINE:
             return False
         dstride *= shape[i]
     return True
