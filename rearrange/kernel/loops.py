@@ -22,8 +22,7 @@ from .abi import (C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NEXT, C_NWORK, C_POP_END,
                   KIND_STAGED, KIND_WEAVE, P_DA, P_DOFF, P_DR, P_G, P_GS, P_ITA, P_ITB,
                   P_ITR, P_JSTART, P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER,
                   P_PF, P_SA, P_SB, P_SB2, P_SBLK, P_SCRATCH, P_SEAM, P_SOFF, P_SR,
-                  P_STAGE, P_TA,
-                  P_TB, P_TR, STAGED_NT)
+                  P_STAGE, P_TA, P_TB, P_TR, STAGED_NT)
 from .intrinsics import stage_word_offsets
 from .jit import UNIT_DTYPES, compile_runner, jit
 from .pages import PAGE
@@ -35,7 +34,6 @@ __all__ = ["runner", "FAMILIES", "RUNS"]
 _ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
 _put = _fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
 _stack_bytes = _stack_zeros = _stage8 = _gather_nt = None
-
 
 
 def _stage_words_table() -> np.ndarray:
@@ -404,9 +402,9 @@ def _stage_word(i, tok):
 def _panel_staged(d, s, tok, doff, soff, jb, na, p, buf):
     """Column blocks jb .. jb + P_SBLK - 1 (those there are) of a staged transpose
     (every destination row's blocks whole lines on the line grid) over ``na`` rows (at
-    least LINE), through ``buf``, this thread's staging buffer of 8-row groups P_GS
-    bytes apart; then the columns outside the blocks that go with them (_panel_edges).
-    ``doff`` / ``soff`` as in _panel_simd.
+    least a line's worth of units, and Ka), through ``buf``, this thread's staging
+    buffer of 8-row groups P_GS bytes apart; then the columns outside the blocks that go
+    with them (_panel_edges). ``doff`` / ``soff`` as in _panel_simd.
 
     First every 8 source rows (destination columns) are read together along the band,
     a line of each at a time into consecutive 512-byte chunks of their group, transposed
@@ -601,7 +599,7 @@ def _run_rows(cp, d, s, itp, pp, tok):
 
 def _run_transpose(cp, d, s, itp, pp, tok):
     """Register-tile transposes (KIND_SIMD) and staged ones (KIND_STAGED, whose work
-    units are pairs of column blocks): tiled- and staged-transpose plans."""
+    units are P_SBLK column blocks each): tiled- and staged-transpose plans."""
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))

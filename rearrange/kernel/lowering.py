@@ -27,8 +27,7 @@ from .plan import (LINE, NONTEMPORAL_MIN_BYTES, NONTEMPORAL_TILE_MIN_BYTES, PANE
                    PREFETCH_ROW_BYTES, PREFETCH_STREAM_BYTES, PREFETCH_UNITS_AHEAD,
                    ROW_BLOCK_BYTES, ROW_CHUNK_BYTES, ROW_STREAMS_MAX, SIMD_TILE_G2,
                    STAGE_BYTES, STAGED_BAND_ROWS, STAGED_ROW_BYTES, TILE_BLOCK_BYTES,
-                   TILE_PREFETCH_LINES,
-                   CopyKernel, tile_columns_b2)
+                   TILE_PREFETCH_LINES, CopyKernel, tile_columns_b2)
 from .threads import CHUNKS_PER_THREAD
 
 __all__ = ["lower"]
@@ -158,15 +157,14 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
         # continues the source rows of the tiles (a full reversal's second dim): it goes
         # innermost, so that a column block reads its kb source rows as long sequential
         # streams (the destination's lines then leave in runs of kb units, not whole
-        # rows; the streams matter more: 1.5x on a 64^4 reversal).
+        # rows; the streams matter more: 1.5x on a 64^4 reversal). (Staged transposes
+        # have their work units above.)
         cont = [i for i in range(len(it) // 3) if abs(it[3 * i + 1]) == na * g]
-        if staged:
-            pass                        # its own work units, above
-        elif cont and p[P_ITA] < 0:
+        if not staged and cont and p[P_ITA] < 0:
             i = cont[-1]
             it[:] = it[:3 * i] + it[3 * i + 3:] + [nkb, 0, kb * g] + it[3 * i:3 * i + 3]
             p[P_ITB] = len(it) // 3 - 2
-        else:
+        elif not staged:
             p[P_ITB] = len(it) // 3
             it.extend((nkb, 0, kb * g))
         p[P_KIND] = KIND_STAGED if staged else KIND_SIMD

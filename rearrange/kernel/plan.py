@@ -41,9 +41,10 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         (256 KiB: it stays in L2), then each destination row leaves it as
                         whole non-temporal lines. A register tile reads 32 or 64 source
                         rows a line each, more streams than the hardware prefetchers
-                        follow; 8 long streams they do (8192² uint8 into out=: 1.37-1.48x,
-                        uint16 1.27-1.47x; float32 was not faster). The columns outside the
-                        blocks are copied as in ``tiled-transpose``.
+                        follow; 8 long streams they do (8192² into out=, 2 and 1 threads:
+                        uint8 1.45x and 1.46x, uint16 1.36x and 1.45x; float32 0.99x and
+                        1.08x). The columns outside the blocks are copied as in
+                        ``tiled-transpose``.
 ``small-inner-dim``     one of the two fastest dims is short (NHWC→NCHW with C=3): the
                         short dim is the outer loop of a panel that stays in L1; 2, 3 or
                         4 channels are split by a loop with constant strides (LLVM
@@ -98,7 +99,8 @@ TILE_PREFETCH_LINES = {1: 2, 4: 2}  # register tiles, per unit: prefetch this ma
 STAGED_BAND_ROWS = 1024          # staged transposes: destination rows per band, and
 STAGED_ROW_BYTES = 256           # bytes of each destination row per work unit (a band of
 #                                  them is 256 KiB of staging buffer: half a 512 KiB L2;
-#                                  128 x 2048 and 512 x 512 were 0.95-1.0x of it)
+#                                  128 x 2048 and 512 x 512 were 0.89-0.99x of it,
+#                                  256 x 2048 1.0-1.03x with all of such an L2)
 STAGED_UNITS = (1, 2)            # the unit sizes staged (4 and 8: 0.6-1.1x the tiles)
 
 # AVX-512 CPUs by LLVM name (NUMBA_CPU_NAME): their vector registers are 64 bytes wide.

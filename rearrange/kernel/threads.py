@@ -111,7 +111,8 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
         runner(*args)
 
 
-_SCRATCH_ALIGN = 4096
+_SCRATCH_ALIGN = 4096           # scratch memory starts on a page
+_scratch_local = threading.local()
 
 
 def _scratch(nbytes: int) -> np.ndarray:
@@ -125,9 +126,6 @@ def _scratch(nbytes: int) -> np.ndarray:
         start = (-raw.__array_interface__["data"][0]) % _SCRATCH_ALIGN
         buf = _scratch_local.buf = raw[start:start + nbytes]
     return buf
-
-
-_scratch_local = threading.local()
 
 
 def _wait(job: "_Job") -> None:
