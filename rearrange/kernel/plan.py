@@ -9,9 +9,10 @@ compiled loops' parameters.
 Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
 
 ``numpy``               object dtype (references need refcounts), copies under 32 KiB
-                        (transposes under 64 KiB), 0-d, and row copies under 24 MiB on one thread (numpy's own row
-                        loop is as fast there; at run time also under 64 MiB into pages
-                        not touched yet, see :mod:`rearrange.kernel`).
+                        (transposes under 64 KiB), 0-d, and row copies under 24 MiB on
+                        one thread (numpy's own row loop is as fast there; at run time
+                        also under 64 MiB into pages not touched yet, see
+                        :mod:`rearrange.kernel`).
 ``empty``               zero-size: nothing to move.
 ``contiguous-memcpy``   the source is contiguous after fusion: memcpy, split over threads.
 ``inner-contiguous``    source-fastest dim == destination-fastest dim: panels of rows,
