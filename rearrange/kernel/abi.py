@@ -10,7 +10,7 @@ import ctypes
 
 # Panel kinds understood by the jitted driver (KIND_WEAVE: small-inner-dim tiles that
 # interleave 2-4 source rows, stored straight from registers; KIND_STAGED: transposes of
-# 1-byte units through a per-thread staging buffer, see loops._panel_staged).
+# 1- and 2-byte units through a per-thread staging buffer, see loops._panel_staged).
 KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE, KIND_STAGED = 0, 1, 2, 3, 4
 # Store modes: regular, non-temporal straight from the source (whole aligned lines), or
 # staged: panels contiguous in the destination are gathered in an L1 buffer and leave it

@@ -3,19 +3,22 @@
 Raw loads and stores in three alias scopes (source, destination, staging buffer: never
 aliasing each other, which lets LLVM vectorise without overlap checks), whole-line
 non-temporal stores, the register-tile transpose (Eklundh's shuffle stages, whole
-destination lines out), the 8-row byte transpose of staged transposes and the line
-gathered from their staging buffer, the 2-4 way interleave, prefetch, atomics, a fence,
-and a call of libc's madvise by address. :func:`define_intrinsics` imports numba and llvmlite and
+destination lines out), the 8-row transpose of staged transposes and the line gathered
+from their staging buffer, the 2-4 way interleave, prefetch, atomics, a fence, and a call
+of libc's madvise by address. :func:`define_intrinsics` imports numba and llvmlite and
 builds them; :func:`.jit.materialise` calls it once and binds the result in the loops'
-module under the names the loops use (``_ld``, ``_st``, ``_tile``, ...).
+module under the names the loops use (``_ld``, ``_st``, ``_tile``, ...), with the table
+of where _stage8 puts each column (:func:`stage_words_table`, as ``_STAGE_WORDS``).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from .pages import MADV_POPULATE_WRITE
 from .plan import LINE, SIMD_TILE, SIMD_TILE_G2, VECTOR_BYTES
 
-__all__ = ["define_intrinsics", "stage_word_offsets"]
+__all__ = ["define_intrinsics", "stage_words_table"]
 
 # Tiles of more rows than the 32 vector registers hold (uint8) are transposed in blocks of
 # this many rows, each parked on the stack while the next is done (see _tile).
@@ -72,6 +75,16 @@ def stage_word_offsets(u: int) -> list[int]:
             raise AssertionError(f"_stage8 for {u}-byte units: the word at {w} is not a column")
         offsets[c] = w
     return offsets
+
+
+def stage_words_table(units) -> np.ndarray:
+    """loops._stage_word's table: row u (one of the unit sizes ``units``), column
+    c < LINE // u: stage_word_offsets(u). Bound with the intrinsics (not built at import:
+    a millisecond); numba compiles it in as a constant."""
+    table = np.zeros((max(units) + 1, LINE), dtype=np.int64)
+    for u in units:
+        table[u, :LINE // u] = stage_word_offsets(u)
+    return table
 
 # Vector width (bytes) -> unit sizes whose register tiles (_tile) and 2-4 way interleaves
 # (_weave) are shuffled 16-byte lane by lane (unpack_rounds, in_lanes): on 32-byte

@@ -2,8 +2,9 @@
 
 The loop nests (:mod:`.loops`) are plain Python functions. ``@jit`` registers them; the
 first :func:`compile_runner` (or call of a registered function) imports numba, defines the
-intrinsics (:mod:`.intrinsics`) and binds them, with ``carray``, in the registered
-functions' modules (where they stand as ``None`` placeholders until then), wraps every
+intrinsics (:mod:`.intrinsics`) and binds them, with ``carray`` and the staged
+transposes' word table, in the registered functions' modules (where they stand as
+``None`` placeholders until then), wraps every
 registered function with ``numba.njit`` and rebinds its name in its module to the
 dispatcher, so that jitted callers see jitted callees. All of that happens once per
 process.
@@ -53,7 +54,8 @@ _KERNEL_SOURCES = ("abi.py", "intrinsics.py", "jit.py", "loops.py", "pages.py", 
 _build_lock = threading.RLock()
 _built = False
 _registry: dict[str, tuple] = {}
-# What materialise() binds in the loops' modules (the intrinsics and carray), once built.
+# What materialise() binds in the loops' modules (the intrinsics, carray, _STAGE_WORDS),
+# once built.
 _bindings: dict[str, object] = {}
 
 
@@ -97,9 +99,10 @@ def materialise() -> None:
             return
         import numba
 
-        from .intrinsics import define_intrinsics
+        from .intrinsics import define_intrinsics, stage_words_table
 
         _bindings.update(define_intrinsics())
+        _bindings["_STAGE_WORDS"] = stage_words_table(tuple(UNIT_DTYPES))
         _bindings["carray"] = numba.carray
         for func, _ in _registry.values():
             func.__globals__.update(_bindings)

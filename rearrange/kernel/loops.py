@@ -15,15 +15,12 @@ destination contiguously and writes them out as whole non-temporal lines.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .abi import (C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NEXT, C_NWORK, C_POP_END, C_POP_N,
                   C_POP_NEXT, C_POP_START, C_POP_STEP, C_SCRATCH, C_SLOT, DIRECT_NT,
                   KIND_STAGED, KIND_WEAVE, P_DA, P_DOFF, P_DR, P_G, P_GS, P_ITA, P_ITB,
                   P_ITR, P_JSTART, P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER,
                   P_PF, P_SA, P_SB, P_SB2, P_SBLK, P_SCRATCH, P_SEAM, P_SOFF, P_SR,
                   P_STAGE, P_TA, P_TB, P_TR, STAGED_NT)
-from .intrinsics import stage_word_offsets
 from .jit import UNIT_DTYPES, compile_runner, jit
 from .pages import PAGE
 from .plan import LINE
@@ -33,19 +30,7 @@ __all__ = ["runner", "FAMILIES", "RUNS"]
 # Placeholders: bound by jit.materialise() before anything is compiled.
 _ld = _st = _ldb = _stb = _line_nt = _line_nt_b = _unit = _sfence = _tile = _prefetch = None
 _put = _fetch_add = _call_madvise = _touch = _weave = _weave_b = carray = None
-_stack_bytes = _stack_zeros = _stage8 = _gather_nt = None
-
-
-def _stage_words_table() -> np.ndarray:
-    """_stage_word's table: row u (a unit size), column c < LINE // u:
-    stage_word_offsets(u); numba compiles it in as a constant."""
-    table = np.zeros((max(UNIT_DTYPES) + 1, LINE), dtype=np.int64)
-    for u in UNIT_DTYPES:
-        table[u, :LINE // u] = stage_word_offsets(u)
-    return table
-
-
-_STAGE_WORDS = _stage_words_table()
+_stack_bytes = _stack_zeros = _stage8 = _gather_nt = _STAGE_WORDS = None
 
 
 @jit()
@@ -607,7 +592,9 @@ def _run_transpose(cp, d, s, itp, pp, tok):
     done = itp[0] - itp[0]
     ita, itb = p[P_ITA], p[P_ITB]
     staged = p[P_KIND] == KIND_STAGED
-    buf = carray(cp, (C_LEN,))[C_SCRATCH] + _fetch_add(cp, C_SLOT, 1) * p[P_SCRATCH]
+    buf = done                          # this thread's slot of the scratch memory
+    if staged:
+        buf = carray(cp, (C_LEN,))[C_SCRATCH] + _fetch_add(cp, C_SLOT, 1) * p[P_SCRATCH]
     while True:
         lo, hi = _claim(cp)
         if lo >= hi:

@@ -159,14 +159,15 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
         # streams (the destination's lines then leave in runs of kb units, not whole
         # rows; the streams matter more: 1.5x on a 64^4 reversal). (Staged transposes
         # have their work units above.)
-        cont = [i for i in range(len(it) // 3) if abs(it[3 * i + 1]) == na * g]
-        if not staged and cont and p[P_ITA] < 0:
-            i = cont[-1]
-            it[:] = it[:3 * i] + it[3 * i + 3:] + [nkb, 0, kb * g] + it[3 * i:3 * i + 3]
-            p[P_ITB] = len(it) // 3 - 2
-        elif not staged:
-            p[P_ITB] = len(it) // 3
-            it.extend((nkb, 0, kb * g))
+        if not staged:
+            cont = [i for i in range(len(it) // 3) if abs(it[3 * i + 1]) == na * g]
+            if cont and p[P_ITA] < 0:
+                i = cont[-1]
+                it[:] = it[:3 * i] + it[3 * i + 3:] + [nkb, 0, kb * g] + it[3 * i:3 * i + 3]
+                p[P_ITB] = len(it) // 3 - 2
+            else:
+                p[P_ITB] = len(it) // 3
+                it.extend((nkb, 0, kb * g))
         p[P_KIND] = KIND_STAGED if staged else KIND_SIMD
         p[P_NA], p[P_SA], p[P_DA] = na, g, da
         p[P_NB], p[P_SB], p[P_SB2] = nb, sb, sb2
