@@ -76,17 +76,20 @@ def test_transpose_patterns_smoke_run() -> None:
 
 
 def test_staged_ab_smoke_run() -> None:
-    """bench/staged_ab.py times both plans of a staged transpose (each checked against
-    numpy first) at 1 and 2 threads, into out= and allocating: four rows per dtype."""
+    """bench/staged_ab.py times both plans of a staged transpose and of a staged
+    interleave (each checked against numpy first) at 1 and 2 threads, into out= and
+    allocating: four rows per copy."""
     pytest.importorskip("numba", reason="the kernel is compiled with numba")
     script = BENCH / "staged_ab.py"
     done = subprocess.run(
-        [sys.executable, str(script), "--n", "2048", "--rounds", "1", "--dtypes", "uint8"],
+        [sys.executable, str(script), "--n", "2048", "--rounds", "1", "--dtypes", "uint8",
+         "--images", "42 224"],            # 24.1 MiB: just large enough to be staged
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| uint8 |")]
-    assert len(rows) == 4 and all(row.endswith("× |") for row in rows), done.stdout
+    for copy in ("| uint8 2048² transpose |", "| ViT patchify (42, 3, 224, 224) |"):
+        rows = [line for line in done.stdout.splitlines() if line.startswith(copy)]
+        assert len(rows) == 4 and all(row.endswith("× |") for row in rows), done.stdout
 
 
 def test_transpose_patterns_rejects_a_size_off_its_blocks() -> None:

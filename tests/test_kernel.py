@@ -86,7 +86,6 @@ def small_thresholds(request, monkeypatch):
     set_everywhere(monkeypatch, "NONTEMPORAL_TILE_MIN_BYTES", 0 if streaming else 1 << 62)
     if request.param == "fresh":
         set_everywhere(monkeypatch, "untouched", lambda addr, nbytes: True)
-        set_everywhere(monkeypatch, "FRESH_ROWS_NUMPY_MAX_BYTES", 0)
     return request.param
 
 
@@ -199,20 +198,29 @@ def test_interleave_into_channels_last(n, channels, dtype, threads, small_thresh
 
 def test_small_tiles_run_along_an_outer_dim(monkeypatch) -> None:
     """Panels of small interleaving tiles. ViT patchify's 16x3 tiles read one line per
-    source row: a panel runs along w (the source's fastest outer dim) with regular
-    stores and prefetches, streaming or not. Pixel shuffle's 64x2 tiles read 4 lines per
-    source row: with streaming stores the panel runs along r1 (continuing the tile in
-    the destination), its lines leave from registers when the destination is on the
-    line grid and through the staging buffer when it is not."""
-    set_everywhere(monkeypatch, "NONTEMPORAL_MIN_BYTES", 0)
+    source row: streaming, they are woven into blocks of the destination (every p1, a
+    run of w) in scratch memory (staged-interleave); into fresh pages, and below the
+    streaming size, a panel runs along w (the source's fastest outer dim) with regular
+    stores and prefetches. Pixel shuffle's 64x2 tiles read 4 lines per source row: with
+    streaming stores the panel runs along r1 (continuing the tile in the destination),
+    its lines leave from registers when the destination is on the line grid and through
+    the staging buffer when it is not."""
     x = np.zeros((2, 3, 64, 64), np.float32)
     v = x.reshape(2, 3, 4, 16, 4, 16).transpose(0, 2, 4, 3, 5, 1)
     k = K.plan_copy(v.shape, v.strides, 4, threads=1)
-    assert k.variant == "small-inner-dim" and k.tile == (16, 3)
+    assert k.variant == "small-inner-dim" and k.tile == (16, 3)      # 96 KiB: cached
+    set_everywhere(monkeypatch, "NONTEMPORAL_MIN_BYTES", 0)
+    k = K.plan_copy(v.shape, v.strides, 4, threads=1)
+    assert k.variant == "staged-interleave" and k.tile == (16, 3)
     p = lowering.lower(k, 0)[3]
+    assert p[abi.P_KIND] == abi.KIND_WOVEN
+    assert (p[abi.P_NX], p[abi.P_SX], p[abi.P_NR], p[abi.P_TR]) == (16, 64, 4, 4)
+    assert (p[abi.P_SR], p[abi.P_DR], p[abi.P_SCRATCH]) == (16, 768, 4 * 768 * 4)
+    for fresh in (False, True):
+        p = lowering.lower(k, 0, fresh)[3]
+        assert p[abi.P_KIND] == (abi.KIND_WEAVE if fresh else abi.KIND_WOVEN)
     assert (p[abi.P_NR], p[abi.P_SR], p[abi.P_DR], p[abi.P_NT]) == (4, 16, 768, abi.REGULAR)
     assert p[abi.P_PF] == kplan.PREFETCH_UNITS_AHEAD * 64          # two p1 rows ahead
-    assert p[abi.P_KIND] == abi.KIND_WEAVE
     x = np.zeros((2, 16, 8, 64), np.float32)
     v = x.reshape(2, 4, 2, 2, 8, 64).transpose(0, 1, 4, 2, 5, 3)
     k = K.plan_copy(v.shape, v.strides, 4, threads=1)
@@ -338,23 +346,71 @@ def test_staged_transpose_geometries(rows, dtype, threads, monkeypatch) -> None:
             copy_at(v, offset)
 
 
-def test_staged_transposes_from_two_python_threads_at_once() -> None:
+def patches(x: np.ndarray, p: int) -> np.ndarray:
+    """ViT patchify's copy of (b, c, h, w): (b, h/p, w/p, p1, p2, c), as a view."""
+    b, c, h, w = x.shape
+    return x.reshape(b, c, h // p, p, w // p, p).transpose(0, 2, 4, 3, 5, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64],
+                         ids=["u1", "u2", "f4", "f8"])
+@pytest.mark.parametrize("channels", [2, 3, 4])
+def test_staged_interleave_geometries(channels, dtype, threads, monkeypatch) -> None:
+    """Staged interleaves (blocks of 8 KiB here) against numpy: patches of a line (the
+    vector weave) and shorter (scalar), blocks of every w and runs of w with a short last
+    one, every other image, images and rows reversed, a source off its alignment;
+    destinations on and off the line grid. Into fresh pages the same plans run as
+    panels of regular stores."""
+    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "NONTEMPORAL_MIN_BYTES", 0)
+    set_everywhere(monkeypatch, "WOVEN_BLOCK_BYTES", 8192)
+    item = np.dtype(dtype).itemsize
+    line = K.LINE // item                       # units of a patch row of one line
+    rng = np.random.default_rng(channels * item)
+    for p in sorted({min(line, 16), line // 2, 5}):
+        if p <= channels:
+            continue
+        base = random_array((4, channels, 3 * p, 7 * p), dtype, rng)
+        raw = random_array((base.nbytes + item,), np.uint8, rng)
+        unaligned = (raw[1:1 + base.nbytes].view(dtype).reshape(base.shape) if item > 1 else
+                     base[:, :, ::-1])
+        for x in (base, base[::2], base[::-1, :, ::-1], unaligned):
+            v = patches(x, p)
+            k = K.plan_copy(v.shape, v.strides, item)
+            aligned = x is not unaligned or item == 1
+            assert k.variant == "staged-interleave" or not aligned, (v.shape, v.strides)
+            for offset in sorted({0, item, 16, 62 // item * item}):
+                copy_at(v, offset)
+            set_everywhere(monkeypatch, "untouched", lambda addr, nbytes: True)
+            copy_at(v, item)
+            monkeypatch.undo()      # and the thresholds again:
+            set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+            set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+            set_everywhere(monkeypatch, "NONTEMPORAL_MIN_BYTES", 0)
+            set_everywhere(monkeypatch, "WOVEN_BLOCK_BYTES", 8192)
+
+
+def test_staged_copies_from_python_threads_at_once(monkeypatch) -> None:
     """Each copy's threads stage through scratch memory of the Python thread that made
-    the copy: copies made at the same time from two Python threads never share it."""
+    the copy: staged transposes and interleaves made at the same time from several
+    Python threads never share it."""
     import threading
+    set_everywhere(monkeypatch, "NONTEMPORAL_MIN_BYTES", 0)
     rng = np.random.default_rng(3)
     sources = [random_array((1536, 2048), np.uint8, rng).T,
-               random_array((2048, 1600), np.uint8, rng).T]
-    assert all(K.plan_copy(v.shape, v.strides, 1).variant == "staged-transpose"
-               for v in sources)
+               random_array((2048, 1600), np.uint8, rng).T,
+               patches(random_array((4, 3, 64, 224), np.float32, rng), 16)]
+    assert [K.plan_copy(v.shape, v.strides, v.itemsize).variant for v in sources] == \
+        ["staged-transpose"] * 2 + ["staged-interleave"]
     failures = []
 
     def work(src):
-        out = np.empty(src.shape, np.uint8)
+        out = np.empty(src.shape, src.dtype)
         for _ in range(30):
             out[...] = 0
             K.copy_into(out, src)
-            if not np.array_equal(out, src):
+            if out.tobytes() != np.ascontiguousarray(src).tobytes():   # NaNs: as bytes
                 failures.append(src.shape)
 
     workers = [threading.Thread(target=work, args=(v,)) for v in sources]
@@ -750,27 +806,40 @@ def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
 
 @pytest.mark.parametrize("madvise", [True, False], ids=["madvise", "touch"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_row_copy_into_a_fresh_destination_populates_it_first(threads, madvise,
+def test_transpose_into_a_fresh_destination_populates_it_first(threads, madvise,
                                                                monkeypatch) -> None:
-    """A row copy into pages never touched (here a new 32 MiB mapping) populates them
+    """A transpose into pages never touched (here a new 32 MiB mapping) populates them
     first — MADV_POPULATE_WRITE, or a write per page where that is missing — then
-    copies; the pages around the destination are not written."""
+    copies; the pages around the destination are not written. A row copy into such
+    pages does not populate them (regular stores as they fault)."""
     if not madvise:
         monkeypatch.setattr(kthreads, "madvise_address", lambda: 0)   # as without madvise
     set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
-    set_everywhere(monkeypatch, "FRESH_ROWS_NUMPY_MAX_BYTES", 0)
     monkeypatch.setattr(kthreads, "_num_threads", threads)
-    x = random_array((4, 8, 1024, 256), np.float32, np.random.default_rng(2))
-    src = x.transpose(0, 2, 1, 3)
-    plan = K.plan_copy(src.shape, src.strides, 4)
-    assert (plan.variant, plan.threads) == ("inner-contiguous", threads)
-    raw = np.empty(src.nbytes + 3 * 4096, np.uint8)
-    raw[:4096] = 7
-    raw[-4096:] = 7
-    dst = raw[4096 + 4:4096 + 4 + src.nbytes].view(np.float32).reshape(src.shape)
-    K.copy_into(dst, src)
-    assert dst.tobytes() == np.ascontiguousarray(src).tobytes()
-    assert (raw[:4096] == 7).all() and (raw[-4096:] == 7).all()
+    populated = []
+
+    def execute(low, run, daddr, saddr, populate_bytes):
+        populated.append(populate_bytes)
+        return kthreads.execute(low, run, daddr, saddr, populate_bytes)
+
+    monkeypatch.setattr(K, "execute", execute)
+    rng = np.random.default_rng(2)
+    for src, variant in ((random_array((2048, 4096), np.float32, rng).T, "tiled-transpose"),
+                         (random_array((4, 8, 1024, 256), np.float32, rng).transpose(
+                             0, 2, 1, 3), "inner-contiguous")):
+        plan = K.plan_copy(src.shape, src.strides, 4)
+        assert (plan.variant, plan.threads) == (variant, threads)
+        raw = np.empty(src.nbytes + 3 * 4096, np.uint8)
+        raw[:4096] = 7
+        raw[-4096:] = 7
+        dst = raw[4096 + 64:4096 + 64 + src.nbytes].view(np.float32).reshape(src.shape)
+        fresh = pages.untouched(dst.ctypes.data, dst.nbytes)
+        assert fresh or not sys.platform.startswith("linux")
+        populated.clear()
+        K.copy_into(dst, src)
+        assert dst.tobytes() == np.ascontiguousarray(src).tobytes()
+        assert (raw[:4096] == 7).all() and (raw[-4096:] == 7).all()
+        assert populated == [src.nbytes if fresh and variant == "tiled-transpose" else 0]
 
 
 def test_untouched_destination_is_detected() -> None:

@@ -10,8 +10,10 @@ import ctypes
 
 # Panel kinds understood by the jitted driver (KIND_WEAVE: small-inner-dim tiles that
 # interleave 2-4 source rows, stored straight from registers; KIND_STAGED: transposes of
-# 1- and 2-byte units through a per-thread staging buffer, see loops._panel_staged).
-KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE, KIND_STAGED = 0, 1, 2, 3, 4
+# 1- and 2-byte units through a per-thread staging buffer, see loops._panel_staged;
+# KIND_WOVEN: interleaving tiles woven into a block of the destination in the per-thread
+# scratch memory, see loops._woven_block).
+KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE, KIND_STAGED, KIND_WOVEN = 0, 1, 2, 3, 4, 5
 # Store modes: regular, non-temporal straight from the source (whole aligned lines), or
 # staged: panels contiguous in the destination are gathered in an L1 buffer and leave it
 # as whole non-temporal lines.
@@ -25,10 +27,11 @@ REGULAR, DIRECT_NT, STAGED_NT = 0, 1, 2
  C_POP_STEP, C_MADVISE, C_SCRATCH, C_SLOT, C_LEN) = range(13)
 # Layout of the int64 parameter vector handed to the kernels (P_SCRATCH: bytes of
 # scratch memory per thread, 0: none; P_GS: bytes between the row groups of a staged
-# transpose's buffer; P_SBLK: column blocks per work unit of a staged transpose).
+# transpose's buffer; P_SBLK: column blocks per work unit of a staged transpose; P_NX,
+# P_SX: the tiles' rows of a woven block, their count and source step).
 (P_KIND, P_NA, P_SA, P_DA, P_NB, P_SB, P_TA, P_TB, P_NR, P_SR, P_DR, P_TR,
  P_ORDER, P_NT, P_JSTART, P_NKB, P_G, P_SOFF, P_DOFF, P_ITA, P_ITB, P_ITR,
- P_PF, P_SB2, P_STAGE, P_SEAM, P_SCRATCH, P_GS, P_SBLK, P_LEN) = range(30)
+ P_PF, P_SB2, P_STAGE, P_SEAM, P_SCRATCH, P_GS, P_SBLK, P_NX, P_SX, P_LEN) = range(32)
 
 # The ctypes type of a control block: made and passed faster than a numpy array.
 ControlBlock = ctypes.c_int64 * C_LEN

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from .abi import (C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NEXT, C_NWORK, C_POP_END, C_POP_N,
                   C_POP_NEXT, C_POP_START, C_POP_STEP, C_SCRATCH, C_SLOT, DIRECT_NT,
-                  KIND_STAGED, KIND_WEAVE, P_DA, P_DOFF, P_DR, P_G, P_GS, P_ITA, P_ITB,
-                  P_ITR, P_JSTART, P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR, P_NT, P_ORDER,
-                  P_PF, P_SA, P_SB, P_SB2, P_SBLK, P_SCRATCH, P_SEAM, P_SOFF, P_SR,
-                  P_STAGE, P_TA, P_TB, P_TR, STAGED_NT)
+                  KIND_STAGED, KIND_WEAVE, KIND_WOVEN, P_DA, P_DOFF, P_DR, P_G, P_GS,
+                  P_ITA, P_ITB, P_ITR, P_JSTART, P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR,
+                  P_NT, P_NX, P_ORDER, P_PF, P_SA, P_SB, P_SB2, P_SBLK, P_SCRATCH, P_SEAM,
+                  P_SOFF, P_SR, P_STAGE, P_SX, P_TA, P_TB, P_TR, STAGED_NT)
 from .jit import UNIT_DTYPES, compile_runner, jit
 from .pages import PAGE
 from .plan import LINE
@@ -247,6 +247,22 @@ def _interleave(t, staged, s, tok, toff, soff, n, sb, m, nt):
     for i in range(nv, n):
         for c in range(m):
             _put(t, toff + i * m + c, _ld(s, soff + c * sb + i, tok), staged)
+
+
+@jit()
+def _woven_block(d, s, tok, doff, soff, ey, p, buf):
+    """A staged interleave's work unit: the tiles of every x (p[P_NX] of them, source step
+    p[P_SX]) and of ey along y (step p[P_SR]) woven into ``buf`` (a scratch slot) in the
+    destination's layout, tile (y, x) at (y * nx + x) * na * nb units, x by x, so that
+    each x reads its nb source rows along y as sequential streams; then the block, ey *
+    p[P_DR] units contiguous at doff, written out as whole non-temporal lines."""
+    na, nb, nx = p[P_NA], p[P_NB], p[P_NX]
+    tile = na * nb
+    for x in range(nx):
+        for y in range(ey):
+            _interleave(buf, True, s, tok, (y * nx + x) * tile,
+                        soff + x * p[P_SX] + y * p[P_SR], na, p[P_SB], nb, False)
+    _stream_flush(d, tok, buf, doff, ey * p[P_DR], ey == ey)
 
 
 @jit()
@@ -614,8 +630,9 @@ def _run_transpose(cp, d, s, itp, pp, tok):
 
 
 def _run_tiles(cp, d, s, itp, pp, tok):
-    """Tiles of a small inner dim (KIND_TILE) and interleaves of 2-4 source rows
-    (KIND_WEAVE): small-inner-dim and tiled plans."""
+    """Tiles of a small inner dim (KIND_TILE), interleaves of 2-4 source rows (KIND_WEAVE)
+    and blocks of them woven in scratch memory (KIND_WOVEN): small-inner-dim,
+    staged-interleave and tiled plans."""
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
@@ -625,7 +642,11 @@ def _run_tiles(cp, d, s, itp, pp, tok):
     zero = itp[0] - itp[0]
     wst, wln, done = zero, zero, zero
     weave = p[P_KIND] == KIND_WEAVE
+    woven = p[P_KIND] == KIND_WOVEN
     ita, itb, itr = p[P_ITA], p[P_ITB], p[P_ITR]
+    block = zero                        # this thread's slot of the scratch memory
+    if woven:
+        block = carray(cp, (C_LEN,))[C_SCRATCH] + _fetch_add(cp, C_SLOT, 1) * p[P_SCRATCH]
     while True:
         lo, hi = _claim(cp)
         if lo >= hi:
@@ -635,7 +656,9 @@ def _run_tiles(cp, d, s, itp, pp, tok):
         for _ in range(lo, hi):
             er = _extent(p, idx, itr, P_TR, P_NR)
             ea = _extent(p, idx, ita, P_TA, P_NA)
-            if weave:
+            if woven:
+                _woven_block(d, s, tok, doff, soff, er, p, block)
+            elif weave:
                 _interleave_rows(d, s, tok, doff, soff, er, p[P_SR], p[P_DR], ea,
                                  p[P_SB], p[P_NB], p[P_NT] == DIRECT_NT, p[P_PF])
             else:
@@ -655,7 +678,7 @@ def _run_tiles(cp, d, s, itp, pp, tok):
 # Panel family of each plan variant that runs compiled loops.
 FAMILIES = {"contiguous-memcpy": "rows", "inner-contiguous": "rows", "strided-rows": "rows",
             "tiled-transpose": "transpose", "staged-transpose": "transpose",
-            "small-inner-dim": "tiles", "tiled": "tiles"}
+            "small-inner-dim": "tiles", "staged-interleave": "tiles", "tiled": "tiles"}
 RUNS = {"rows": _run_rows, "transpose": _run_transpose, "tiles": _run_tiles}
 
 

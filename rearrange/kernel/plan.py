@@ -55,6 +55,15 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         tile (ViT patchify's 16x3) run along an outer dim: the one the
                         source steps through fastest, or with streaming stores the one
                         that continues the tile in the destination.
+``staged-interleave``   a large ``small-inner-dim`` copy whose tiles interleave 2-4 source rows
+                        of at most a line each (ViT patchify's 16x3): in the destination's
+                        order its tiles read many single-line source rows in turn, in the
+                        source's order its stores land a few lines apart. A work unit is a
+                        block of the destination (tiles along two outer dims, the inner of
+                        which continues the tiles' source rows) woven in the source's
+                        order into per-thread scratch memory that stays in L2, then
+                        written out in the destination's order as whole non-temporal
+                        lines.
 ``tiled``               any other pair of fastest dims: scalar tiles sized for L1.
 
 The thresholds below are the tuning of every stage (the thread pool's own two are in
@@ -69,7 +78,8 @@ from dataclasses import dataclass, field
 
 from .threads import get_num_threads
 
-__all__ = ["CopyKernel", "plan_copy", "plan_aligned", "lowbit", "stages", "tile_columns_b2"]
+__all__ = ["CopyKernel", "plan_copy", "plan_aligned", "lowbit", "stages", "tile_columns_b2",
+           "woven_block"]
 
 # ---------------------------------------------------------------------------- tuning
 # Measured on a 2-core Xeon (AVX-512) shared with other work; see bench/kernel_bench.py.
@@ -80,7 +90,6 @@ ROWS_NUMPY_MAX_BYTES = 24 << 20  # row copies: numpy's loop is as fast single-th
 THREAD_MIN_BYTES = 1 << 20       # each extra thread needs at least this much to move
 NONTEMPORAL_MIN_BYTES = 24 << 20  # row/panel streams this large bypass the caches
 NONTEMPORAL_TILE_MIN_BYTES = 2 << 20  # register-tile transposes: from this size
-FRESH_ROWS_NUMPY_MAX_BYTES = 64 << 20  # one-thread row copies into untouched pages: numpy
 LINE = 64                        # bytes per cache line (and per non-temporal store)
 SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner-dim" panel
 TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
@@ -103,6 +112,7 @@ STAGED_ROW_BYTES = 256           # bytes of each destination row per work unit (
 #                                  128 x 2048 and 512 x 512 were 0.89-0.99x of it,
 #                                  256 x 2048 1.0-1.03x with all of such an L2)
 STAGED_UNITS = (1, 2)            # the unit sizes staged (4 and 8: 0.6-1.1x the tiles)
+WOVEN_BLOCK_BYTES = 64 << 10     # staged interleaves: destination bytes per block at most
 
 # AVX-512 CPUs by LLVM name (NUMBA_CPU_NAME): their vector registers are 64 bytes wide.
 _AVX512_CPUS = frozenset({
@@ -173,7 +183,8 @@ class CopyKernel:
     """How one strided → C-contiguous copy is done. Pure metadata, printable by explain()."""
 
     variant: str                 # numpy | empty | contiguous-memcpy | inner-contiguous |
-    #                              strided-rows | tiled-transpose | small-inner-dim | tiled
+    #                              strided-rows | tiled-transpose | staged-transpose |
+    #                              small-inner-dim | staged-interleave | tiled
     unit_bytes: int              # the raw-bits unit moved: 1, 2, 4 or 8 bytes
     fused_shape: tuple[int, ...]  # after dropping size-1 dims and fusing, in units
     src_strides: tuple[int, ...]  # source strides of the fused dims, in units
@@ -317,6 +328,15 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
             ta, tb = na, min(nb, max(64, PANEL_BYTES // (u * na) // run * run))
         else:          # short destination-fastest dim: interleave into an L1-sized block
             ta, tb = min(na, max(64, PANEL_BYTES // (u * nb) // run * run)), nb
+            ty = woven_block(fshape, fstr, u) if nbytes >= NONTEMPORAL_MIN_BYTES and \
+                adim == d - 2 else 0
+            if ty:
+                block = ty * fshape[-3] * na * nb * u
+                return make("staged-interleave", (ta, tb),
+                            f"source-fastest dim {adim} ({na}) != destination-fastest dim "
+                            f"{bdim} ({nb}): {na}x{nb} tiles woven in the source's order "
+                            f"into {block >> 10} KiB blocks of the destination in L2, "
+                            f"whole-line streaming stores")
         return make("small-inner-dim", (ta, tb),
                     f"source-fastest dim {adim} ({na}) != destination-fastest dim {bdim} "
                     f"({nb}): short dim outermost, {ta}x{tb} panels in L1")
@@ -355,6 +375,24 @@ def stages(shape, adim, bdim, u, g, kb) -> bool:
             return False
         dstride *= shape[i]
     return True
+
+
+def woven_block(shape, strides, u) -> int:
+    """Tiles along the second outer dim per block of a staged interleave (fused ``shape``
+    and source ``strides`` in units of ``u``), or 0 where the copy is not one: the last
+    dim (b) is 2-4 channels that the dim before it (a: stride 1, at most a line long)
+    interleaves, the two dims before those (x, then y) are the block's tile rows, and y
+    continues the tiles' source rows (stride na), so that the block read x by x is m
+    source streams of y's run. A block (every x, a run of y) fits WOVEN_BLOCK_BYTES."""
+    d = len(shape)
+    if d < 4:
+        return 0
+    na, nb = shape[-2], shape[-1]
+    if strides[-2] != 1 or not 2 <= nb <= 4 or na * u > LINE or na <= nb or \
+            strides[-4] != na or strides[-3] == 0:
+        return 0
+    row = shape[-3] * na * nb * u
+    return min(shape[-4], WOVEN_BLOCK_BYTES // row)
 
 
 def _fuse(shape, strides, itemsize, u):
