@@ -92,6 +92,23 @@ def test_staged_ab_smoke_run() -> None:
         assert len(rows) == 4 and all(row.endswith("× |") for row in rows), done.stdout
 
 
+def test_fresh_ab_smoke_run() -> None:
+    """bench/fresh_ab.py writes fresh results three ways (each checked against numpy
+    first), beside numpy and the limit, at 1 and 2 threads: two rows per copy."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "fresh_ab.py"), "--quick", "--rounds", "1",
+         "--min-sample", "0", "--cases", "heads permute,uint8"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and
+            "GB/s" not in line]
+    assert len(rows) == 4, done.stdout
+    assert sum("| regular: populate+stream " in row for row in rows) == 2, done.stdout
+    assert sum("| populate+stream: regular " in row for row in rows) == 2, done.stdout
+
+
 def test_transpose_patterns_rejects_a_size_off_its_blocks() -> None:
     script = BENCH / "transpose_patterns.py"
     if not script.exists():

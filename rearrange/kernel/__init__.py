@@ -147,7 +147,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     populate = False
     fresh = (kernel.variant != "contiguous-memcpy" and
              dst.nbytes >= NONTEMPORAL_MIN_BYTES and untouched(daddr, dst.nbytes))
-    if fresh and kernel.variant in ("tiled-transpose", "staged-transpose"):
+    if fresh and kernel.variant in POPULATE_FIRST:
         populate, fresh = True, False
     if aligned:     # plans are kept (by the caller, or in _plans): so are their lowerings
         key = (id(kernel), daddr % LINE, fresh)
@@ -162,6 +162,10 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     execute(low, run, daddr, saddr, dst.nbytes if populate else 0)
 
 
+# The plan variants whose fresh destinations are populated first and then streamed to
+# (bench/fresh_ab.py measures the ways); every other variant writes fresh pages with
+# regular stores as they fault.
+POPULATE_FIRST = frozenset({"tiled-transpose", "staged-transpose"})
 # Plans made by copy_into itself: (shape, strides, itemsize, kind, threads) -> plan.
 _plans: dict[tuple, CopyKernel] = {}
 # Lowered plans: (id(plan), destination address mod LINE, fresh) -> (plan, lowering). The
