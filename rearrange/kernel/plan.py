@@ -55,8 +55,8 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         tile (ViT patchify's 16x3) run along an outer dim: the one the
                         source steps through fastest, or with streaming stores the one
                         that continues the tile in the destination.
-``staged-interleave``   a large ``small-inner-dim`` copy whose tiles interleave 2-4 source rows
-                        of at most a line each (ViT patchify's 16x3): in the destination's
+``staged-interleave``   a large ``small-inner-dim`` copy whose tiles interleave 2-4 source
+                        rows of at most a line each (ViT patchify's 16x3): in the destination's
                         order its tiles read many single-line source rows in turn, in the
                         source's order its stores land a few lines apart. A work unit is a
                         block of the destination (tiles along two outer dims, the inner of
@@ -382,7 +382,7 @@ def woven_block(shape, strides, u) -> int:
     and source ``strides`` in units of ``u``), or 0 where the copy is not one: the last
     dim (b) is 2-4 channels that the dim before it (a: stride 1, at most a line long)
     interleaves, the two dims before those (x, then y) are the block's tile rows, and y
-    continues the tiles' source rows (stride na), so that the block read x by x is m
+    continues the tiles' source rows (stride na), so that the block read x by x is nb
     source streams of y's run. A block (every x, a run of y) fits WOVEN_BLOCK_BYTES."""
     d = len(shape)
     if d < 4:
