@@ -28,7 +28,7 @@ from .plan import (LINE, NONTEMPORAL_MIN_BYTES, NONTEMPORAL_TILE_MIN_BYTES, PANE
                    PREFETCH_ROW_BYTES, PREFETCH_STREAM_BYTES, PREFETCH_UNITS_AHEAD,
                    ROW_BLOCK_BYTES, ROW_CHUNK_BYTES, ROW_STREAMS_MAX, SIMD_TILE_G2,
                    STAGE_BYTES, STAGED_BAND_ROWS, STAGED_ROW_BYTES, TILE_BLOCK_BYTES,
-                   TILE_PREFETCH_LINES, CopyKernel, tile_columns_b2, woven_block)
+                   TILE_PREFETCH_LINES, CopyKernel, tile_columns_b2)
 from .threads import CHUNKS_PER_THREAD
 
 __all__ = ["lower"]
@@ -184,14 +184,14 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
             p[P_SEAM] = (LINE - head) // (u * g)    # columns of the row that ends
     elif v == "staged-interleave" and not fresh:
         # Work units: blocks of the destination, the tiles of every x (dim d-3) and of a
-        # run of ty along y (dim d-4): contiguous in the destination. A block is woven
-        # into the thread's scratch memory x by x, each x reading its channel rows along
-        # y's run (plan.woven_block: y continues them), so that the block's source is
-        # nb sequential streams; then it leaves in the destination's order as whole
+        # run of k.block along y (dim d-4): contiguous in the destination. A block is
+        # woven into the thread's scratch memory x by x, each x reading its channel rows
+        # along y's run (plan.woven_block: y continues them), so that the block's source
+        # is nb sequential streams; then it leaves in the destination's order as whole
         # non-temporal lines (its partial first and last lines: regular stores). Into
         # fresh pages it is lowered as small-inner-dim (regular stores as the pages
         # fault): populating them first and streaming was 0.81-0.92x of that.
-        ty = woven_block(shape, sstr, u)
+        ty = k.block
         ny, sy, dy = shape[-4], sstr[-4], dstr[-4]
         outer({d - 4, d - 3, d - 2, d - 1})
         if ty < ny:

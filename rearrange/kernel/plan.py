@@ -198,6 +198,9 @@ class CopyKernel:
     # Whose copy runs while the compiled loops are not ready (or are off): the array's
     # own library's.
     fallback: str = field(default="numpy's copy", compare=False)
+    # staged-interleave: tiles along the block's outer dim per block (plan.woven_block),
+    # decided here so that the lowering depends on the plan alone; 0 for other variants.
+    block: int = 0
 
 
 def lowbit(x: int) -> int:
@@ -255,9 +258,9 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     u = min(lowbit(bits), 8)
     fshape, fstr = _fuse(shape, strides, itemsize, u)
 
-    def make(variant, tile, reason, min_threads_bytes=THREAD_MIN_BYTES):
+    def make(variant, tile, reason, min_threads_bytes=THREAD_MIN_BYTES, block=0):
         t = max(1, min(threads, nbytes // min_threads_bytes))
-        return CopyKernel(variant, u, fshape, fstr, tile, t, reason, signature)
+        return CopyKernel(variant, u, fshape, fstr, tile, t, reason, signature, block=block)
 
     if nbytes < NUMPY_MAX_BYTES or not fshape:
         why = "a single item" if not fshape else f"{nbytes} B < {NUMPY_MAX_BYTES} B"
@@ -336,7 +339,7 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
                             f"source-fastest dim {adim} ({na}) != destination-fastest dim "
                             f"{bdim} ({nb}): {na}x{nb} tiles woven in the source's order "
                             f"into {block >> 10} KiB blocks of the destination in L2, "
-                            f"whole-line streaming stores")
+                            f"whole-line streaming stores", block=ty)
         return make("small-inner-dim", (ta, tb),
                     f"source-fastest dim {adim} ({na}) != destination-fastest dim {bdim} "
                     f"({nb}): short dim outermost, {ta}x{tb} panels in L1")
