@@ -26,7 +26,7 @@ Fresh destinations: a destination of 24 MiB or more that the process has not tou
 yet (a new ``np.empty`` of that size is a fresh mapping, ``mincore`` says) is page-faulted
 as it is written, and the faults zero its lines into the caches. Row copies, panels and
 staged interleaves then use regular stores (non-temporal ones would first evict those
-lines; row copies: 1.10-1.19x faster than populating first and streaming, on the
+lines; row copies: 1.07-1.19x faster than populating first and streaming, on the
 attention-head permutes and merges). Tiled and staged transposes instead populate the
 destination's pages first (``MADV_POPULATE_WRITE``, split over the copy's threads, which
 then fault in parallel; where that is missing, one atomic write per page) and then
