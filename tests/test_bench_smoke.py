@@ -109,6 +109,21 @@ def test_fresh_ab_smoke_run() -> None:
     assert sum("| populate+stream: regular " in row for row in rows) == 2, done.stdout
 
 
+def test_pow2_strides_smoke_run() -> None:
+    """bench/pow2_strides.py times power-of-two strides beside their neighbours (each
+    copy checked against numpy first) at 1 and 2 threads: five rows per thread count."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "pow2_strides.py"), "--n", "512", "--side", "16",
+         "--rounds", "1", "--min-sample", "0"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and
+            line.endswith("× |")]
+    assert len(rows) == 10, done.stdout
+
+
 def test_transpose_patterns_rejects_a_size_off_its_blocks() -> None:
     script = BENCH / "transpose_patterns.py"
     if not script.exists():
