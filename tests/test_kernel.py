@@ -873,10 +873,10 @@ def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_transpose_into_a_fresh_destination_populates_it_first(threads, madvise,
                                                                monkeypatch) -> None:
-    """A transpose into pages never touched (here a new 32 MiB mapping) populates them
-    first — MADV_POPULATE_WRITE, or a write per page where that is missing — then
-    copies; the pages around the destination are not written. A row copy into such
-    pages does not populate them (regular stores as they fault)."""
+    """A transpose into pages never touched (here a new 32 MiB mapping, taken as fresh)
+    populates them first — MADV_POPULATE_WRITE, or a write per page where that is
+    missing — then copies; the pages around the destination are not written. A row copy
+    into such pages does not populate them (regular stores as they fault)."""
     if not madvise:
         monkeypatch.setattr(kthreads, "madvise_address", lambda: 0)   # as without madvise
     set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
@@ -888,6 +888,9 @@ def test_transpose_into_a_fresh_destination_populates_it_first(threads, madvise,
         return kthreads.execute(low, run, daddr, saddr, populate_bytes)
 
     monkeypatch.setattr(K, "execute", execute)
+    # Fresh as far as copy_into knows (mincore's answer for a new mapping depends on
+    # where the allocator put it: test_untouched_destination_is_detected tests that).
+    monkeypatch.setattr(K, "untouched", lambda addr, nbytes: True)
     rng = np.random.default_rng(2)
     for src, variant in ((random_array((2048, 4096), np.float32, rng).T, "tiled-transpose"),
                          (random_array((4, 8, 1024, 256), np.float32, rng).transpose(
@@ -898,13 +901,11 @@ def test_transpose_into_a_fresh_destination_populates_it_first(threads, madvise,
         raw[:4096] = 7
         raw[-4096:] = 7
         dst = raw[4096 + 64:4096 + 64 + src.nbytes].view(np.float32).reshape(src.shape)
-        fresh = pages.untouched(dst.ctypes.data, dst.nbytes)
-        assert fresh or not sys.platform.startswith("linux")
         populated.clear()
         K.copy_into(dst, src)
         assert dst.tobytes() == np.ascontiguousarray(src).tobytes()
         assert (raw[:4096] == 7).all() and (raw[-4096:] == 7).all()
-        assert populated == [src.nbytes if fresh and variant == "tiled-transpose" else 0]
+        assert populated == [src.nbytes if variant == "tiled-transpose" else 0]
 
 
 def test_untouched_destination_is_detected() -> None:
