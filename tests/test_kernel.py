@@ -384,13 +384,9 @@ def test_staged_interleave_geometries(channels, dtype, threads, monkeypatch) -> 
             assert k.variant == "staged-interleave" or not aligned, (v.shape, v.strides)
             for offset in sorted({0, item, 16, 62 // item * item}):
                 copy_at(v, offset)
-            set_everywhere(monkeypatch, "untouched", lambda addr, nbytes: True)
-            copy_at(v, item)
-            monkeypatch.undo()      # and the thresholds again:
-            set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
-            set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
-            set_everywhere(monkeypatch, "NONTEMPORAL_MIN_BYTES", 0)
-            set_everywhere(monkeypatch, "WOVEN_BLOCK_BYTES", 8192)
+            with pytest.MonkeyPatch.context() as fresh_pages:
+                set_everywhere(fresh_pages, "untouched", lambda addr, nbytes: True)
+                copy_at(v, item)
 
 
 def test_staged_copies_from_python_threads_at_once(monkeypatch) -> None:

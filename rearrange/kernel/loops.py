@@ -555,6 +555,13 @@ def _extent(p, idx, itx, tile, whole):
 
 
 @jit()
+def _scratch_slot(cp, p):
+    """The address of this thread's slot (p[P_SCRATCH] bytes) of the copy's scratch
+    memory: each thread that runs the copy claims its own."""
+    return carray(cp, (C_LEN,))[C_SCRATCH] + _fetch_add(cp, C_SLOT, 1) * p[P_SCRATCH]
+
+
+@jit()
 def _publish(cp, done):
     """Count this thread's work units as done: the stores (non-temporal ones too) are
     ordered before the count that publishes them."""
@@ -610,7 +617,7 @@ def _run_transpose(cp, d, s, itp, pp, tok):
     staged = p[P_KIND] == KIND_STAGED
     buf = done                          # this thread's slot of the scratch memory
     if staged:
-        buf = carray(cp, (C_LEN,))[C_SCRATCH] + _fetch_add(cp, C_SLOT, 1) * p[P_SCRATCH]
+        buf = _scratch_slot(cp, p)
     while True:
         lo, hi = _claim(cp)
         if lo >= hi:
@@ -646,7 +653,7 @@ def _run_tiles(cp, d, s, itp, pp, tok):
     ita, itb, itr = p[P_ITA], p[P_ITB], p[P_ITR]
     block = zero                        # this thread's slot of the scratch memory
     if woven:
-        block = carray(cp, (C_LEN,))[C_SCRATCH] + _fetch_add(cp, C_SLOT, 1) * p[P_SCRATCH]
+        block = _scratch_slot(cp, p)
     while True:
         lo, hi = _claim(cp)
         if lo >= hi:
