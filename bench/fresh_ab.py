@@ -49,6 +49,12 @@ def cases(rng, quick: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     t32 = rng.random((n, n), dtype=np.float32)
     t8 = rng.integers(0, 255, (n, n), dtype=np.uint8)
     images = rng.random((2 * b, 3, 224, 224), dtype=np.float32)
+    nhwc = rng.random((2 * b, 224, 224, 3), dtype=np.float32)
+    crop = nhwc[:, 28:-28, 28:-28, :]
+    c64 = rng.random((2 * b, 56, 56, 64), dtype=np.float32)
+    shuffle = rng.random((b // 2, 256, 64, 64), dtype=np.float32)
+    r = 16 if quick else 64
+    rev = rng.random((r, r, r, r), dtype=np.float32)
     return {
         f"heads permute float32 {heads.shape}": (heads, heads.transpose(0, 2, 1, 3)),
         f"heads merge float64 {heads64.shape}": (heads64, heads64.transpose(0, 2, 1, 3)),
@@ -56,6 +62,11 @@ def cases(rng, quick: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         f"transpose uint8 {n}²": (t8, t8.T),
         f"ViT patchify float32 {images.shape}": (images, images.reshape(
             2 * b, 3, 14, 16, 14, 16).transpose(0, 2, 4, 3, 5, 1)),
+        f"NHWC->NCHW C=64 float32 {c64.shape}": (c64, c64.transpose(0, 3, 1, 2)),
+        f"NHWC->NCHW cropped float32 {crop.shape}": (crop, crop.transpose(0, 3, 1, 2)),
+        f"pixel shuffle float32 {shuffle.shape}": (shuffle, shuffle.reshape(
+            b // 2, 64, 2, 2, 64, 64).transpose(0, 1, 4, 2, 5, 3)),
+        f"full reversal float32 {rev.shape}": (rev, rev.transpose(3, 2, 1, 0)),
     }
 
 
@@ -94,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         if wanted and not any(w in name for w in wanted):
             continue
         saddr = src.__array_interface__["data"][0]
+        flat = np.ascontiguousarray(src).reshape(-1)    # the limit's: the same bytes
         for threads in (1, 2):
             ra.set_num_threads(threads)
             k = kernel.plan_copy(src.shape, src.strides, src.itemsize)
@@ -122,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
                      "populate+stream": lambda: write(False, True),
                      "stream": lambda: write(False, False),
                      "numpy": lambda: np.copyto(np.empty(src.shape, src.dtype), src),
-                     "limit": lambda: ra.rearrange(base.reshape(-1), "n -> n", copy=True),
+                     "limit": lambda: ra.rearrange(flat, "n -> n", copy=True),
                      "faults": faults}
             for way in ("regular", "populate+stream", "stream"):
                 assert np.array_equal(calls[way](), src), way

@@ -4,7 +4,8 @@ a power of two bytes apart and a little further, in one process, taking turns.
 A tiled transpose reads 32 source rows at a time, a line of each in turn; rows a power
 of two bytes apart (8192 float32: 32 KiB) fall in the same few cache sets, so the lines
 read ahead of each row evict each other. This script times float32 transposes of n²
-and of a neighbour whose rows are whole lines but not a power of two apart, and the full
+and of a neighbour whose rows are whole lines but not a power of two apart (uint8 too:
+staged transposes, 8 source rows at a time), and the full
 reversal of 64⁴ beside shapes one longer in one dim, into a preallocated output at 1 and
 2 threads (GB/s, read + write; the speed ratio is paired against the power-of-two case,
 per byte moved).
@@ -36,6 +37,9 @@ def cases(n: int, side: int) -> dict[str, tuple[str, np.ndarray]]:
     for m in (n, n + 64):
         x = rng.random((m, m), dtype=np.float32)
         out[f"transpose float32 {m}²"] = ("transpose", x.T)
+    for m in (n, n + 64):
+        x = rng.integers(0, 255, (m, m), dtype=np.uint8)
+        out[f"transpose uint8 {m}²"] = ("transpose uint8", x.T)
     for shape in ((side,) * 4, (side, side, side + 1, side), (side + 1, side, side, side)):
         x = rng.random(shape, dtype=np.float32)
         out[f"full reversal float32 {shape}"] = ("reversal", x.transpose(3, 2, 1, 0))

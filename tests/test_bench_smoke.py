@@ -111,7 +111,7 @@ def test_fresh_ab_smoke_run() -> None:
 
 def test_pow2_strides_smoke_run() -> None:
     """bench/pow2_strides.py times power-of-two strides beside their neighbours (each
-    copy checked against numpy first) at 1 and 2 threads: five rows per thread count."""
+    copy checked against numpy first) at 1 and 2 threads: seven rows per thread count."""
     pytest.importorskip("numba", reason="the kernel is compiled with numba")
     done = subprocess.run(
         [sys.executable, str(BENCH / "pow2_strides.py"), "--n", "512", "--side", "16",
@@ -121,7 +121,23 @@ def test_pow2_strides_smoke_run() -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and
             line.endswith("× |")]
-    assert len(rows) == 10, done.stdout
+    assert len(rows) == 14, done.stdout
+
+
+def test_tile_geometry_ab_smoke_run() -> None:
+    """bench/tile_geometry_ab.py runs each geometry in its own process (each copy checked
+    against numpy first there): a row per copy and thread count, with the ratio."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "tile_geometry_ab.py"), "--quick", "--processes", "1",
+         "--rounds", "1", "--min-sample", "0"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and
+            line.endswith("× |")]
+    assert len(rows) == 18, done.stdout
+    assert all("| tiled-transpose |" in row for row in rows), done.stdout
 
 
 def test_transpose_patterns_rejects_a_size_off_its_blocks() -> None:

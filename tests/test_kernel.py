@@ -621,10 +621,10 @@ def test_plan_transpose_tiles_fastest_dims() -> None:
 ])
 def test_register_tiles_follow_the_vector_width_numba_compiles_for(env, vector_bytes) -> None:
     # The plans' tile geometry and the runners' must agree: both come from the width
-    # numba targets (its environment), fixed for the process; float32 tiles load one
-    # vector per source row and store whole lines.
+    # numba targets (its environment), fixed for the process; 2-byte tiles load one
+    # vector per source row and store whole lines (float32's are 8x16 on both widths).
     script = ("from rearrange.kernel import plan; import rearrange.kernel as K; "
-              "k = K.plan_copy((4096, 4096), (4, 16384), 4, threads=1); "
+              "k = K.plan_copy((4096, 4096), (2, 8192), 2, threads=1); "
               "print(plan.VECTOR_BYTES, k.tile[0], k.tile[1])")
     clean = {k: v for k, v in os.environ.items()
              if k not in ("REARRANGE_VECTOR_BYTES", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
@@ -632,8 +632,8 @@ def test_register_tiles_follow_the_vector_width_numba_compiles_for(env, vector_b
                          capture_output=True, text=True, check=True).stdout.split()
     width, ka, kb = map(int, out)
     assert width == vector_bytes
-    assert ka * 4 == width                      # one vector per source row
-    assert (kb * 4) % kplan.LINE == 0
+    assert ka * 2 == width                      # one vector per source row
+    assert (kb * 2) % kplan.LINE == 0
 
 
 def test_plan_fuses_and_drops_size_one_dims(monkeypatch) -> None:
