@@ -11,8 +11,8 @@ Each case is checked against numpy's copy, then copied ``REPS`` times (default 7
 copy kernel itself (``THREADS``, default 1); the line gives GB/s (read + write) of the
 fastest copy per case. ``ONLY`` keeps the cases whose name contains it. The cases are the
 ones the register tiles, the channel interleaves and the row blocking decide: 1-, 2- and
-4-byte transposes, 3- and 4-channel interleaves, a 64-channel transpose, a crop and
-attention heads.
+4-byte transposes, 3- and 4-channel interleaves, a 64-channel transpose, channels of one
+tile column, a crop and attention heads.
 """
 
 from __future__ import annotations
@@ -51,6 +51,14 @@ cases = {
         lambda: rng.random((64, 56, 56, 64), dtype=np.float32).transpose(0, 3, 1, 2),
     "NHWC->NCHW cropped float32": lambda: rng.random(
         (64, 224, 224, 3), dtype=np.float32)[:, 28:-28, 28:-28].transpose(0, 3, 1, 2),
+    # channels of one tile column (Kb units): the destination rows the register tiles
+    # take since they need one column block, not two
+    "NCHW->NHWC uint8 (64,64,56,56)":
+        lambda: ints((64, 64, 56, 56), np.uint8).transpose(0, 2, 3, 1),
+    "NCHW->NHWC uint16 (64,32,56,56)":
+        lambda: ints((64, 32, 56, 56), np.uint16).transpose(0, 2, 3, 1),
+    "NCHW->NHWC float32 (64,16,56,56)":
+        lambda: rng.random((64, 16, 56, 56), dtype=np.float32).transpose(0, 2, 3, 1),
     "heads permute float32 (32,64,512,64)":
         lambda: rng.random((32, 64, 512, 64), dtype=np.float32).transpose(0, 2, 1, 3),
 }

@@ -320,6 +320,32 @@ def test_transpose_rows_meeting_off_the_line_grid(dtype, extra_rows, threads,
             copy_at(v, offset)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.complex128],
+                         ids=["u1", "u2", "f4", "f8", "c16"])
+@pytest.mark.parametrize("extra", [0, 1, -1])
+def test_transposes_into_rows_one_tile_column_long(dtype, extra, threads, monkeypatch) -> None:
+    """Destination rows of one tile column (Kb units, the channels of NCHW->NHWC) up to
+    one unit short of two go through the register tiles or the staging buffer, not
+    scalar tiles: one column block per row, the rest unit by unit; batch dims, reversed
+    source rows, destinations on and off the line grid, against numpy."""
+    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "NONTEMPORAL_TILE_MIN_BYTES", 0)
+    item = np.dtype(dtype).itemsize
+    ka, kb = kplan.SIMD_TILE_G2[8] if item == 16 else kplan.SIMD_TILE[item]
+    cols = kb + extra if extra >= 0 else 2 * kb - 1
+    rng = np.random.default_rng(cols)
+    views = [random_array((3, cols, 9, 2 * ka + 3), dtype, rng).transpose(0, 2, 3, 1),
+             random_array((cols, 5 * ka), dtype, rng).T,
+             random_array((2, cols, 4 * ka), dtype, rng)[:, ::-1].transpose(0, 2, 1)]
+    for v in views:
+        k = K.plan_copy(v.shape, v.strides, v.itemsize, v.dtype.kind)
+        assert k.variant in ("tiled-transpose", "staged-transpose"), (v.shape, k.reason)
+        for offset in sorted({0, item, 16, 48}):
+            copy_at(v, offset)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.float16], ids=["u1", "u2"])
 @pytest.mark.parametrize("rows", [64, 100, 128, 138, 198, 300])
 def test_staged_transpose_geometries(rows, dtype, threads, monkeypatch) -> None:

@@ -311,7 +311,7 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     ncols = nb
     if simd is not None and bdim >= 1 and bdim - 1 != adim and nb >= simd[1]:
         ncols *= fshape[bdim - 1]     # tile columns continue into the dim before b
-    if sa == g and simd is not None and na >= simd[0] and ncols >= 2 * simd[1]:
+    if sa == g and simd is not None and na >= simd[0] and ncols >= simd[1]:
         ka, kb = simd
         if nbytes < TRANSPOSE_NUMPY_MAX_BYTES:
             return CopyKernel("numpy", u, fshape, fstr, None, 1,
