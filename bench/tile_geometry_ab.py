@@ -28,26 +28,27 @@ DTYPES = {1: np.uint8, 2: np.uint16, 4: np.float32, 8: np.float64}
 
 
 def sources(unit: int, quick: bool) -> dict[str, np.ndarray]:
-    """label -> strided source: square transposes (power-of-two rows and not), batched
-    transposes (attention's k.T, NHWC<->NCHW with many channels) and a full reversal."""
+    """label -> strided source: square transposes (power-of-two rows and not), a
+    rectangular one, batched transposes (attention's k.T, NHWC<->NCHW with many
+    channels; batches of 12-64 MiB) and a full reversal. ``quick``: small ones."""
     rng = np.random.default_rng(0)
     dt = DTYPES[unit]
 
     def array(*shape):
         return (rng.random(shape) * 100).astype(dt)
 
-    s = 4 if quick else 1
-    out = {}
-    for n in ((128, 200) if quick else (512, 1000, 2048, 4096, 8192, 8256)):
-        out[f"transpose {n}²"] = array(n, n).T
-    out["transpose 3000x5000" if not quick else "transpose 300x500"] = \
-        array(3000 // (10 if quick else 1), 5000 // (10 if quick else 1)).T
-    out[f"b h t d -> b h d t {(32 // s, 64 // s, 512, 64)}"] = \
-        array(32 // s, 64 // s, 512, 64).transpose(0, 1, 3, 2)
+    div = 4 if quick else 1                 # batch divisor
+    squares = (128, 200) if quick else (512, 1000, 2048, 4096, 8192, 8256)
+    rect = (300, 500) if quick else (3000, 5000)
+    out = {f"transpose {n}²": array(n, n).T for n in squares}
+    out[f"transpose {rect[0]}x{rect[1]}"] = array(*rect).T
+    heads = (32 // div, 64 // div, 512, 64)
+    out[f"b h t d -> b h d t {heads}"] = array(*heads).transpose(0, 1, 3, 2)
     for c in (16, 64, 256):
-        b = (64 if c < 256 else 16) // (4 * s)
-        out[f"NHWC->NCHW {(b, 56, 56, c)}"] = array(b, 56, 56, c).transpose(0, 3, 1, 2)
-    out[f"NCHW->NHWC {(64 // s, 64, 56, 56)}"] = array(64 // s, 64, 56, 56).transpose(0, 2, 3, 1)
+        nhwc = ((64 if c < 256 else 16) // (4 * div), 56, 56, c)
+        out[f"NHWC->NCHW {nhwc}"] = array(*nhwc).transpose(0, 3, 1, 2)
+    nchw = (64 // div, 64, 56, 56)
+    out[f"NCHW->NHWC {nchw}"] = array(*nchw).transpose(0, 2, 3, 1)
     r = 16 if quick else 64
     out[f"full reversal {(r,) * 4}"] = array(r, r, r, r).transpose(3, 2, 1, 0)
     return out
