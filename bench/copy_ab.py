@@ -12,7 +12,7 @@ copy kernel itself (``THREADS``, default 1); the line gives GB/s (read + write) 
 fastest copy per case. ``ONLY`` keeps the cases whose name contains it. The cases are the
 ones the register tiles, the channel interleaves and the row blocking decide: 1-, 2- and
 4-byte transposes, 3- and 4-channel interleaves, a 64-channel transpose, channels of one
-tile column, a crop and attention heads.
+tile column (and a part), a crop and attention heads.
 """
 
 from __future__ import annotations
@@ -59,6 +59,12 @@ cases = {
         lambda: ints((64, 32, 56, 56), np.uint16).transpose(0, 2, 3, 1),
     "NCHW->NHWC float32 (64,16,56,56)":
         lambda: rng.random((64, 16, 56, 56), dtype=np.float32).transpose(0, 2, 3, 1),
+    # rows of a tile column and a part: the columns after the last block
+    "NCHW->NHWC uint8 (32,96,56,56)":
+        lambda: ints((32, 96, 56, 56), np.uint8).transpose(0, 2, 3, 1),
+    "NCHW->NHWC float32 (32,24,56,56)":
+        lambda: rng.random((32, 24, 56, 56), dtype=np.float32).transpose(0, 2, 3, 1),
+    "transpose float32 1000²": lambda: rng.random((1000, 1000), dtype=np.float32).T,
     "heads permute float32 (32,64,512,64)":
         lambda: rng.random((32, 64, 512, 64), dtype=np.float32).transpose(0, 2, 1, 3),
 }

@@ -367,10 +367,10 @@ def _panel_edges(d, s, tok, c0, soff, jfirst, jlast, na, p):
     the work unit of blocks jfirst..jlast that holds the first or the last block (``c0``
     / ``soff``: the panel's column-0 offsets; ``na`` rows, at least Ka). The first block
     starts where destination rows meet a line, for non-temporal stores: where rows lie
-    back to back, the lines where they meet are written by seam tiles (_seam_block); the
-    columns after the last block, which then end on a line, by one more column of tiles
-    ending there (rewriting columns of the last block with the same values); else (and
-    for those columns when they do not end on a line) one unit at a time."""
+    back to back, the lines where they meet are written by seam tiles (_seam_block), else
+    one unit at a time. The columns after the last block: by one more column of tiles
+    ending at the last column (rewriting columns of the last block with the same
+    values), streaming only where that end is on a line."""
     kb = p[P_TB]
     g = p[P_G]
     nt = p[P_NT]
@@ -383,11 +383,12 @@ def _panel_edges(d, s, tok, c0, soff, jfirst, jlast, na, p):
     j0 = p[P_JSTART] + jlast * kb
     end = p[P_NB] * p[P_NR] - p[P_SEAM]
     if jlast == p[P_NKB] - 1 and j0 + kb < end:
-        if nt and (d + (c0 + end * g) * _unit(tok)) % LINE == 0:
-            _column_block(d, s, tok, c0, soff, end - kb, na, p, nt, p[P_PF])
-        else:
-            _strip_g(d, s, tok, c0, soff, na, j0 + kb, end, p[P_DA], p[P_NB], p[P_SB],
-                     p[P_SB2], g)
+        # One more column of tiles ending at the last column, rewriting columns of the
+        # last block (with the same values; the same work unit wrote them): streaming
+        # where it ends on a line, else with regular stores.
+        lined = (d + (c0 + end * g) * _unit(tok)) % LINE == 0
+        _column_block(d, s, tok, c0, soff, end - kb, na, p, nt if lined else nt - nt,
+                      p[P_PF])
 
 
 @jit(inline="always")

@@ -31,9 +31,12 @@ Variants (``CopyKernel.reason`` gives the one-line why of a given plan):
                         is large; the tile columns continue into the dim before the
                         destination-fastest one, so short rows still make long lines. The
                         last tile of a column block ends at the last row (rewriting a few
-                        rows with the same values); the columns outside the blocks are
-                        copied by a column of tiles over the first (last) block's width,
-                        with regular stores, rewriting some of the block's columns.
+                        rows with the same values); the columns after the last block
+                        by one more column of tiles ending at the last column, rewriting
+                        some of the block's columns (regular stores where that end is off
+                        the line grid); those before the first block (shifted onto the
+                        line grid) by seam tiles where rows lie back to back, else unit by
+                        unit.
 ``staged-transpose``    a tiled transpose of 1- or 2-byte units whose destination rows lie
                         on the line grid (large ones): a work unit takes the source rows of
                         256 bytes of every destination row over a band of up to 1024 rows;
