@@ -169,11 +169,12 @@ VECTOR_BYTES = _vector_bytes()
 # took two registers each and spilled, one 32-byte register per row for 1-, 2- and
 # 4-byte units (1.4-1.8x faster 8192² transposes, interleaved A/B), while 8-byte units
 # keep the 64-byte tiles (half-width ones were 7-10% slower there). 4-byte units take
-# 8x16 tiles on AVX-512 too (znver4, interleaved processes): a tile column reads 16
-# source rows, not 32 — where the rows are a multiple of 4 KiB apart they share one L1
-# set (8 ways), and the lines read ahead of 32 rows evicted each other: NHWC->NCHW with
-# 64 channels 1.5x, 64^4 full reversal 1.07x (1 thread) and 1.2x (2), 8192^2 1.1x at
-# 1 thread; 512^2-4096^2 1.1-1.4x at 1 thread; only 8256^2 slower, 0.91-0.94x.
+# 8x16 tiles on AVX-512 too (znver4, bench/tile_geometry_ab.py): a tile column reads 16
+# source rows, not 32 — as many streams as the prefetchers follow, and where the rows
+# are a multiple of 4 KiB apart they share one 8-way L1 set, whose lines read ahead of
+# 32 rows evicted each other: 1.15-1.59x over 16x32 on 13 transposes at 2 threads
+# (NHWC->NCHW with 64 channels 1.45x, 64^4 reversal 1.18x), 1.12-1.66x at 1 thread but
+# NHWC->NCHW with 256 channels, 0.95x.
 # Invariant: Kb * unit is a multiple of LINE (whole-line, non-temporal destination rows).
 _SIMD_TILES = {64: {1: (64, 64), 2: (32, 32), 4: (8, 16), 8: (8, 16)},
                32: {1: (32, 64), 2: (16, 32), 4: (8, 16), 8: (8, 16)}}
