@@ -12,7 +12,7 @@ copy kernel itself (``THREADS``, default 1); the line gives GB/s (read + write) 
 fastest copy per case. ``ONLY`` keeps the cases whose name contains it. The cases are the
 ones the register tiles, the channel interleaves and the row blocking decide: 1-, 2- and
 4-byte transposes, 3- and 4-channel interleaves, a 64-channel transpose, channels of one
-tile column (and a part), a crop and attention heads.
+tile column (and a part), 17-32 channels of bytes, a crop and attention heads.
 """
 
 from __future__ import annotations
@@ -65,6 +65,14 @@ cases = {
     "NCHW->NHWC float32 (32,24,56,56)":
         lambda: rng.random((32, 24, 56, 56), dtype=np.float32).transpose(0, 2, 3, 1),
     "transpose float32 1000²": lambda: rng.random((1000, 1000), dtype=np.float32).T,
+    # 17-32 channels of 1- and 2-byte items: small-inner-dim panels (were scalar tiles)
+    "NCHW->NHWC uint8 (64,24,56,56)":
+        lambda: ints((64, 24, 56, 56), np.uint8).transpose(0, 2, 3, 1),
+    "NHWC->NCHW uint8 (64,56,56,24)":
+        lambda: ints((64, 56, 56, 24), np.uint8).transpose(0, 3, 1, 2),
+    "NHWC->NCHW uint16 (64,56,56,20)":
+        lambda: ints((64, 56, 56, 20), np.uint16).transpose(0, 3, 1, 2),
+    "transpose uint8 (24,200000)": lambda: ints((24, 200000), np.uint8).T,
     "heads permute float32 (32,64,512,64)":
         lambda: rng.random((32, 64, 512, 64), dtype=np.float32).transpose(0, 2, 1, 3),
 }

@@ -94,7 +94,8 @@ THREAD_MIN_BYTES = 1 << 20       # each extra thread needs at least this much to
 NONTEMPORAL_MIN_BYTES = 24 << 20  # row/panel streams this large bypass the caches
 NONTEMPORAL_TILE_MIN_BYTES = 2 << 20  # register-tile transposes: from this size
 LINE = 64                        # bytes per cache line (and per non-temporal store)
-SMALL_DIM = 16                   # a fastest dim this short makes a "small-inner-dim" panel
+SMALL_DIM = 32                   # a fastest dim this short makes a "small-inner-dim" panel
+#                                  (17-32: 1.07-1.23x over scalar tiles for bytes, copy_ab)
 TILE_BYTES = 4 << 10             # scalar tiles: bytes per tile (both sides fit in L1)
 PANEL_BYTES = 8 << 10            # small-inner-dim panels: bytes per panel
 ROW_CHUNK_BYTES = 64 << 10       # a work unit of rows moves about this many bytes
