@@ -15,18 +15,29 @@ import pytest
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
 
 
+def run_bench(script: str, *args: str, timeout: int = 300) -> str:
+    """The output of ``bench/<script> args``, which must exit 0 (else its stderr fails
+    the test)."""
+    done = subprocess.run([sys.executable, str(BENCH / script), *args],
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+def ratio_rows(stdout: str) -> list[str]:
+    """The table rows of a script's output that end in a ratio."""
+    return [line for line in stdout.splitlines() if line.startswith("| ") and
+            line.endswith("× |")]
+
+
 def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     pytest.importorskip("matplotlib", reason="the bench extra (matplotlib) is not installed")
     if not (BENCH / "run.py").exists():
         pytest.skip(f"no benchmark harness at {BENCH}")
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "run.py"), "--smoke", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    stdout = run_bench("run.py", "--smoke", "--out", str(tmp_path))
 
-    assert "| case | moved | rearrange | numpy | einops | torch | jax | limit |" in done.stdout
-    assert "ra/numpy" in done.stdout and "first copy" in done.stdout  # overhead, cold start
+    assert "| case | moved | rearrange | numpy | einops | torch | jax | limit |" in stdout
+    assert "ra/numpy" in stdout and "first copy" in stdout  # overhead, cold start
     result = json.loads((tmp_path / "smoke.json").read_text())
     assert result["machine"]["cpu_model"] and result["machine"]["versions"]["numpy"]
     assert set(result["records"]) == {"overhead", "coldstart", "cases", "scaling"}
@@ -46,13 +57,11 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     for png in ("smoke-cases-alloc.png", "smoke-cases-prealloc.png", "smoke-scaling.png"):
         assert (tmp_path / png).stat().st_size > 0, png
 
-    summary = subprocess.run([sys.executable, str(BENCH / "summary.py"), str(tmp_path / "smoke.json")],
-                             capture_output=True, text=True, timeout=60)
-    assert summary.returncode == 0, summary.stderr[-2000:]
-    rows = [line for line in summary.stdout.splitlines() if line.startswith("| ")]
+    summary = run_bench("summary.py", str(tmp_path / "smoke.json"), timeout=60)
+    rows = [line for line in summary.splitlines() if line.startswith("| ")]
     copies = {r["case"] for r in cases if r["kind"] == "copy"}
     assert len(rows) == 1 + len(copies)          # the header, then one row per copy case
-    assert "geometric mean" in summary.stdout
+    assert "geometric mean" in summary
 
 
 def test_transpose_patterns_smoke_run() -> None:
@@ -60,19 +69,15 @@ def test_transpose_patterns_smoke_run() -> None:
     staged); its transposes are checked against numpy inside the script before anything
     is timed."""
     pytest.importorskip("numba", reason="the probes are compiled with numba")
-    script = BENCH / "transpose_patterns.py"
-    if not script.exists():
-        pytest.skip(f"no {script}")
-    done = subprocess.run(
-        [sys.executable, str(script), "--n", "2048", "--rounds", "1", "--threads", "2"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    if not (BENCH / "transpose_patterns.py").exists():
+        pytest.skip(f"no {BENCH / 'transpose_patterns.py'}")
+    stdout = run_bench("transpose_patterns.py", "--n", "2048", "--rounds", "1",
+                       "--threads", "2")
+    rows = [line for line in stdout.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + 13                   # the header, then the 13 patterns
-    assert "| transpose: rearrange's kernel (staged-transpose) |" in done.stdout
-    assert "| transpose: register tiles (tiled-transpose) |" in done.stdout
-    assert "1.00× |" in done.stdout              # the kernel against itself
+    assert "| transpose: rearrange's kernel (staged-transpose) |" in stdout
+    assert "| transpose: register tiles (tiled-transpose) |" in stdout
+    assert "1.00× |" in stdout                   # the kernel against itself
 
 
 def test_staged_ab_smoke_run() -> None:
@@ -80,64 +85,44 @@ def test_staged_ab_smoke_run() -> None:
     interleave (each checked against numpy first) at 1 and 2 threads, into out= and
     allocating: four rows per copy."""
     pytest.importorskip("numba", reason="the kernel is compiled with numba")
-    script = BENCH / "staged_ab.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--n", "2048", "--rounds", "1", "--dtypes", "uint8",
-         "--images", "42 224"],            # 24.1 MiB: just large enough to be staged
-        capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    stdout = run_bench("staged_ab.py", "--n", "2048", "--rounds", "1", "--dtypes", "uint8",
+                       "--images", "42 224")   # 24.1 MiB: just large enough to be staged
     for copy in ("| uint8 2048² transpose |", "| ViT patchify (42, 3, 224, 224) |"):
-        rows = [line for line in done.stdout.splitlines() if line.startswith(copy)]
-        assert len(rows) == 4 and all(row.endswith("× |") for row in rows), done.stdout
+        rows = [line for line in stdout.splitlines() if line.startswith(copy)]
+        assert len(rows) == 4 and all(row.endswith("× |") for row in rows), stdout
 
 
 def test_fresh_ab_smoke_run() -> None:
     """bench/fresh_ab.py writes fresh results three ways (each checked against numpy
     first), beside numpy and the limit, at 1 and 2 threads: two rows per copy."""
     pytest.importorskip("numba", reason="the kernel is compiled with numba")
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "fresh_ab.py"), "--quick", "--rounds", "1",
-         "--min-sample", "0", "--cases", "heads permute,uint8"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and
+    stdout = run_bench("fresh_ab.py", "--quick", "--rounds", "1", "--min-sample", "0",
+                       "--cases", "heads permute,uint8")
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and
             "GB/s" not in line]
-    assert len(rows) == 4, done.stdout
-    assert sum("| regular: populate+stream " in row for row in rows) == 2, done.stdout
-    assert sum("| populate+stream: regular " in row for row in rows) == 2, done.stdout
+    assert len(rows) == 4, stdout
+    assert sum("| regular: populate+stream " in row for row in rows) == 2, stdout
+    assert sum("| populate+stream: regular " in row for row in rows) == 2, stdout
 
 
 def test_pow2_strides_smoke_run() -> None:
     """bench/pow2_strides.py times power-of-two strides beside their neighbours (each
     copy checked against numpy first) at 1 and 2 threads: seven rows per thread count."""
     pytest.importorskip("numba", reason="the kernel is compiled with numba")
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "pow2_strides.py"), "--n", "512", "--side", "16",
-         "--rounds", "1", "--min-sample", "0"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and
-            line.endswith("× |")]
-    assert len(rows) == 14, done.stdout
+    stdout = run_bench("pow2_strides.py", "--n", "512", "--side", "16", "--rounds", "1",
+                       "--min-sample", "0")
+    assert len(ratio_rows(stdout)) == 14, stdout
 
 
 def test_tile_geometry_ab_smoke_run() -> None:
     """bench/tile_geometry_ab.py runs each geometry in its own process (each copy checked
     against numpy first there): a row per copy and thread count, with the ratio."""
     pytest.importorskip("numba", reason="the kernel is compiled with numba")
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "tile_geometry_ab.py"), "--quick", "--processes", "1",
-         "--rounds", "1", "--min-sample", "0"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and
-            line.endswith("× |")]
-    assert len(rows) == 18, done.stdout
-    assert all("| tiled-transpose |" in row for row in rows), done.stdout
+    stdout = run_bench("tile_geometry_ab.py", "--quick", "--processes", "1", "--rounds",
+                       "1", "--min-sample", "0", timeout=600)
+    rows = ratio_rows(stdout)
+    assert len(rows) == 18, stdout
+    assert all("| tiled-transpose |" in row for row in rows), stdout
 
 
 def test_transpose_patterns_rejects_a_size_off_its_blocks() -> None:

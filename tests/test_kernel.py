@@ -326,8 +326,9 @@ def test_transpose_rows_meeting_off_the_line_grid(dtype, extra_rows, threads,
 def test_transposes_into_rows_one_tile_column_long(dtype, extra, threads, monkeypatch) -> None:
     """Destination rows of one tile column (Kb units, the channels of NCHW->NHWC) up to
     one unit short of two go through the register tiles or the staging buffer, not
-    scalar tiles: one column block per row, the rest unit by unit; batch dims, reversed
-    source rows, destinations on and off the line grid, against numpy."""
+    scalar tiles: one column block per row, the rest one more column of tiles ending at
+    the last column; batch dims, reversed source rows, destinations on and off the line
+    grid, against numpy."""
     set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
     set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
     set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
