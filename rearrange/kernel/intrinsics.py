@@ -181,20 +181,26 @@ def define_intrinsics() -> dict:
             return ir.Constant(ir.IntType(64), signature.args[0].bitwidth // 8)
         return sig, codegen
 
-    @intrinsic
-    def _prefetch(typingctx, addr):
-        """Hint: the line at addr will be read soon."""
-        sig = types.void(types.int64)
+    def make_prefetch(locality: int, doc: str):
+        @intrinsic
+        def prefetch(typingctx, addr):
+            sig = types.void(types.int64)
 
-        def codegen(context, builder, signature, args):
-            i8p = ir.IntType(8).as_pointer()
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                "llvm.prefetch.p0i8")
-            builder.call(fn, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 0),
-                              ir.Constant(i32, 3), ir.Constant(i32, 1)])
-            return context.get_dummy_value()
-        return sig, codegen
+            def codegen(context, builder, signature, args):
+                i8p = ir.IntType(8).as_pointer()
+                fn = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                    "llvm.prefetch.p0i8")
+                builder.call(fn, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 0),
+                                  ir.Constant(i32, locality), ir.Constant(i32, 1)])
+                return context.get_dummy_value()
+            return sig, codegen
+        prefetch.__doc__ = doc
+        return prefetch
+
+    # LLVM's locality 3 is x86's prefetcht0 (into L1), 2 is prefetcht1 (into L2).
+    _prefetch = make_prefetch(3, "Hint: the line at addr will be read soon (into L1).")
+    _prefetch_l2 = make_prefetch(2, "Hint: the line at addr will be read soon (into L2).")
 
     @intrinsic
     def _fetch_add(typingctx, block, field, val):
@@ -612,8 +618,8 @@ def define_intrinsics() -> dict:
     return {"_ld": make_load("src"), "_st": make_store("dst"), "_ldb": make_load("stage"),
             "_stb": make_store("stage"), "_put": _put, "_line_nt": make_line_nt("src"),
             "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
-            "_tile": _tile, "_prefetch": _prefetch, "_fetch_add": _fetch_add,
-            "_call_madvise": _call_madvise, "_touch": _touch, "_weave": make_weave("dst"),
+            "_tile": _tile, "_prefetch": _prefetch, "_prefetch_l2": _prefetch_l2,
+            "_fetch_add": _fetch_add, "_call_madvise": _call_madvise, "_touch": _touch, "_weave": make_weave("dst"),
             "_weave_b": make_weave("stage"), "_stack_bytes": _stack_bytes,
             "_stack_zeros": _stack_zeros, "_stage8": _stage8,
             "_gather_nt": _gather_nt}
