@@ -132,3 +132,17 @@ def test_transpose_patterns_rejects_a_size_off_its_blocks() -> None:
     done = subprocess.run([sys.executable, str(script), "--n", "300"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "multiple of 256, got 300" in done.stderr
+
+
+def test_checkout_ab_smoke_run() -> None:
+    """bench/checkout_ab.py times the suite's copies with each tree's package (each copy
+    checked against einops first there): the installed package against itself, a row
+    per copy case of the registry with its paired ratio."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    pytest.importorskip("einops", reason="the copies are checked against einops")
+    import rearrange
+
+    tree = str(pathlib.Path(rearrange.__file__).resolve().parents[1])
+    stdout = run_bench("checkout_ab.py", tree, tree, "--size", "smoke", "--rounds", "2",
+                       "--samples", "1", "--min-sample", "0", timeout=600)
+    assert len(ratio_rows(stdout)) == 16, stdout
