@@ -873,15 +873,18 @@ print(dict(os.environ) == before, parallel._is_initialized, bool((out == x.T).al
     assert _python(code) == "True False True"
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, 5])
 def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
-    """The calling thread does every chunk no worker has taken; a worker that starts
-    after the copy returned finds nothing left and writes nothing."""
+    """The calling thread does every chunk no worker has taken (its own range, then
+    every other thread's); a worker that starts after the copy returned finds nothing
+    left and writes nothing."""
     set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
     set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
     set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
     jobs = []
     monkeypatch.setattr(kthreads._pool, "submit", lambda job, helpers: jobs.append(job))
+    # Waiting would be for a worker that never comes: chunks the caller left undone.
+    monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
     x = random_array((300, 400), np.float32, np.random.default_rng(5))
     out = np.empty((400, 300), np.float32)
     K.copy_into(out, x.T, K.plan_copy(out.shape, x.T.strides, 4, threads=threads))
@@ -892,6 +895,26 @@ def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
         job.work()                          # the late worker
         assert job.finished.is_set()
     assert (out == -1).all()
+
+
+@pytest.mark.parametrize("threads", [2, 5])
+def test_a_worker_that_arrives_first_takes_every_range(threads, monkeypatch) -> None:
+    """The ranges of chunks do not depend on who arrives first: a worker that runs the
+    whole copy before the calling thread starts (its home is then range 0, and it
+    takes every other range) leaves the caller nothing, and the copy is whole."""
+    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
+    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
+    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    monkeypatch.setattr(kthreads._pool, "submit", lambda job, helpers: job.work())
+    monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
+    for shape, view in (((300, 400), lambda x: x.T),
+                        ((4, 3, 40, 50), lambda x: x.transpose(0, 2, 3, 1)),
+                        ((6, 70, 80), lambda x: x[:, ::2])):
+        x = random_array(shape, np.float32, np.random.default_rng(6))
+        src = view(x)
+        out = np.full(src.shape, -1, np.float32)
+        K.copy_into(out, src, K.plan_copy(src.shape, src.strides, 4, threads=threads))
+        assert out.tobytes() == np.ascontiguousarray(src).tobytes()
 
 
 @pytest.mark.parametrize("madvise", [True, False], ids=["madvise", "touch"])

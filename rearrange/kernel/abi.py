@@ -18,13 +18,18 @@ KIND_ROWS, KIND_SIMD, KIND_TILE, KIND_WEAVE, KIND_STAGED, KIND_WOVEN = 0, 1, 2, 
 # staged: panels contiguous in the destination are gathered in an L1 buffer and leave it
 # as whole non-temporal lines.
 REGULAR, DIRECT_NT, STAGED_NT = 0, 1, 2
-# The control block one copy's threads share (int64): chunks claimed, work units done,
-# then the populate slices (claimed, count, first byte, end, bytes per slice), the
-# address of madvise (0: touch the pages instead), and the scratch memory of the copy
-# (address; slots claimed: each thread that runs the copy claims one slot of
-# P_SCRATCH bytes, so the slots outnumber the threads never).
-(C_NEXT, C_DONE, C_NWORK, C_CHUNK, C_POP_NEXT, C_POP_N, C_POP_START, C_POP_END,
- C_POP_STEP, C_MADVISE, C_SCRATCH, C_SLOT, C_LEN) = range(13)
+# The control block one copy's threads share (int64): work units done, their count,
+# units per chunk, chunks in all; the populate slices (claimed, count, first byte, end,
+# bytes per slice), the address of madvise (0: touch the pages instead), and the scratch
+# memory of the copy (address; slots claimed: each thread that runs the copy claims one
+# slot of P_SCRATCH bytes, so the slots outnumber the threads never). Then the chunks'
+# ranges: threads arrived so far (the n-th to arrive makes range n % ranges its home),
+# the number of ranges, and one counter per range (RANGES_MAX of them: chunks claimed
+# from it).
+(C_DONE, C_NWORK, C_CHUNK, C_NCHUNK, C_POP_NEXT, C_POP_N, C_POP_START, C_POP_END,
+ C_POP_STEP, C_MADVISE, C_SCRATCH, C_SLOT, C_ARRIVED, C_NRANGE, C_RANGE) = range(15)
+RANGES_MAX = 64
+C_LEN = C_RANGE + RANGES_MAX
 # Layout of the int64 parameter vector handed to the kernels (P_SCRATCH: bytes of
 # scratch memory per thread, 0: none; P_GS: bytes between the row groups of a staged
 # transpose's buffer; P_SBLK: column blocks per work unit of a staged transpose; P_NX,

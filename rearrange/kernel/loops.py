@@ -15,12 +15,13 @@ destination contiguously and writes them out as whole non-temporal lines.
 
 from __future__ import annotations
 
-from .abi import (C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NEXT, C_NWORK, C_POP_END, C_POP_N,
-                  C_POP_NEXT, C_POP_START, C_POP_STEP, C_SCRATCH, C_SLOT, DIRECT_NT,
-                  KIND_STAGED, KIND_WEAVE, KIND_WOVEN, P_DA, P_DOFF, P_DR, P_G, P_GS,
-                  P_ITA, P_ITB, P_ITR, P_JSTART, P_KIND, P_LEN, P_NA, P_NB, P_NKB, P_NR,
-                  P_NT, P_NX, P_ORDER, P_PF, P_SA, P_SB, P_SB2, P_SBLK, P_SCRATCH, P_SEAM,
-                  P_SOFF, P_SR, P_STAGE, P_SX, P_TA, P_TB, P_TR, STAGED_NT)
+from .abi import (C_ARRIVED, C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NCHUNK, C_NRANGE,
+                  C_NWORK, C_POP_END, C_POP_N, C_POP_NEXT, C_POP_START, C_POP_STEP, C_RANGE,
+                  C_SCRATCH, C_SLOT, DIRECT_NT, KIND_STAGED, KIND_WEAVE, KIND_WOVEN, P_DA,
+                  P_DOFF, P_DR, P_G, P_GS, P_ITA, P_ITB, P_ITR, P_JSTART, P_KIND, P_LEN,
+                  P_NA, P_NB, P_NKB, P_NR, P_NT, P_NX, P_ORDER, P_PF, P_SA, P_SB, P_SB2,
+                  P_SBLK, P_SCRATCH, P_SEAM, P_SOFF, P_SR, P_STAGE, P_SX, P_TA, P_TB, P_TR,
+                  STAGED_NT)
 from .jit import UNIT_DTYPES, compile_runner, jit
 from .pages import PAGE
 from .plan import LINE
@@ -510,12 +511,32 @@ def _populate(cp):
 
 
 @jit()
-def _claim(cp):
-    """The next chunk of work units [lo, hi) for this thread; lo >= hi: none left."""
+def _home(cp):
+    """This thread's home range of chunks: the n-th thread to arrive takes range
+    n % ranges (the caller, which starts before its workers are woken, range 0)."""
     c = carray(cp, (C_LEN,))
-    nwork = c[C_NWORK]
-    lo = _fetch_add(cp, C_NEXT, 1) * c[C_CHUNK]
-    return lo, min(nwork, lo + c[C_CHUNK])
+    return _fetch_add(cp, C_ARRIVED, 1) % c[C_NRANGE]
+
+
+@jit()
+def _claim(cp, r):
+    """The next chunk of work units [lo, hi) for a thread taking chunks from range r,
+    and the range it came from: its home range's chunks in order, then those the other
+    threads have not taken yet, range after range. lo >= hi: none left.
+
+    Ranges are consecutive runs of chunks, one per thread: a thread that finds its home
+    range as it left it in the copy before writes the part of the destination it wrote
+    then (the cache lines it holds), and stealing from the others keeps the threads
+    busy to the end."""
+    c = carray(cp, (C_LEN,))
+    nwork, chunk, nchunk, nrange = c[C_NWORK], c[C_CHUNK], c[C_NCHUNK], c[C_NRANGE]
+    for _ in range(nrange):
+        first = r * nchunk // nrange
+        k = first + _fetch_add(cp, C_RANGE + r, 1)
+        if k < (r + 1) * nchunk // nrange:
+            return k * chunk, min(nwork, (k + 1) * chunk), r
+        r = (r + 1) % nrange
+    return nwork, nwork, r
 
 
 @jit()
@@ -577,8 +598,9 @@ def _publish(cp, done):
 
 
 # The runners: one thread's share of a copy. Each first populates the destination pages
-# it claims, then copies the chunks of work units it claims, both from the shared control
-# block ``cp`` (C_* fields; the copy's threads all run the same runner on the same block).
+# it claims, then copies the chunks of work units it claims (its home range first, see
+# _claim), both from the shared control block ``cp`` (C_* fields; the copy's threads all
+# run the same runner on the same block).
 # Work units are the iteration space ``it`` ([m, (count, src step, dst step) x m], the
 # last dim fastest), each one panel; ``it`` and ``p`` arrive as pointers. A thread that
 # starts after the others have claimed everything returns without touching either array.
@@ -587,6 +609,7 @@ def _publish(cp, done):
 
 def _run_rows(cp, d, s, itp, pp, tok):
     """Rows (KIND_ROWS): contiguous-memcpy, inner-contiguous and strided-rows plans."""
+    rng = _home(cp)
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
@@ -597,7 +620,7 @@ def _run_rows(cp, d, s, itp, pp, tok):
     wst, wln, done = zero, zero, zero
     itb, itr = p[P_ITB], p[P_ITR]
     while True:
-        lo, hi = _claim(cp)
+        lo, hi, rng = _claim(cp, rng)
         if lo >= hi:
             break
         done += hi - lo
@@ -615,6 +638,7 @@ def _run_rows(cp, d, s, itp, pp, tok):
 def _run_transpose(cp, d, s, itp, pp, tok):
     """Register-tile transposes (KIND_SIMD) and staged ones (KIND_STAGED, whose work
     units are P_SBLK column blocks each): tiled- and staged-transpose plans."""
+    rng = _home(cp)
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
@@ -626,7 +650,7 @@ def _run_transpose(cp, d, s, itp, pp, tok):
     if staged:
         buf = _scratch_slot(cp, p)
     while True:
-        lo, hi = _claim(cp)
+        lo, hi, rng = _claim(cp, rng)
         if lo >= hi:
             break
         done += hi - lo
@@ -647,6 +671,7 @@ def _run_tiles(cp, d, s, itp, pp, tok):
     """Tiles of a small inner dim (KIND_TILE), interleaves of 2-4 source rows (KIND_WEAVE)
     and blocks of them woven in scratch memory (KIND_WOVEN): small-inner-dim,
     staged-interleave and tiled plans."""
+    rng = _home(cp)
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
@@ -662,7 +687,7 @@ def _run_tiles(cp, d, s, itp, pp, tok):
     if woven:
         block = _scratch_slot(cp, p)
     while True:
-        lo, hi = _claim(cp)
+        lo, hi, rng = _claim(cp, rng)
         if lo >= hi:
             break
         done += hi - lo

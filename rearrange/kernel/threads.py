@@ -1,9 +1,12 @@
 """Threads: how many a copy may use, and the pool of workers that run it.
 
-Copies from 2 MiB are split over threads. The calling thread starts at once and takes
-chunks of the destination from a shared counter; worker threads of this module (Python
-threads that run the compiled kernel with the GIL released, started on the first
-multithreaded copy) take chunks from the same counter as they wake up. The copy returns
+Copies from 2 MiB are split over threads. The destination's chunks are cut into one
+range per thread. The calling thread starts at once and takes the chunks of the first
+range in order; worker threads of this module (Python threads that run the compiled
+kernel with the GIL released, started on the first multithreaded copy) each take the
+next range as they wake up, and a thread whose range is done takes the chunks left in
+the others'. From one copy to the next, each thread then writes the part of the
+destination it wrote before, where the caches hold its lines. The copy returns
 when every chunk is done; the caller waits only for chunks a worker has started, never
 for a worker the OS has not run yet — on a busy machine a multithreaded copy then costs
 about what a single-threaded one does (with OpenMP's barrier it could cost many times
@@ -26,8 +29,9 @@ import threading
 
 import numpy as np
 
-from .abi import (C_CHUNK, C_DONE, C_MADVISE, C_NWORK, C_POP_END, C_POP_N, C_POP_START,
-                  C_POP_STEP, C_SCRATCH, P_SCRATCH, ControlBlock)
+from .abi import (C_CHUNK, C_DONE, C_MADVISE, C_NCHUNK, C_NRANGE, C_NWORK, C_POP_END,
+                  C_POP_N, C_POP_START, C_POP_STEP, C_SCRATCH, P_SCRATCH, RANGES_MAX,
+                  ControlBlock)
 from .pages import PAGE, madvise_address
 
 __all__ = ["set_num_threads", "get_num_threads", "execute", "CHUNKS_PER_THREAD"]
@@ -100,14 +104,16 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
     args = (ctrl, daddr, saddr, ita, pa, 0)
     if threads > 1:
         chunk = -(-nwork // min(nwork, threads * CHUNKS_PER_THREAD))
-        ctrl[C_CHUNK] = -(-chunk // quantum) * quantum
+        chunk = -(-chunk // quantum) * quantum
+        ctrl[C_CHUNK], ctrl[C_NCHUNK] = chunk, -(-nwork // chunk)
+        ctrl[C_NRANGE] = min(threads, RANGES_MAX, ctrl[C_NCHUNK])
         job = _Job(runner, args, (itv, pv, scratch))
         _pool.submit(job, threads - 1)
         runner(*args)
         if ctrl[C_DONE] != nwork:
             _wait(job)
     else:
-        ctrl[C_CHUNK] = nwork
+        ctrl[C_CHUNK], ctrl[C_NCHUNK], ctrl[C_NRANGE] = nwork, 1, 1
         runner(*args)
 
 
