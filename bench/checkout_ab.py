@@ -25,7 +25,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,6 +37,7 @@ def child(args) -> None:
 
     import rearrange as ra
     from cases import CASES, case_label, make_input, select
+    from timing import median_rate
 
     ra.set_jit_mode("eager")
     ra.set_num_threads(args.threads)
@@ -53,18 +53,8 @@ def child(args) -> None:
         assert np.array_equal(result, expected), f"{case_label(case)}: wrong values"
         if np.shares_memory(result, x):
             continue                                    # a view: no copy to time
-        moved = 2 * result.nbytes
-        samples = []
-        for _ in range(args.samples):
-            n, start = 0, time.perf_counter()
-            while True:
-                call()
-                n += 1
-                elapsed = time.perf_counter() - start
-                if elapsed >= args.min_sample:
-                    break
-            samples.append(moved * n / elapsed / 1e9)
-        speeds[case_label(case)] = statistics.median(samples)
+        speeds[case_label(case)] = median_rate(call, 2 * result.nbytes / 1e9,
+                                               args.samples, args.min_sample)
         del x, result, expected
     print(json.dumps(speeds))
 

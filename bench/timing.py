@@ -135,6 +135,23 @@ def interleaved(calls: dict[str, Call], rounds: int, min_sample: float,
     return timings
 
 
+def median_rate(call: Call, amount: float, samples: int, min_sample: float) -> float:
+    """``amount`` per second of ``call`` alone (no contender taking turns): the median
+    over ``samples`` samples, each as many calls in a row as last ``min_sample``
+    seconds."""
+    rates = []
+    for _ in range(samples):
+        n, start = 0, time.perf_counter()
+        while True:
+            call()
+            n += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_sample:
+                break
+        rates.append(amount * n / elapsed)
+    return statistics.median(rates)
+
+
 def paired_ratio(numerator: Timing, denominator: Timing) -> float:
     """Median over k of numerator's k-th sample / denominator's k-th sample (timed within
     one cycle of each other, so drift shared by both cancels)."""

@@ -146,3 +146,15 @@ def test_checkout_ab_smoke_run() -> None:
     stdout = run_bench("checkout_ab.py", tree, tree, "--size", "smoke", "--rounds", "2",
                        "--samples", "1", "--min-sample", "0", timeout=600)
     assert len(ratio_rows(stdout)) == 16, stdout
+
+
+def test_alone_smoke_run() -> None:
+    """bench/alone.py times one case with each contender in processes of its own (each
+    result checked against numpy's copy first there): a row per contender."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    stdout = run_bench("alone.py", "--case", "NCHW->NHWC uint8", "--contenders",
+                       "rearrange,numpy", "--processes", "1", "--samples", "1",
+                       "--min-sample", "0", "--size", "smoke")
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and
+            not line.startswith("| contender")]
+    assert [row.split(" | ")[0] for row in rows] == ["| rearrange", "| numpy"], stdout

@@ -609,7 +609,7 @@ def _publish(cp, done):
 
 def _run_rows(cp, d, s, itp, pp, tok):
     """Rows (KIND_ROWS): contiguous-memcpy, inner-contiguous and strided-rows plans."""
-    rng = _home(cp)
+    chunk_range = _home(cp)          # the range this thread takes chunks from
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
@@ -620,7 +620,7 @@ def _run_rows(cp, d, s, itp, pp, tok):
     wst, wln, done = zero, zero, zero
     itb, itr = p[P_ITB], p[P_ITR]
     while True:
-        lo, hi, rng = _claim(cp, rng)
+        lo, hi, chunk_range = _claim(cp, chunk_range)
         if lo >= hi:
             break
         done += hi - lo
@@ -638,7 +638,7 @@ def _run_rows(cp, d, s, itp, pp, tok):
 def _run_transpose(cp, d, s, itp, pp, tok):
     """Register-tile transposes (KIND_SIMD) and staged ones (KIND_STAGED, whose work
     units are P_SBLK column blocks each): tiled- and staged-transpose plans."""
-    rng = _home(cp)
+    chunk_range = _home(cp)          # the range this thread takes chunks from
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
@@ -650,7 +650,7 @@ def _run_transpose(cp, d, s, itp, pp, tok):
     if staged:
         buf = _scratch_slot(cp, p)
     while True:
-        lo, hi, rng = _claim(cp, rng)
+        lo, hi, chunk_range = _claim(cp, chunk_range)
         if lo >= hi:
             break
         done += hi - lo
@@ -671,7 +671,7 @@ def _run_tiles(cp, d, s, itp, pp, tok):
     """Tiles of a small inner dim (KIND_TILE), interleaves of 2-4 source rows (KIND_WEAVE)
     and blocks of them woven in scratch memory (KIND_WOVEN): small-inner-dim,
     staged-interleave and tiled plans."""
-    rng = _home(cp)
+    chunk_range = _home(cp)          # the range this thread takes chunks from
     _populate(cp)
     it = carray(itp, (1 + 3 * itp[0],))
     p = carray(pp, (P_LEN,))
@@ -687,7 +687,7 @@ def _run_tiles(cp, d, s, itp, pp, tok):
     if woven:
         block = _scratch_slot(cp, p)
     while True:
-        lo, hi, rng = _claim(cp, rng)
+        lo, hi, chunk_range = _claim(cp, chunk_range)
         if lo >= hi:
             break
         done += hi - lo
