@@ -674,6 +674,32 @@ def test_plan_fuses_and_drops_size_one_dims(monkeypatch) -> None:
     assert K.plan_copy(x.shape, x.strides, 4, threads=1).variant == "inner-contiguous"
 
 
+@pytest.mark.parametrize("row, gap, kernel", [
+    (2016, 672, True),          # a crop of (224, 224, 3) float32 images
+    (512, 128, True), (4096, 1024, True), (1024, 1024, True),
+    (1024, 64, False),          # a gap of one line: the hardware prefetchers bridge it
+    (4096, 4096, False),        # a gap of a page
+    (256, 256, False),          # rows too short to gain
+    (8192, 1024, False),        # rows the kernel does not prefetch
+])
+def test_plan_rows_with_gaps_take_the_kernel_on_one_thread(row, gap, kernel,
+                                                           monkeypatch) -> None:
+    """Below ROWS_NUMPY_MAX_BYTES one thread copies rows with numpy's loop, except rows
+    of 512 B to 4 KiB with gaps of 2 lines up to a row between them, from
+    GAPPED_ROWS_MIN_BYTES on (here lowered to the test's size), which the kernel
+    prefetches across; the copy is the same either way. Below that size, numpy's."""
+    base = random_array((64, (row + gap) // 4), np.float32, np.random.default_rng(7))
+    x = base[:, : row // 4]
+    assert K.plan_copy(x.shape, x.strides, 4, threads=1).variant == "numpy"
+    set_everywhere(monkeypatch, "GAPPED_ROWS_MIN_BYTES", x.nbytes)
+    k = K.plan_copy(x.shape, x.strides, 4, threads=1)
+    assert k.variant == ("inner-contiguous" if kernel else "numpy"), k.reason
+    assert (f"gaps of {gap} B" in k.reason) == kernel
+    out = np.empty(x.shape, np.float32)
+    K.copy_into(out, x, k)
+    assert out.tobytes() == np.ascontiguousarray(x).tobytes()
+
+
 def test_plan_contiguous_is_memcpy_and_splits_wide_items() -> None:
     k = K.plan_copy((1000, 300), (300 * 16, 16), 16, "c", threads=1)
     assert (k.variant, k.unit_bytes, k.fused_shape, k.src_strides) == (
