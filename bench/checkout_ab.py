@@ -2,16 +2,16 @@
 
     python bench/checkout_ab.py OLD_TREE NEW_TREE [--threads 1] [--rounds 4] [--case TEXT]
 
-``OLD_TREE`` and ``NEW_TREE`` are source trees of the project (``git worktree add
-../old <commit>``). Each round runs one child process per tree, in alternating order,
-with that tree's package first on the path; a child times every copy case of
-:mod:`cases` (``rearrange(x, pattern, copy=...)``, a new array per call, as the
-harness's allocation-inclusive tables) at ``--threads``, and prints GB/s (read + write
-bytes) per case, each copy checked against einops first: the median of ``--samples`` samples of at least ``--min-sample``
-seconds each, after a first call that compiles (``set_jit_mode("eager")``). The parent
-prints, per case, each tree's median over the rounds and the median (and range) of the
-per-round ratios new / old: rounds that ran in the same minutes share the machine's
-drift.
+``OLD_TREE`` and ``NEW_TREE`` are source trees of the project (``git worktree add ../old
+<commit>``). Each round runs one child process per tree, in alternating order, with that
+tree's package first on the path; a child times every copy case of :mod:`cases`
+(``rearrange(x, pattern, copy=...)``, a new array per call, as the harness's
+allocation-inclusive tables) at ``--threads``, and prints GB/s (read + write bytes) per
+case, each copy checked against einops first: the median of ``--samples`` samples of at
+least ``--min-sample`` seconds each, after a first call that compiles
+(``set_jit_mode("eager")``). The parent prints, per case, each tree's median over the
+rounds and the median (and range) of the per-round ratios new / old: rounds that ran in
+the same minutes share the machine's drift.
 
 This is how "no case slower than before" is checked on one machine, whatever the
 figures of another run say.

@@ -3,9 +3,9 @@ a power of two bytes apart and a little further, in one process, taking turns.
 
 A tiled transpose reads 16 source rows at a time (float32), part of a line of each in
 turn; rows a multiple of 4 KiB apart (8192 float32: 32 KiB) fall in the same L1 cache
-set, so the lines read ahead of each row evict each other. This script times float32 transposes of n²
-and of a neighbour whose rows are whole lines but not a power of two apart (uint8 too:
-staged transposes, 8 source rows at a time), and the full
+set, so the lines read ahead of each row evict each other. This script times float32
+transposes of n² and of a neighbour whose rows are whole lines but not a power of two
+apart (uint8 too: staged transposes, 8 source rows at a time), and the full
 reversal of 64⁴ beside shapes one longer in one dim, into a preallocated output at 1 and
 2 threads (GB/s, read + write; the speed ratio is paired against the power-of-two case,
 per byte moved).

@@ -619,8 +619,9 @@ def define_intrinsics() -> dict:
             "_stb": make_store("stage"), "_put": _put, "_line_nt": make_line_nt("src"),
             "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
             "_tile": _tile, "_prefetch": _prefetch, "_prefetch_l2": _prefetch_l2,
-            "_fetch_add": _fetch_add, "_call_madvise": _call_madvise, "_touch": _touch, "_weave": make_weave("dst"),
-            "_weave_b": make_weave("stage"), "_stack_bytes": _stack_bytes,
+            "_fetch_add": _fetch_add, "_call_madvise": _call_madvise, "_touch": _touch,
+            "_weave": make_weave("dst"), "_weave_b": make_weave("stage"),
+            "_stack_bytes": _stack_bytes,
             "_stack_zeros": _stack_zeros, "_stage8": _stage8,
             "_gather_nt": _gather_nt}
 

@@ -90,9 +90,10 @@ __all__ = ["CopyKernel", "plan_copy", "plan_aligned", "lowbit", "stages", "tile_
 NUMPY_MAX_BYTES = 32 << 10       # below this, np.copyto beats the kernel call overhead
 TRANSPOSE_NUMPY_MAX_BYTES = 64 << 10  # the same for register-tile transposes
 ROWS_NUMPY_MAX_BYTES = 24 << 20  # row copies: numpy's loop is as fast single-threaded,
-GAPPED_ROWS_MIN_BYTES = 8 << 20  # but from this size for rows of this many bytes with
-GAPPED_ROW_BYTES = (512, 4096)   # gaps between them of this many bytes, and at most a
-GAPPED_ROW_GAP = (128, 4095)     # row (see plan_aligned)
+GAPPED_ROWS_MIN_BYTES = 8 << 20  # but from this size for rows of this many bytes (up
+GAPPED_ROW_MIN_BYTES = 512       # to PREFETCH_ROW_BYTES: rows prefetched in software)
+GAPPED_ROW_GAP = (128, 4095)     # with gaps of this many bytes, at most a row, between
+#                                  them (see plan_aligned)
 THREAD_MIN_BYTES = 1 << 20       # each extra thread needs at least this much to move
 NONTEMPORAL_MIN_BYTES = 24 << 20  # row/panel streams this large bypass the caches
 NONTEMPORAL_TILE_MIN_BYTES = 2 << 20  # register-tile transposes: from this size
@@ -301,7 +302,7 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
         row = fshape[-1] * u
         gap = (fstr[-2] - fshape[-1]) * u if d >= 2 and fstr[-1] == 1 else 0
         gapped = (nbytes >= GAPPED_ROWS_MIN_BYTES and
-                  GAPPED_ROW_BYTES[0] <= row <= GAPPED_ROW_BYTES[1] and
+                  GAPPED_ROW_MIN_BYTES <= row <= PREFETCH_ROW_BYTES and
                   GAPPED_ROW_GAP[0] <= gap <= min(row, GAPPED_ROW_GAP[1]))
         if gapped:
             reason += f" with gaps of {gap} B: the kernel prefetches across them"
