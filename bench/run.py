@@ -34,12 +34,14 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # run as `python bench/run.py` or imported by a test
     sys.path.insert(0, str(BENCH))
 
-# Idle OpenMP workers (torch's; rearrange's copy kernel has its own, which sleep) spin for
-# a while after each parallel call. On a shared machine a spinning pool competes with the
-# other jobs and with whichever contender runs next (under load, torch's 2-thread copy of
-# a 1 MiB permuted array took 2-4 ms here instead of 40 us). So idle workers sleep, unless
-# --spin keeps the library's default; sleeping costs each parallel region a wake-up (tens
-# of us). This must be set before torch starts its thread pool, hence before importing it.
+# Idle OpenMP workers (torch's) spin for a while after each parallel call. On a shared
+# machine a spinning pool competes with the other jobs and with whichever contender runs
+# next (under load, torch's 2-thread copy of a 1 MiB permuted array took 2-4 ms here
+# instead of 40 us). So torch's idle workers sleep, unless --spin keeps the library's
+# default; sleeping costs each parallel region a wake-up (tens of us). rearrange's
+# workers spin 200 us after a copy and XLA's pool its own short while: both are their
+# libraries' defaults, bounded, and left as they are. This must be set before torch starts
+# its thread pool, hence before importing it.
 if "--spin" not in sys.argv:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -216,7 +216,7 @@ def test_concurrent_processes_compile_each_runner_once(tmp_path: Path) -> None:
 
 def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
     """``rearrange warmup --parallel 2`` on an empty cache: two workers share the twelve
-    runners out and the command reports them all; it does not load them itself, so the
+    copy runners and the pool's out and the command reports them all; it does not load them itself, so the
     test is that a fresh process finds each on disk, compiles nothing, and copies
     through the kernel with numpy's results."""
     cache = tmp_path / "cache"
@@ -225,12 +225,13 @@ def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     names = [line.strip() for line in done.stdout.splitlines() if line.startswith("  ")]
-    assert sorted(names) == sorted(f"{family}[uint{8 * u}]" for family in
-                                   ("rows", "transpose", "tiles") for u in (1, 2, 4, 8))
+    assert sorted(names) == sorted([f"{family}[uint{8 * u}]" for family in
+                                    ("rows", "transpose", "tiles") for u in (1, 2, 4, 8)]
+                                   + ["pool[uint64]"])
     assert not workers_alive(cache)
     later = run(f"""
         on_disk = [builds.status(f, u) for f in ("rows", "transpose", "tiles")
-                   for u in (1, 2, 4, 8)]
+                   for u in (1, 2, 4, 8)] + [builds.status(*builds.POOL_KEY)]
         for dtype, shape, pattern, family, unit in {FIRST_COPIES!r}:
             check(dtype, shape, pattern)
             assert builds.status(family, unit) == "ready", (family, unit)

@@ -34,6 +34,24 @@ def set_everywhere(monkeypatch, name: str, value) -> None:
     for module in bound:
         monkeypatch.setattr(module, name, value)
 
+
+def small_copies_take_the_kernel(monkeypatch) -> None:
+    """Copies of a few KiB take the kernel, on several threads (not numpy's copy)."""
+    for name, value in (("THREAD_MIN_BYTES", 1), ("NUMPY_MAX_BYTES", 0),
+                        ("TRANSPOSE_NUMPY_MAX_BYTES", 0)):
+        set_everywhere(monkeypatch, name, value)
+
+
+def run_in_threads(work, n: int = 2) -> None:
+    """work(i) on n Python threads at once, i < n; returns when all are done."""
+    import threading
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
 STRUCT = np.dtype([("a", "<i4"), ("b", "<f8")])            # 12 bytes, packed: 4-byte units
 DTYPES = [
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
@@ -834,8 +852,6 @@ def test_thread_default_from_environment() -> None:
 def test_concurrent_copies_from_python_threads(monkeypatch) -> None:
     """Two Python threads copying at once: one may run its copy single-threaded, both
     results are right."""
-    import threading
-
     set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
     set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
     set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
@@ -851,11 +867,7 @@ def test_concurrent_copies_from_python_threads(monkeypatch) -> None:
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work)
     assert not errors
     for x, out in zip(xs, outs):
         assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
@@ -908,7 +920,8 @@ def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
     set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
     set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
     jobs = []
-    monkeypatch.setattr(kthreads._pool, "submit", lambda job, helpers: jobs.append(job))
+    monkeypatch.setattr(kthreads._pool, "submit",
+                        lambda job, helpers: jobs.append(job.queued()))
     # Waiting would be for a worker that never comes: chunks the caller left undone.
     monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
     x = random_array((300, 400), np.float32, np.random.default_rng(5))
@@ -931,7 +944,7 @@ def test_a_worker_that_arrives_first_takes_every_range(threads, monkeypatch) -> 
     set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
     set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
     set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
-    monkeypatch.setattr(kthreads._pool, "submit", lambda job, helpers: job.work())
+    monkeypatch.setattr(kthreads._pool, "submit", lambda job, helpers: job.queued().work())
     monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
     for shape, view in (((300, 400), lambda x: x.T),
                         ((4, 3, 40, 50), lambda x: x.transpose(0, 2, 3, 1)),
@@ -941,6 +954,192 @@ def test_a_worker_that_arrives_first_takes_every_range(threads, monkeypatch) -> 
         out = np.full(src.shape, -1, np.float32)
         K.copy_into(out, src, K.plan_copy(src.shape, src.strides, 4, threads=threads))
         assert out.tobytes() == np.ascontiguousarray(src).tobytes()
+
+
+def _pool_runner():
+    from rearrange.kernel import builds
+
+    return builds.runner_for(*builds.POOL_KEY)
+
+
+def _mailbox_state(pool, worker: int = 0) -> int:
+    return pool.box_pointers[worker][abi.M_WORD] % abi.STATE_BITS
+
+
+@pytest.fixture
+def lone_pool(monkeypatch):
+    """A pool whose one worker never starts (a thread object that is not run): its
+    mailbox is driven by the test. Spinning is on (the pool runner loaded)."""
+    import threading
+
+    pool = kthreads._Pool()
+    pool.workers = [threading.Thread(target=lambda: None)]
+    pool.run_pool = _pool_runner()
+    pool.spin_ticks = 1
+    monkeypatch.setattr(kthreads, "_pool", pool)
+    monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
+    small_copies_take_the_kernel(monkeypatch)
+    return pool
+
+
+LAYOUTS = (((300, 400), np.float32, lambda x: x.T),
+           ((4, 3, 40, 50), np.uint8, lambda x: x.transpose(0, 2, 3, 1)),
+           ((6, 70, 80), np.int16, lambda x: x[:, ::-2]),
+           ((2, 3, 60, 70), np.float64, lambda x: x[::-1, :, ::-1]))
+
+
+def test_a_post_nobody_takes_is_taken_back(lone_pool) -> None:
+    """A spinning (IDLE) worker gets the copy as a post; when the caller has done every
+    chunk and the worker has not taken the post, the caller takes it back: the mailbox
+    is IDLE again under the post's ticket, and the copy is whole. A mailbox ASLEEP gets
+    no post (the job is queued)."""
+    box = lone_pool.box_pointers[0]
+    posts = []
+    submit = lone_pool.submit
+    lone_pool.submit = lambda job, helpers: posts.append(submit(job, helpers)) or posts[-1]
+    for ticket, (shape, dtype, view) in enumerate(LAYOUTS, start=1):
+        box[abi.M_WORD] = (ticket - 1) * abi.STATE_BITS + abi.IDLE
+        src = view(random_array(shape, dtype, np.random.default_rng(ticket)))
+        out = np.full(src.shape, 7, dtype)
+        K.copy_into(out, src, K.plan_copy(src.shape, src.strides, out.itemsize, threads=2))
+        assert out.tobytes() == np.ascontiguousarray(src).tobytes()
+        assert len(posts[-1]) == 1
+        assert box[abi.M_WORD] == ticket * abi.STATE_BITS + abi.IDLE
+    box[abi.M_WORD] = abi.ASLEEP
+    src = LAYOUTS[0][2](random_array(LAYOUTS[0][0], np.float32, np.random.default_rng(0)))
+    out = np.empty(src.shape, np.float32)
+    K.copy_into(out, src, K.plan_copy(src.shape, src.strides, 4, threads=2))
+    assert posts[-1] == [] and lone_pool.jobs.qsize() == 1
+    assert out.tobytes() == np.ascontiguousarray(src).tobytes()
+
+
+def test_a_post_is_run_by_the_spinning_worker(lone_pool) -> None:
+    """The worker's side on this thread: posted to, the mailbox's serve loop runs the
+    whole copy, then sleeps when its spin runs out (ASLEEP); the caller finds every
+    chunk done, settles at once, and the copy is whole."""
+    box = lone_pool.box_pointers[0]
+    run = lone_pool.run_pool
+    submit = lone_pool.submit
+
+    def submit_and_serve(job, helpers):
+        posts = submit(job, helpers)
+        assert len(posts) == 1 and _mailbox_state(lone_pool) == abi.POSTED
+        run(box, abi.OP_SERVE, 1000, None, None, 0)      # runs the job, then sleeps
+        assert _mailbox_state(lone_pool) == abi.ASLEEP
+        ctrl = job.args[0]
+        assert ctrl[abi.C_DONE] == ctrl[abi.C_NWORK]
+        return posts
+
+    lone_pool.submit = submit_and_serve
+    for ticket, (shape, dtype, view) in enumerate(LAYOUTS):
+        box[abi.M_WORD] = ticket * abi.STATE_BITS + abi.IDLE
+        src = view(random_array(shape, dtype, np.random.default_rng(10 + ticket)))
+        out = np.full(src.shape, 7, dtype)
+        K.copy_into(out, src, K.plan_copy(src.shape, src.strides, out.itemsize, threads=2))
+        assert out.tobytes() == np.ascontiguousarray(src).tobytes()
+
+
+def test_workers_spin_for_the_next_copy_then_sleep(monkeypatch) -> None:
+    """A real worker: after its first copy (from the queue) it spins, and the next copy
+    is posted to it; once its spin has run out it sleeps on the queue again, and the copy
+    after that wakes it from there. Every copy is whole."""
+    import time
+
+    small_copies_take_the_kernel(monkeypatch)
+    pool = kthreads._Pool()
+    monkeypatch.setattr(kthreads, "_pool", pool)
+    monkeypatch.setattr(kthreads, "_spin", 0.5)
+    posts = []
+    submit = pool.submit
+    pool.submit = lambda job, helpers: posts.append(submit(job, helpers)) or posts[-1]
+
+    def copy(seed: int) -> None:
+        shape, dtype, view = LAYOUTS[seed % len(LAYOUTS)]
+        src = view(random_array(shape, dtype, np.random.default_rng(seed)))
+        out = np.empty(src.shape, dtype)
+        K.copy_into(out, src, K.plan_copy(src.shape, src.strides, out.itemsize, threads=2))
+        assert out.tobytes() == np.ascontiguousarray(src).tobytes()
+
+    def until(state: int, seconds: float = 10.0) -> None:
+        deadline = time.monotonic() + seconds
+        while _mailbox_state(pool) != state:
+            assert time.monotonic() < deadline, f"mailbox never {state}"
+            time.sleep(0.001)
+
+    copy(0)
+    until(abi.IDLE)
+    assert pool.spin_ticks > 0 and len(pool.workers) == 1
+    copy(1)
+    until(abi.ASLEEP)
+    copy(2)
+    until(abi.IDLE)
+    assert [len(p) for p in posts] == [0, 1, 0]
+
+
+def test_copies_from_two_python_threads_through_spinning_workers(monkeypatch) -> None:
+    """Two Python threads copying at once through the one spinning worker: posts,
+    queued jobs and copies the caller runs alone interleave (pauses between some copies
+    let the spin run out), layouts and dtypes mixed, the plan caches never cleared;
+    every result is numpy's."""
+    import time
+
+    small_copies_take_the_kernel(monkeypatch)
+    monkeypatch.setattr(kthreads, "_pool", kthreads._Pool())
+    monkeypatch.setattr(kthreads, "_spin", 200e-6)
+    errors = []
+
+    def work(i: int) -> None:
+        rng = np.random.default_rng(i)
+        try:
+            for k in range(60):
+                shape, dtype, view = LAYOUTS[(k + i) % len(LAYOUTS)]
+                src = view(random_array(shape, dtype, rng))
+                out = np.empty(src.shape, dtype)
+                K.copy_into(out, src)
+                if out.tobytes() != np.ascontiguousarray(src).tobytes():
+                    errors.append((i, k))
+                if k % 7 == 0:
+                    time.sleep(0.002)
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    monkeypatch.setattr(kthreads, "_num_threads", 2)
+    run_in_threads(work)
+    assert not errors
+
+
+def test_spinning_is_off_without_a_cycle_counter() -> None:
+    """A counter that does not move (a machine without one) gives a spin of 0 ticks:
+    workers then only sleep on the queue. With the real counter the spin is positive."""
+    def still(box, op, arg, block, params, token):
+        block[abi.C_TICKET] = 12345
+
+    assert kthreads._ticks_for(still, 1.0) == 0
+    assert kthreads._ticks_for(_pool_runner(), 1e-3) > 0
+
+
+def test_spin_from_environment() -> None:
+    code = ("import warnings, rearrange.kernel.threads as t\n"
+            "print(t.spin_seconds())")
+    assert _python(code, REARRANGE_SPIN_US="0") == "0.0"
+    assert float(_python(code, REARRANGE_SPIN_US="50")) == pytest.approx(50e-6)
+    for bad in ("soon", "inf", "-5"):
+        out = subprocess.run([sys.executable, "-W", "error", "-c", code],
+                             capture_output=True, text=True,
+                             env={**os.environ, "REARRANGE_SPIN_US": bad,
+                                  "PYTHONPATH": os.path.dirname(os.path.dirname(
+                                      os.path.abspath(__file__)))})
+        assert f"REARRANGE_SPIN_US={bad!r} is not a number of microseconds" in out.stderr
+        assert out.returncode != 0
+    copies = """
+import numpy as np, rearrange.kernel as K, rearrange.kernel.threads as T
+x = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)
+out = np.empty((1024, 1024), np.float32)
+for _ in range(20):
+    K.copy_into(out, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
+print(bool((out == x.T).all()), T._pool.spin_ticks, T._pool.box_pointers[0][0] % 8)
+"""
+    assert _python(copies, REARRANGE_SPIN_US="0") == "True 0 0"
 
 
 @pytest.mark.parametrize("madvise", [True, False], ids=["madvise", "touch"])
@@ -997,11 +1196,12 @@ def test_untouched_destination_is_detected() -> None:
 def test_warmup_compiles_every_family_and_unit_size() -> None:
     done = K.warmup()
     assert set(done) == {f"{family}[uint{8 * u}]" for family in ("rows", "transpose", "tiles")
-                         for u in (1, 2, 4, 8)}
+                         for u in (1, 2, 4, 8)} | {"pool[uint64]"}
     from rearrange.kernel import builds
 
     assert all(builds.status(family, u) == "ready"
                for family in ("rows", "transpose", "tiles") for u in (1, 2, 4, 8))
+    assert builds.status(*builds.POOL_KEY) == "ready"
 
 
 # ---------------------------------------------------------------------- large

@@ -37,12 +37,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .builds import build_everything, describe, get_jit_mode, runner_for, set_jit_mode, wait
+from .builds import (POOL_KEY, build_everything, describe, get_jit_mode, runner_for,
+                     set_jit_mode, wait)
 from .lowering import lower
 from .loops import FAMILIES
 from .pages import untouched
 from .plan import LINE, NONTEMPORAL_MIN_BYTES, CopyKernel, lowbit, plan_aligned, plan_copy
-from .threads import execute, get_num_threads, set_num_threads
+from .threads import execute, find_pool_runner_with, get_num_threads, set_num_threads
+
+find_pool_runner_with(lambda: runner_for(*POOL_KEY))
 
 __all__ = [
     "CopyKernel",

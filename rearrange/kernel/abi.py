@@ -22,12 +22,15 @@ REGULAR, DIRECT_NT, STAGED_NT = 0, 1, 2
 # units per chunk, chunks in all; the populate slices (claimed, count, first byte, end,
 # bytes per slice), the address of madvise (0: touch the pages instead), and the scratch
 # memory of the copy (address; slots claimed: each thread that runs the copy claims one
-# slot of P_SCRATCH bytes, so the slots outnumber the threads never). Then the chunks'
-# ranges: threads arrived so far (the n-th to arrive makes range n % ranges its home),
-# the number of ranges, and one counter per range (RANGES_MAX of them: chunks claimed
-# from it).
+# slot of P_SCRATCH bytes, so the slots outnumber the threads never). Then the job as a
+# worker posted to (see the mailboxes below) calls it: the runner's address and unit
+# size, the destination and source addresses, the iteration space and the parameters;
+# a post's word in and out (C_TICKET). Then the chunks' ranges: threads arrived so far
+# (the n-th to arrive makes range n % ranges its home), the number of ranges, and one
+# counter per range (RANGES_MAX of them: chunks claimed from it).
 (C_DONE, C_NWORK, C_CHUNK, C_NCHUNK, C_POP_NEXT, C_POP_N, C_POP_START, C_POP_END,
- C_POP_STEP, C_MADVISE, C_SCRATCH, C_SLOT, C_ARRIVED, C_NRANGE, C_RANGE) = range(15)
+ C_POP_STEP, C_MADVISE, C_SCRATCH, C_SLOT, C_RUNNER, C_UNIT, C_DST, C_SRC, C_ITER,
+ C_PARAMS, C_TICKET, C_ARRIVED, C_NRANGE, C_RANGE) = range(22)
 RANGES_MAX = 64
 C_LEN = C_RANGE + RANGES_MAX
 # Layout of the int64 parameter vector handed to the kernels (P_SCRATCH: bytes of
@@ -40,3 +43,18 @@ C_LEN = C_RANGE + RANGES_MAX
 
 # The ctypes type of a control block: made and passed faster than a numpy array.
 ControlBlock = ctypes.c_int64 * C_LEN
+
+# The pool's mailboxes (:mod:`.threads`, :mod:`.mailbox`): one per worker, MAILBOX_WORDS
+# int64 apart (two cache lines, so that no two workers' words share one). M_WORD is
+# ticket * STATE_BITS + state: a worker spinning for work is IDLE; a caller that finds it
+# so CLAIMs it (the ticket goes up by one), writes the address of its control block
+# (M_CTRL; the job is in it, C_RUNNER..C_PARAMS) and marks it POSTED; the worker marks it
+# TAKEN, runs the job, and is IDLE again; a worker whose spin ran out is ASLEEP (it
+# waits on the pool's queue). A caller whose post was not taken yet takes it back
+# (POSTED -> IDLE, its own ticket only), else waits until the worker is done with it.
+M_WORD, M_CTRL = 0, 1
+MAILBOX_WORDS = 16
+ASLEEP, IDLE, CLAIMED, POSTED, TAKEN = range(5)
+STATE_BITS = 8
+# What the pool runner (mailbox.run_pool) does, its second argument.
+OP_SERVE, OP_POST, OP_SETTLE, OP_TICKS = range(4)

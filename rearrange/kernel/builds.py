@@ -50,7 +50,7 @@ from .jit import UNIT_DTYPES, cache_directory, prepare, source_stamp
 from .loops import RUNS, runner
 
 __all__ = ["MODES", "set_jit_mode", "get_jit_mode", "runner_for", "status", "describe",
-           "wait", "build_here", "build_everything", "marker_path", "lock_path"]
+           "wait", "build_here", "build_everything", "marker_path", "lock_path", "POOL_KEY"]
 
 MODES = ("background", "eager", "off")
 
@@ -295,6 +295,8 @@ def wait(timeout: float | None = None) -> bool:
 # Within a family unit sizes alternate between the workers as they go, and each unit's
 # runners of the next family tend to land where its loops are already compiled.
 _WARMUP_ORDER = ("tiles", "transpose", "rows")
+# The pool's runner (.mailbox: spinning workers), one unit size; the smallest to compile.
+POOL_KEY: Key = ("pool", 8)
 
 
 def build_everything(parallel: int = 1, load: bool = True) -> list[str]:
@@ -303,7 +305,7 @@ def build_everything(parallel: int = 1, load: bool = True) -> list[str]:
     (:func:`build_shared`) and then loaded here — or, with ``load=False``, only checked
     to be on disk (the command line's warmup, whose process ends there). Returns their
     names, as ``warmup`` reports them."""
-    keys = [(family, u) for family in _WARMUP_ORDER for u in UNIT_DTYPES]
+    keys = [(family, u) for family in _WARMUP_ORDER for u in UNIT_DTYPES] + [POOL_KEY]
     if parallel > 1 and cache_directory() is not None:
         todo = [k for k in keys if k not in _ready and not _on_disk(k)]
         if todo:

@@ -4,8 +4,9 @@ Raw loads and stores in three alias scopes (source, destination, staging buffer:
 aliasing each other, which lets LLVM vectorise without overlap checks), whole-line
 non-temporal stores, the register-tile transpose (Eklundh's shuffle stages, whole
 destination lines out), the 8-row transpose of staged transposes and the line gathered
-from their staging buffer, the 2-4 way interleave, prefetch, atomics, a fence, and a call
-of libc's madvise by address. :func:`define_intrinsics` imports numba and llvmlite and
+from their staging buffer, the 2-4 way interleave, prefetch, atomics, a fence, a
+spin-wait hint, the cycle counter, and calls by address (libc's madvise; a runner, for
+the pool's spinning workers). :func:`define_intrinsics` imports numba and llvmlite and
 builds them; :func:`.jit.materialise` calls it once and binds the result in the loops'
 module under the names the loops use (``_ld``, ``_st``, ``_tile``, ...), with the table
 of where _stage8 puts each column (:func:`stage_words_table`, as ``_STAGE_WORDS``).
@@ -13,12 +14,17 @@ of where _stage8 puts each column (:func:`stage_words_table`, as ``_STAGE_WORDS`
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 
 from .pages import MADV_POPULATE_WRITE
 from .plan import LINE, SIMD_TILE, SIMD_TILE_G2, VECTOR_BYTES
 
 __all__ = ["define_intrinsics", "stage_words_table"]
+
+# x86 has a spin-wait hint (pause); other machines spin without one.
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 
 # Tiles of more rows than the 32 vector registers hold (uint8) are transposed in blocks of
 # this many rows, each parked on the stack while the next is done (see _tile).
@@ -211,6 +217,104 @@ def define_intrinsics() -> dict:
         def codegen(context, builder, signature, args):
             p = builder.gep(args[0], [args[1]])
             return builder.atomic_rmw("add", p, args[2], "monotonic")
+        return sig, codegen
+
+    @intrinsic
+    def _cas(typingctx, block, field, expected, new):
+        """Atomically: if block[field] == expected, set it to new (sequentially
+        consistent). Returns the value found."""
+        sig = types.int64(block, types.int64, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            p = builder.gep(args[0], [args[1]])
+            pair = builder.cmpxchg(p, args[2], args[3], "seq_cst", "seq_cst")
+            return builder.extract_value(pair, 0)
+        return sig, codegen
+
+    @intrinsic
+    def _load_acquire(typingctx, block, field):
+        """block[field], read atomically: no later read or write of this thread moves
+        before it."""
+        sig = types.int64(block, types.int64)
+
+        def codegen(context, builder, signature, args):
+            return builder.load_atomic(builder.gep(args[0], [args[1]]), "acquire", 8)
+        return sig, codegen
+
+    @intrinsic
+    def _store_release(typingctx, block, field, val):
+        """block[field] = val, written atomically after every earlier read and write of
+        this thread."""
+        sig = types.void(block, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            builder.store_atomic(args[2], builder.gep(args[0], [args[1]]), "release", 8)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _int64s_at(typingctx, addr):
+        """The int64 array at address addr, as a pointer (for carray)."""
+        sig = types.CPointer(types.int64)(types.int64)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+        return sig, codegen
+
+    @intrinsic
+    def _address(typingctx, pointer):
+        """The address a pointer holds."""
+        sig = types.int64(pointer)
+
+        def codegen(context, builder, signature, args):
+            return builder.ptrtoint(args[0], ir.IntType(64))
+        return sig, codegen
+
+    @intrinsic
+    def _pause(typingctx):
+        """A spin-wait hint (x86's pause: the core yields to its sibling and leaves the
+        loop without a memory-order flush); nothing elsewhere."""
+        sig = types.void()
+
+        def codegen(context, builder, signature, args):
+            if _X86:
+                fn = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(ir.VoidType(), []),
+                    "llvm.x86.sse2.pause")
+                builder.call(fn, [])
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _cycles(typingctx):
+        """The CPU's cycle counter (x86's time-stamp counter); 0 where there is none."""
+        sig = types.int64()
+
+        def codegen(context, builder, signature, args):
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.IntType(64), []), "llvm.readcyclecounter")
+            return builder.call(fn, [])
+        return sig, codegen
+
+    @intrinsic
+    def _call_runner(typingctx, fn, unit, cp, d, s, itp, pp):
+        """Call the runner at address fn (compiled for ``unit``-byte units, 1, 2, 4 or 8:
+        its token argument has that width) with (cp, d, s, itp, pp, 0)."""
+        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                         types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            i64p = i64.as_pointer()
+            f, u, cp, d, s, itp, pp = args
+            for width in (1, 2, 4, 8):
+                tok = ir.IntType(8 * width)
+                fnty = ir.FunctionType(ir.VoidType(), [i64p, i64, i64, i64p, i64p, tok])
+                with builder.if_then(builder.icmp_signed("==", u, ir.Constant(i64, width))):
+                    builder.call(builder.inttoptr(f, fnty.as_pointer()),
+                                 [builder.inttoptr(cp, i64p), d, s, builder.inttoptr(itp, i64p),
+                                  builder.inttoptr(pp, i64p), ir.Constant(tok, 0)])
+            return context.get_dummy_value()
         return sig, codegen
 
     @intrinsic
@@ -620,6 +724,9 @@ def define_intrinsics() -> dict:
             "_line_nt_b": make_line_nt("stage"), "_unit": _unit, "_sfence": _sfence,
             "_tile": _tile, "_prefetch": _prefetch, "_prefetch_l2": _prefetch_l2,
             "_fetch_add": _fetch_add, "_call_madvise": _call_madvise, "_touch": _touch,
+            "_cas": _cas, "_load_acquire": _load_acquire, "_store_release": _store_release,
+            "_pause": _pause, "_cycles": _cycles, "_call_runner": _call_runner,
+            "_int64s_at": _int64s_at, "_address": _address,
             "_weave": make_weave("dst"), "_weave_b": make_weave("stage"),
             "_stack_bytes": _stack_bytes,
             "_stack_zeros": _stack_zeros, "_stage8": _stage8,

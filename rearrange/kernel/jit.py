@@ -49,7 +49,8 @@ __all__ = ["UNIT_DTYPES", "jit", "materialise", "prepare", "compile_runner",
 UNIT_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 # The modules whose source the compiled runners depend on.
-_KERNEL_SOURCES = ("abi.py", "intrinsics.py", "jit.py", "loops.py", "pages.py", "plan.py")
+_KERNEL_SOURCES = ("abi.py", "intrinsics.py", "jit.py", "loops.py", "mailbox.py", "pages.py",
+                   "plan.py")
 
 _build_lock = threading.RLock()
 _built = False

@@ -23,6 +23,7 @@ from .abi import (C_ARRIVED, C_CHUNK, C_DONE, C_LEN, C_MADVISE, C_NCHUNK, C_NRAN
                   P_SBLK, P_SCRATCH, P_SEAM, P_SOFF, P_SR, P_STAGE, P_SX, P_TA, P_TB, P_TR,
                   STAGED_NT)
 from .jit import UNIT_DTYPES, compile_runner, jit
+from .mailbox import run_pool
 from .pages import PAGE
 from .plan import LINE
 
@@ -718,7 +719,10 @@ def _run_tiles(cp, d, s, itp, pp, tok):
 FAMILIES = {"contiguous-memcpy": "rows", "inner-contiguous": "rows", "strided-rows": "rows",
             "tiled-transpose": "transpose", "staged-transpose": "transpose",
             "small-inner-dim": "tiles", "staged-interleave": "tiles", "tiled": "tiles"}
-RUNS = {"rows": _run_rows, "transpose": _run_transpose, "tiles": _run_tiles}
+# The runner of each family; "pool" is not a copy's (see .mailbox): what the pool's
+# workers spin in, and its callers post through.
+RUNS = {"rows": _run_rows, "transpose": _run_transpose, "tiles": _run_tiles,
+        "pool": run_pool}
 
 
 def runner(u: int, family: str, compile: bool = True):

@@ -17,6 +17,13 @@ the CPUs. numba's own thread pool (OpenMP, TBB) is not used, so nothing here set
 reads ``OMP_*`` / ``NUMBA_NUM_THREADS``; copies from several Python threads at once share
 the workers, and a forked child starts its own.
 
+A worker that has just run a copy spins for the next one for :func:`spin_seconds`
+(200 us; ``REARRANGE_SPIN_US``, 0 turns it off), in native code with the GIL released
+(:mod:`.mailbox`): a copy made meanwhile is posted to it and starts on both threads at
+once, where a sleeping worker takes 20-35 us to wake. Only a worker that was posted to
+and has taken the post is waited for, and only until it is done with the job; a post
+not taken yet is taken back.
+
 A destination to populate first (see :mod:`rearrange.kernel`) is cut into slices that
 the copy's threads claim from the same control block before their chunks: its pages
 then fault in parallel.
@@ -24,34 +31,54 @@ then fault in parallel.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
+import time
 
 import numpy as np
 
-from .abi import (C_CHUNK, C_DONE, C_MADVISE, C_NCHUNK, C_NRANGE, C_NWORK, C_POP_END,
-                  C_POP_N, C_POP_START, C_POP_STEP, C_SCRATCH, P_SCRATCH, RANGES_MAX,
-                  ControlBlock)
+from .abi import (C_CHUNK, C_DONE, C_DST, C_ITER, C_MADVISE, C_NCHUNK, C_NRANGE, C_NWORK,
+                  C_PARAMS, C_POP_END, C_POP_N, C_POP_START, C_POP_STEP, C_RUNNER,
+                  C_SCRATCH, C_SRC, C_TICKET, C_UNIT, MAILBOX_WORDS, OP_POST, OP_SERVE,
+                  OP_SETTLE, OP_TICKS, P_SCRATCH, RANGES_MAX, ControlBlock)
 from .pages import PAGE, madvise_address
 
-__all__ = ["set_num_threads", "get_num_threads", "execute", "CHUNKS_PER_THREAD"]
+__all__ = ["set_num_threads", "get_num_threads", "execute", "spin_seconds",
+           "find_pool_runner_with", "CHUNKS_PER_THREAD", "SPIN_SECONDS"]
 
 CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads) each
+# After each job a worker spins this long for the next (see _Pool), unless
+# REARRANGE_SPIN_US says otherwise.
+SPIN_SECONDS = 200e-6
+# Pauses per round of a caller's wait for a worker to finish with its post.
+SETTLE_SPINS = 1 << 14
 POPULATE_STEP_BYTES = 2 << 20    # destinations are populated in slices of whole huge pages
 
 
+def _from_environment(name: str, convert, valid, expected: str):
+    """The environment variable ``name`` converted, if it is set and valid; else None
+    (a value that is not valid is ignored with a warning saying what was expected)."""
+    env = os.environ.get(name, "").strip()
+    if not env:
+        return None
+    try:
+        value = convert(env)
+    except ValueError:
+        value = None
+    if value is not None and valid(value):
+        return value
+    import warnings
+    warnings.warn(f"{name}={env!r} is not {expected}; ignored", RuntimeWarning,
+                  stacklevel=3)
+    return None
+
+
 def _default_threads() -> int:
-    env = os.environ.get("REARRANGE_NUM_THREADS", "").strip()
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            n = 0
-        if n >= 1:
-            return n
-        import warnings
-        warnings.warn(f"REARRANGE_NUM_THREADS={env!r} is not a positive integer; ignored",
-                      RuntimeWarning, stacklevel=2)
+    n = _from_environment("REARRANGE_NUM_THREADS", int, lambda n: n >= 1,
+                          "a positive integer")
+    if n is not None:
+        return n
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -59,6 +86,21 @@ def _default_threads() -> int:
 
 
 _num_threads = _default_threads()
+
+
+def _default_spin() -> float:
+    us = _from_environment("REARRANGE_SPIN_US", float, lambda us: 0 <= us <= 1e6,
+                           "a number of microseconds from 0 to 1000000")
+    return SPIN_SECONDS if us is None else us * 1e-6
+
+
+def spin_seconds() -> float:
+    """How long a worker spins for its next job after each one: ``REARRANGE_SPIN_US``
+    (microseconds; 0: workers sleep at once), else :data:`SPIN_SECONDS`."""
+    return _spin
+
+
+_spin = _default_spin()
 
 
 def set_num_threads(n: int) -> None:
@@ -73,6 +115,18 @@ def get_num_threads() -> int:
     """Threads copies may use: set_num_threads, else REARRANGE_NUM_THREADS, else the CPUs
     this process may run on."""
     return _num_threads
+
+
+# Returns the pool's runner once it is usable, else None (and sees to its compile):
+# given by the package (builds' runner_for), which this module does not import.
+_pool_runner = None
+
+
+def find_pool_runner_with(lookup) -> None:
+    """Where the pool finds its runner (:mod:`.mailbox`): ``lookup()`` returns it once
+    it is usable, else None. Until then, and without a lookup, workers only sleep."""
+    global _pool_runner
+    _pool_runner = lookup
 
 
 def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> None:
@@ -108,8 +162,10 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
         ctrl[C_CHUNK], ctrl[C_NCHUNK] = chunk, -(-nwork // chunk)
         ctrl[C_NRANGE] = min(threads, RANGES_MAX, ctrl[C_NCHUNK])
         job = _Job(runner, args, (itv, pv, scratch))
-        _pool.submit(job, threads - 1)
+        posts = _pool.submit(job, threads - 1)
         runner(*args)
+        if posts:
+            _pool.settle(posts, ctrl)
         if ctrl[C_DONE] != nwork:
             _wait(job)
     else:
@@ -136,7 +192,9 @@ def _scratch(nbytes: int) -> np.ndarray:
 
 def _wait(job: "_Job") -> None:
     """Until the workers' chunks are done, whatever interrupts the wait (KeyboardInterrupt
-    is raised after it): a worker must not write the destination after the copy returns."""
+    is raised after it): a worker must not write the destination after the copy returns.
+    Only for a job that was queued: chunks still undone once the posts are settled are
+    those of workers from the queue."""
     interrupted = None
     while True:
         try:
@@ -160,7 +218,16 @@ class _Job:
         self.runner = runner
         self.args = args
         self.keep = keep
-        self.finished = threading.Event()
+        # Set by a worker from the queue that sees every chunk done; made only when the
+        # job is queued (an Event costs 2 us, a tenth of a 10 MiB copy's overhead):
+        # posted workers are waited for by the pool's settle instead.
+        self.finished: threading.Event | None = None
+
+    def queued(self) -> "_Job":
+        """The job, about to be queued: a worker from the queue may signal it."""
+        if self.finished is None:
+            self.finished = threading.Event()
+        return self
 
     def work(self) -> None:
         self.runner(*self.args)
@@ -172,30 +239,124 @@ class _Job:
 class _Pool:
     """Worker threads (Python threads that call the compiled runner with the GIL
     released), started as copies ask for them: the largest thread count asked for minus
-    one, at most one fewer than the CPUs. After fork the child starts its own."""
+    one, at most one fewer than the CPUs. After fork the child starts its own.
+
+    A worker sleeps on the pool's queue until a job comes, runs it, and then spins for
+    its next one in native code (:mod:`.mailbox`) for :func:`spin_seconds`, where a copy
+    hands it a job by posting to its mailbox instead of the queue: it starts within a
+    microsecond instead of the 20-35 us an operating-system wake-up took. Spinning needs
+    the pool's runner (compiled like the copies' runners; until it is ready, and where
+    the CPU has no cycle counter, workers only sleep)."""
 
     def __init__(self) -> None:
         import queue
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.workers: list[threading.Thread] = []
         self.lock = threading.Lock()
+        # One mailbox per worker (MAILBOX_WORDS int64 each, 64-byte aligned): all ASLEEP.
+        words = MAILBOX_WORDS * max(1, _MAX_HELPERS)
+        self.boxes = (ctypes.c_int64 * (words + 8))()
+        self.first = (-ctypes.addressof(self.boxes) % 64) // 8     # first word of box 0
+        self.box_pointers = [self._box(w) for w in range(max(1, _MAX_HELPERS))]
+        self.run_pool = None            # the pool's runner, once usable
+        self.addresses: dict[int, tuple] = {}   # id(runner) -> (runner, address, unit)
+        self.spin_ticks = -1            # the spin in cycle-counter ticks (-1: not known)
 
-    def submit(self, job: _Job, helpers: int) -> None:
+    def submit(self, job: _Job, helpers: int) -> list:
+        """Hand ``job`` to ``helpers`` workers: posted to those spinning, queued for the
+        rest. Returns the posts, which :meth:`settle` must take back or see done before
+        the job's memory may go."""
         helpers = min(helpers, _MAX_HELPERS)
         if len(self.workers) < helpers:
             with self.lock:
                 while len(self.workers) < helpers:
-                    t = threading.Thread(target=self._serve, name="rearrange-copy",
-                                         daemon=True)
+                    t = threading.Thread(target=self._serve, args=(len(self.workers),),
+                                         name="rearrange-copy", daemon=True)
                     t.start()
                     self.workers.append(t)
-        for _ in range(helpers):
-            self.jobs.put(job)
+        posts = []
+        run = self.run_pool if self.spin_ticks > 0 else self._spinning_runner()
+        if run is not None:
+            ctrl = job.args[0]
+            ctrl[C_RUNNER], ctrl[C_UNIT] = self._address(job.runner)
+            ctrl[C_DST], ctrl[C_SRC], ctrl[C_ITER], ctrl[C_PARAMS] = job.args[1:5]
+            for box in self.box_pointers[:len(self.workers)]:
+                if len(posts) == helpers:
+                    break
+                run(box, OP_POST, 0, ctrl, None, 0)
+                if ctrl[C_TICKET]:
+                    posts.append((box, ctrl[C_TICKET]))
+        for _ in range(helpers - len(posts)):
+            self.jobs.put(job.queued())
+        return posts
 
-    def _serve(self) -> None:
+    def settle(self, posts: list, ctrl) -> None:
+        """Take back each post of the copy of control block ``ctrl`` that its worker has
+        not taken; wait until the others' workers are done with theirs (yielding the CPU
+        between rounds of spins: a worker that took a post may have been descheduled)."""
+        run = self.run_pool
+        for box, word in posts:
+            while True:
+                ctrl[C_TICKET] = word
+                run(box, OP_SETTLE, SETTLE_SPINS, ctrl, None, 0)
+                if ctrl[C_TICKET]:
+                    break
+                _yield()
+
+    def _address(self, runner) -> tuple[int, int]:
+        """A runner's address and unit size (its token's width)."""
+        known = self.addresses.get(id(runner))
+        if known is None or known[0] is not runner:
+            known = self.addresses[id(runner)] = (
+                runner, ctypes.cast(runner, ctypes.c_void_p).value,
+                ctypes.sizeof(runner.argtypes[-1]))
+        return known[1], known[2]
+
+    def _box(self, worker: int):
+        address = ctypes.addressof(self.boxes) + 8 * (self.first + worker * MAILBOX_WORDS)
+        return ctypes.cast(address, ctypes.POINTER(ctypes.c_int64))
+
+    def _spinning_runner(self):
+        """The pool's runner if workers may spin (it is usable and the spin known and
+        positive), else None. Loads or asks for it (builds decides when it compiles)."""
+        if self.run_pool is None and _pool_runner is not None:
+            self.run_pool = _pool_runner()
+        return self.run_pool if self.spin_ticks > 0 else None
+
+    def _serve(self, worker: int) -> None:
         jobs = self.jobs
+        box = self.box_pointers[worker]
         while True:
             jobs.get().work()
+            run = self.run_pool
+            if run is None:
+                continue
+            if self.spin_ticks < 0:
+                self.spin_ticks = _ticks_for(run, spin_seconds())
+            if self.spin_ticks > 0:
+                run(box, OP_SERVE, self.spin_ticks, None, None, 0)
+
+
+def _ticks_for(run, seconds: float) -> int:
+    """``seconds`` in cycle-counter ticks, measured against the clock over 2 ms; 0 where
+    the counter does not count (the spin is then off)."""
+    block = ControlBlock()
+    run(None, OP_TICKS, 0, block, None, 0)
+    t0, c0 = time.perf_counter(), block[C_TICKET]
+    time.sleep(0.002)
+    run(None, OP_TICKS, 0, block, None, 0)
+    t1, c1 = time.perf_counter(), block[C_TICKET]
+    if c1 <= c0 or t1 <= t0:
+        return 0
+    return int(seconds * (c1 - c0) / (t1 - t0))
+
+
+def _yield() -> None:
+    sched_yield = getattr(os, "sched_yield", None)
+    if sched_yield is not None:
+        sched_yield()
+    else:
+        time.sleep(0)
 
 
 # More workers than CPUs would only take turns.
