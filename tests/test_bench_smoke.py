@@ -158,3 +158,14 @@ def test_alone_smoke_run() -> None:
     rows = [line for line in stdout.splitlines() if line.startswith("| ") and
             not line.startswith("| contender")]
     assert [row.split(" | ")[0] for row in rows] == ["| rearrange", "| numpy"], stdout
+
+
+def test_spin_ab_smoke_run() -> None:
+    """bench/spin_ab.py times the suite's copies with spinning workers and sleeping
+    ones in one process (each copy checked against einops first): a row per copy case
+    with its paired ratio, and the spin put back as it was."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    pytest.importorskip("einops", reason="the copies are checked against einops")
+    stdout = run_bench("spin_ab.py", "--size", "smoke", "--rounds", "2", timeout=600)
+    assert len(ratio_rows(stdout)) == 16, stdout
+    assert "spin 200 us against 0" in stdout

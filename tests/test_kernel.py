@@ -975,7 +975,7 @@ def lone_pool(monkeypatch):
     pool = kthreads._Pool()
     pool.workers = [threading.Thread(target=lambda: None)]
     pool.run_pool = _pool_runner()
-    pool.spin_ticks = 1
+    pool.tick_rate = 1e9
     monkeypatch.setattr(kthreads, "_pool", pool)
     monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
     small_copies_take_the_kernel(monkeypatch)
@@ -1039,12 +1039,10 @@ def test_a_post_is_run_by_the_spinning_worker(lone_pool) -> None:
         assert out.tobytes() == np.ascontiguousarray(src).tobytes()
 
 
-def test_workers_spin_for_the_next_copy_then_sleep(monkeypatch) -> None:
-    """A real worker: after its first copy (from the queue) it spins, and the next copy
-    is posted to it; once its spin has run out it sleeps on the queue again, and the copy
-    after that wakes it from there. Every copy is whole."""
-    import time
-
+@pytest.fixture
+def spinning_pool(monkeypatch):
+    """A fresh pool whose workers spin 0.5 s after each copy (long enough for a test to
+    see it), small copies on the kernel, and the list of each copy's posts."""
     small_copies_take_the_kernel(monkeypatch)
     pool = kthreads._Pool()
     monkeypatch.setattr(kthreads, "_pool", pool)
@@ -1052,6 +1050,16 @@ def test_workers_spin_for_the_next_copy_then_sleep(monkeypatch) -> None:
     posts = []
     submit = pool.submit
     pool.submit = lambda job, helpers: posts.append(submit(job, helpers)) or posts[-1]
+    return pool, posts
+
+
+def test_workers_spin_for_the_next_copy_then_sleep(spinning_pool) -> None:
+    """A real worker: after its first copy (from the queue) it spins, and the next copy
+    is posted to it; once its spin has run out it sleeps on the queue again, and the copy
+    after that wakes it from there. Every copy is whole."""
+    import time
+
+    pool, posts = spinning_pool
 
     def copy(seed: int) -> None:
         shape, dtype, view = LAYOUTS[seed % len(LAYOUTS)]
@@ -1068,7 +1076,7 @@ def test_workers_spin_for_the_next_copy_then_sleep(monkeypatch) -> None:
 
     copy(0)
     until(abi.IDLE)
-    assert pool.spin_ticks > 0 and len(pool.workers) == 1
+    assert pool.tick_rate > 0 and len(pool.workers) == 1
     copy(1)
     until(abi.ASLEEP)
     copy(2)
@@ -1109,13 +1117,39 @@ def test_copies_from_two_python_threads_through_spinning_workers(monkeypatch) ->
 
 
 def test_spinning_is_off_without_a_cycle_counter() -> None:
-    """A counter that does not move (a machine without one) gives a spin of 0 ticks:
-    workers then only sleep on the queue. With the real counter the spin is positive."""
+    """A counter that does not move (a machine without one) has a rate of 0 ticks per
+    second: workers then only sleep on the queue. The real counter's rate is positive."""
     def still(box, op, arg, block, params, token):
         block[abi.C_TICKET] = 12345
 
-    assert kthreads._ticks_for(still, 1.0) == 0
-    assert kthreads._ticks_for(_pool_runner(), 1e-3) > 0
+    assert kthreads._tick_rate(still) == 0
+    assert kthreads._tick_rate(_pool_runner()) > 0
+
+
+def test_set_spin_seconds_turns_posting_off_and_on(spinning_pool) -> None:
+    """set_spin_seconds(0): copies are queued, not posted (the worker then sleeps after
+    each); back to a spin, they are posted again. Bad values are refused."""
+    import time
+
+    pool, posts = spinning_pool
+    x = random_array((300, 400), np.float32, np.random.default_rng(3))
+    out = np.empty((400, 300), np.float32)
+    plan = K.plan_copy(x.T.shape, x.T.strides, 4, threads=2)
+    for spin in (0.5, 0.0, 0.5):
+        kthreads.set_spin_seconds(spin)
+        deadline = time.monotonic() + 10
+        K.copy_into(out, x.T, plan)
+        while spin and _mailbox_state(pool) != abi.IDLE:
+            assert time.monotonic() < deadline
+            K.copy_into(out, x.T, plan)
+            time.sleep(0.001)
+        posts.clear()
+        K.copy_into(out, x.T, plan)
+        assert len(posts[-1]) == (1 if spin else 0)
+        assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
+    for bad in (-1, 2, True, "0.1", float("nan")):
+        with pytest.raises(ValueError, match="set_spin_seconds"):
+            kthreads.set_spin_seconds(bad)
 
 
 def test_spin_from_environment() -> None:
@@ -1137,9 +1171,9 @@ x = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)
 out = np.empty((1024, 1024), np.float32)
 for _ in range(20):
     K.copy_into(out, x.T, K.plan_copy(x.T.shape, x.T.strides, 4, threads=2))
-print(bool((out == x.T).all()), T._pool.spin_ticks, T._pool.box_pointers[0][0] % 8)
+print(bool((out == x.T).all()), T._pool.tick_rate, T._pool.box_pointers[0][0] % 8)
 """
-    assert _python(copies, REARRANGE_SPIN_US="0") == "True 0 0"
+    assert _python(copies, REARRANGE_SPIN_US="0") == "True -1.0 0"   # never measured
 
 
 @pytest.mark.parametrize("madvise", [True, False], ids=["madvise", "touch"])

@@ -9,8 +9,10 @@ The kernel is a package by stage, each module importing only the ones before it:
   prints. The tuning thresholds live there too.
 * :mod:`.lowering` — a plan as the compiled loops' iteration space and parameters, for
   one destination (:mod:`.abi`: the layout of both).
-* :mod:`.threads` — :func:`set_num_threads` / :func:`get_num_threads` and the pool of
-  worker threads that runs a lowered copy.
+* :mod:`.threads` — :func:`set_num_threads` / :func:`get_num_threads`,
+  :func:`set_spin_seconds` / :func:`spin_seconds` and the pool of worker threads that
+  runs a lowered copy; :mod:`.mailbox` — the compiled side of the pool (workers that
+  spin for their next copy).
 * :mod:`.pages` — what the OS says about a destination's pages (``mincore``) and
   ``madvise``.
 * :mod:`.jit` — numba, imported on the first copy that needs a kernel (never at import),
@@ -43,7 +45,8 @@ from .lowering import lower
 from .loops import FAMILIES
 from .pages import untouched
 from .plan import LINE, NONTEMPORAL_MIN_BYTES, CopyKernel, lowbit, plan_aligned, plan_copy
-from .threads import execute, find_pool_runner_with, get_num_threads, set_num_threads
+from .threads import (execute, find_pool_runner_with, get_num_threads, set_num_threads,
+                      set_spin_seconds, spin_seconds)
 
 find_pool_runner_with(lambda: runner_for(*POOL_KEY))
 
@@ -53,6 +56,8 @@ __all__ = [
     "copy_into",
     "set_num_threads",
     "get_num_threads",
+    "set_spin_seconds",
+    "spin_seconds",
     "warmup",
     "set_jit_mode",
     "get_jit_mode",

@@ -45,7 +45,7 @@ from .abi import (C_CHUNK, C_DONE, C_DST, C_ITER, C_MADVISE, C_NCHUNK, C_NRANGE,
 from .pages import PAGE, madvise_address
 
 __all__ = ["set_num_threads", "get_num_threads", "execute", "spin_seconds",
-           "find_pool_runner_with", "CHUNKS_PER_THREAD", "SPIN_SECONDS"]
+           "set_spin_seconds", "find_pool_runner_with", "CHUNKS_PER_THREAD", "SPIN_SECONDS"]
 
 CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads) each
 # After each job a worker spins this long for the next (see _Pool), unless
@@ -95,9 +95,21 @@ def _default_spin() -> float:
 
 
 def spin_seconds() -> float:
-    """How long a worker spins for its next job after each one: ``REARRANGE_SPIN_US``
-    (microseconds; 0: workers sleep at once), else :data:`SPIN_SECONDS`."""
+    """How long a worker spins for its next job after each one: set_spin_seconds, else
+    ``REARRANGE_SPIN_US`` (microseconds; 0: workers sleep at once), else
+    :data:`SPIN_SECONDS`."""
     return _spin
+
+
+def set_spin_seconds(seconds: float) -> None:
+    """Set how long a worker spins for its next job after each one (0: it sleeps at
+    once; at most a second). A worker spinning now keeps the spin it started with."""
+    global _spin
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer,
+                                                                np.floating)) \
+            or not 0 <= seconds <= 1:
+        raise ValueError(f"set_spin_seconds: expected seconds from 0 to 1, got {seconds!r}")
+    _spin = float(seconds)
 
 
 _spin = _default_spin()
@@ -260,7 +272,7 @@ class _Pool:
         self.box_pointers = [self._box(w) for w in range(max(1, _MAX_HELPERS))]
         self.run_pool = None            # the pool's runner, once usable
         self.addresses: dict[int, tuple] = {}   # id(runner) -> (runner, address, unit)
-        self.spin_ticks = -1            # the spin in cycle-counter ticks (-1: not known)
+        self.tick_rate = -1.0           # cycle-counter ticks per second (-1: not known)
 
     def submit(self, job: _Job, helpers: int) -> list:
         """Hand ``job`` to ``helpers`` workers: posted to those spinning, queued for the
@@ -275,7 +287,7 @@ class _Pool:
                     t.start()
                     self.workers.append(t)
         posts = []
-        run = self.run_pool if self.spin_ticks > 0 else self._spinning_runner()
+        run = self._spinning_runner()
         if run is not None:
             ctrl = job.args[0]
             ctrl[C_RUNNER], ctrl[C_UNIT] = self._address(job.runner)
@@ -321,7 +333,7 @@ class _Pool:
         positive), else None. Loads or asks for it (builds decides when it compiles)."""
         if self.run_pool is None and _pool_runner is not None:
             self.run_pool = _pool_runner()
-        return self.run_pool if self.spin_ticks > 0 else None
+        return self.run_pool if self.tick_rate > 0 and _spin > 0 else None
 
     def _serve(self, worker: int) -> None:
         jobs = self.jobs
@@ -331,15 +343,16 @@ class _Pool:
             run = self.run_pool
             if run is None:
                 continue
-            if self.spin_ticks < 0:
-                self.spin_ticks = _ticks_for(run, spin_seconds())
-            if self.spin_ticks > 0:
-                run(box, OP_SERVE, self.spin_ticks, None, None, 0)
+            if _spin > 0 and self.tick_rate < 0:
+                self.tick_rate = _tick_rate(run)
+            ticks = int(_spin * self.tick_rate)
+            if ticks > 0:
+                run(box, OP_SERVE, ticks, None, None, 0)
 
 
-def _ticks_for(run, seconds: float) -> int:
-    """``seconds`` in cycle-counter ticks, measured against the clock over 2 ms; 0 where
-    the counter does not count (the spin is then off)."""
+def _tick_rate(run) -> float:
+    """The cycle counter's ticks per second, measured against the clock over 2 ms; 0
+    where it does not count (the spin is then off)."""
     block = ControlBlock()
     run(None, OP_TICKS, 0, block, None, 0)
     t0, c0 = time.perf_counter(), block[C_TICKET]
@@ -347,8 +360,8 @@ def _ticks_for(run, seconds: float) -> int:
     run(None, OP_TICKS, 0, block, None, 0)
     t1, c1 = time.perf_counter(), block[C_TICKET]
     if c1 <= c0 or t1 <= t0:
-        return 0
-    return int(seconds * (c1 - c0) / (t1 - t0))
+        return 0.0
+    return (c1 - c0) / (t1 - t0)
 
 
 def _yield() -> None:
