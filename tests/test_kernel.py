@@ -1084,6 +1084,32 @@ def test_workers_spin_for_the_next_copy_then_sleep(spinning_pool) -> None:
     assert [len(p) for p in posts] == [0, 1, 0]
 
 
+def test_spins_stop_at_exit(spinning_pool) -> None:
+    """What the pool does at exit: a worker in its (here 0.5 s) spin leaves it at once,
+    no worker spins after, and copies still run (through the queue)."""
+    import time
+
+    pool, posts = spinning_pool
+    x = random_array((300, 400), np.float32, np.random.default_rng(4))
+    out = np.empty((400, 300), np.float32)
+    plan = K.plan_copy(x.T.shape, x.T.strides, 4, threads=2)
+    K.copy_into(out, x.T, plan)
+    deadline = time.monotonic() + 10
+    while not pool.spinning[0] or _mailbox_state(pool) != abi.IDLE:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    start = time.monotonic()
+    pool.stop_spinning()
+    assert time.monotonic() - start < 0.04
+    assert not any(pool.spinning) and _mailbox_state(pool) == abi.ASLEEP
+    for _ in range(3):
+        out[...] = 0
+        K.copy_into(out, x.T, plan)
+        assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
+        time.sleep(0.01)
+    assert not any(pool.spinning) and [len(p) for p in posts[-3:]] == [0, 0, 0]
+
+
 def test_copies_from_two_python_threads_through_spinning_workers(monkeypatch) -> None:
     """Two Python threads copying at once through the one spinning worker: posts,
     queued jobs and copies the caller runs alone interleave (pauses between some copies

@@ -56,5 +56,6 @@ M_WORD, M_CTRL = 0, 1
 MAILBOX_WORDS = 16
 ASLEEP, IDLE, CLAIMED, POSTED, TAKEN = range(5)
 STATE_BITS = 8
-# What the pool runner (mailbox.run_pool) does, its second argument.
-OP_SERVE, OP_POST, OP_SETTLE, OP_TICKS = range(4)
+# What the pool runner (mailbox.run_pool) does, its second argument (OP_STOP: a
+# spinning worker's mailbox put ASLEEP from outside, which ends its spin at once).
+OP_SERVE, OP_POST, OP_SETTLE, OP_TICKS, OP_STOP = range(5)

@@ -12,15 +12,17 @@ it: the job's memory (control block, iteration space, parameters) is the caller'
 must outlive every reader.
 
 One C-ABI entry, :func:`run_pool` (the runner signature, compiled for 8-byte units as
-the family "pool"), does each of the four operations. Plain Python that :mod:`.jit`
+the family "pool"), does each of the operations; at exit the pool stops the spins
+(:func:`_stop`), so that no worker is in compiled code while the interpreter tears
+numba down. Plain Python that :mod:`.jit`
 compiles with numba; the intrinsics are bound by :func:`.jit.materialise`.
 """
 
 from __future__ import annotations
 
 from .abi import (ASLEEP, C_DST, C_ITER, C_LEN, C_PARAMS, C_RUNNER, C_SRC, C_TICKET, C_UNIT,
-                  CLAIMED, IDLE, M_CTRL, M_WORD, OP_POST, OP_SERVE, OP_SETTLE, OP_TICKS,
-                  POSTED, STATE_BITS, TAKEN)
+                  CLAIMED, IDLE, M_CTRL, M_WORD, OP_POST, OP_SERVE, OP_SETTLE, OP_STOP,
+                  OP_TICKS, POSTED, STATE_BITS, TAKEN)
 from .jit import jit
 
 __all__ = ["run_pool"]
@@ -36,8 +38,8 @@ def _serve(box, budget):
     cycle-counter ticks pass without a post; then mark it ASLEEP and return.
 
     Invariant: only this worker moves its mailbox out of ASLEEP, POSTED and TAKEN;
-    callers move it only out of IDLE (claiming) and out of POSTED with their own ticket
-    (taking a post back)."""
+    callers move it only out of IDLE (claiming, or putting it ASLEEP: :func:`_stop`) and
+    out of POSTED with their own ticket (taking a post back)."""
     word = _load_acquire(box, M_WORD)
     if word % STATE_BITS == ASLEEP:
         _store_release(box, M_WORD, word - ASLEEP + IDLE)
@@ -56,6 +58,8 @@ def _serve(box, budget):
         elif state == IDLE and _cycles() - start >= budget:
             if _cas(box, M_WORD, word, word - IDLE + ASLEEP) == word:
                 return
+        elif state == ASLEEP:           # stopped from outside
+            return
         else:
             _pause()
 
@@ -95,6 +99,15 @@ def _settle(box, cp, spins):
     cp[C_TICKET] = 0
 
 
+@jit()
+def _stop(box):
+    """End the spin of the worker of ``box`` if it is spinning (IDLE -> ASLEEP): it
+    returns from :func:`_serve` at once. A mailbox with a post in it is left alone."""
+    word = _load_acquire(box, M_WORD)
+    if word % STATE_BITS == IDLE:
+        _cas(box, M_WORD, word, word - IDLE + ASLEEP)
+
+
 def run_pool(cp, op, arg, itp, pp, tok):
     """The pool's entry (the runner signature): ``cp`` a mailbox, ``op`` one of OP_*,
     ``arg`` the spin budget (serve: cycle-counter ticks; settle: pauses), ``itp`` the
@@ -107,3 +120,5 @@ def run_pool(cp, op, arg, itp, pp, tok):
         _settle(cp, itp, arg)
     elif op == OP_TICKS:
         itp[C_TICKET] = _cycles()
+    elif op == OP_STOP:
+        _stop(cp)

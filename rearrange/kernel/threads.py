@@ -31,6 +31,7 @@ then fault in parallel.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import threading
@@ -41,7 +42,7 @@ import numpy as np
 from .abi import (C_CHUNK, C_DONE, C_DST, C_ITER, C_MADVISE, C_NCHUNK, C_NRANGE, C_NWORK,
                   C_PARAMS, C_POP_END, C_POP_N, C_POP_START, C_POP_STEP, C_RUNNER,
                   C_SCRATCH, C_SRC, C_TICKET, C_UNIT, MAILBOX_WORDS, OP_POST, OP_SERVE,
-                  OP_SETTLE, OP_TICKS, P_SCRATCH, RANGES_MAX, ControlBlock)
+                  OP_SETTLE, OP_STOP, OP_TICKS, P_SCRATCH, RANGES_MAX, ControlBlock)
 from .pages import PAGE, madvise_address
 
 __all__ = ["set_num_threads", "get_num_threads", "execute", "spin_seconds",
@@ -272,6 +273,8 @@ class _Pool:
         self.box_pointers = [self._box(w) for w in range(max(1, _MAX_HELPERS))]
         self.run_pool = None            # the pool's runner, once usable
         self.addresses: dict[int, tuple] = {}   # id(runner) -> (runner, address, unit)
+        self.spinning = [False] * max(1, _MAX_HELPERS)   # worker w is in its spin
+        self.stopping = False                             # set at exit: no more spins
         self.tick_rate = -1.0           # cycle-counter ticks per second (-1: not known)
 
     def submit(self, job: _Job, helpers: int) -> list:
@@ -346,8 +349,25 @@ class _Pool:
             if _spin > 0 and self.tick_rate < 0:
                 self.tick_rate = _tick_rate(run)
             ticks = int(_spin * self.tick_rate)
-            if ticks > 0:
-                run(box, OP_SERVE, ticks, None, None, 0)
+            self.spinning[worker] = True        # before the check: see stop_spinning
+            try:
+                if ticks > 0 and not self.stopping:
+                    run(box, OP_SERVE, ticks, None, None, 0)
+            finally:
+                self.spinning[worker] = False
+
+    def stop_spinning(self, timeout: float = 0.05) -> None:
+        """End every worker's spin and wait (at most ``timeout`` seconds) until none is
+        in compiled code: at exit, before the interpreter tears numba's code down."""
+        self.stopping = True
+        run = self.run_pool
+        if run is None:
+            return
+        deadline = time.monotonic() + timeout
+        while any(self.spinning) and time.monotonic() < deadline:
+            for box in self.box_pointers:
+                run(box, OP_STOP, 0, None, None, 0)
+            time.sleep(0.0002)
 
 
 def _tick_rate(run) -> float:
@@ -375,6 +395,11 @@ def _yield() -> None:
 # More workers than CPUs would only take turns.
 _MAX_HELPERS = max(1, os.cpu_count() or 1) - 1
 _pool = _Pool()
+
+
+@atexit.register
+def _stop_spinning_at_exit() -> None:
+    _pool.stop_spinning()
 
 
 def _reset_pool_in_child() -> None:
