@@ -287,10 +287,13 @@ def define_intrinsics() -> dict:
 
     @intrinsic
     def _cycles(typingctx):
-        """The CPU's cycle counter (x86's time-stamp counter); 0 where there is none."""
+        """x86's time-stamp counter; 0 on other machines (LLVM reads arm64's from a
+        register user code may not be allowed to read: the workers do not spin there)."""
         sig = types.int64()
 
         def codegen(context, builder, signature, args):
+            if not _X86:
+                return ir.Constant(ir.IntType(64), 0)
             fn = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.IntType(64), []), "llvm.readcyclecounter")
             return builder.call(fn, [])
