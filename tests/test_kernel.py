@@ -1142,6 +1142,28 @@ def test_copies_from_two_python_threads_through_spinning_workers(monkeypatch) ->
     assert not errors
 
 
+def test_copies_go_on_when_the_pool_runner_fails(monkeypatch) -> None:
+    """A pool runner that cannot be built (its compile raises) turns spinning off, once:
+    multithreaded copies still run, through the queue, and are whole."""
+    small_copies_take_the_kernel(monkeypatch)
+    pool = kthreads._Pool()
+    monkeypatch.setattr(kthreads, "_pool", pool)
+    calls = []
+
+    def failing():
+        calls.append(1)
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(kthreads, "_pool_runner", failing)
+    x = random_array((300, 400), np.float32, np.random.default_rng(8))
+    plan = K.plan_copy(x.T.shape, x.T.strides, 4, threads=2)
+    for _ in range(3):
+        out = np.empty((400, 300), np.float32)
+        K.copy_into(out, x.T, plan)
+        assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
+    assert calls == [1] and pool.run_pool is None and pool.no_runner
+
+
 def test_spinning_is_off_without_a_cycle_counter() -> None:
     """A counter that does not move (a machine without one) has a rate of 0 ticks per
     second: workers then only sleep on the queue. The real counter's rate is positive."""

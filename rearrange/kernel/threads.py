@@ -258,8 +258,8 @@ class _Pool:
     its next one in native code (:mod:`.mailbox`) for :func:`spin_seconds`, where a copy
     hands it a job by posting to its mailbox instead of the queue: it starts within a
     microsecond instead of the 20-35 us an operating-system wake-up took. Spinning needs
-    the pool's runner (compiled like the copies' runners; until it is ready, and where
-    the CPU has no cycle counter, workers only sleep)."""
+    the pool's runner (compiled like the copies' runners; until it is ready, where it
+    cannot be built, and where the CPU has no cycle counter, workers only sleep)."""
 
     def __init__(self) -> None:
         import queue
@@ -272,6 +272,7 @@ class _Pool:
         self.first = (-ctypes.addressof(self.boxes) % 64) // 8     # first word of box 0
         self.box_pointers = [self._box(w) for w in range(max(1, _MAX_HELPERS))]
         self.run_pool = None            # the pool's runner, once usable
+        self.no_runner = False          # its load or compile failed: workers only sleep
         self.addresses: dict[int, tuple] = {}   # id(runner) -> (runner, address, unit)
         self.spinning = [False] * max(1, _MAX_HELPERS)   # worker w is in its spin
         self.stopping = False                             # set at exit: no more spins
@@ -334,8 +335,11 @@ class _Pool:
     def _spinning_runner(self):
         """The pool's runner if workers may spin (it is usable and the spin known and
         positive), else None. Loads or asks for it (builds decides when it compiles)."""
-        if self.run_pool is None and _pool_runner is not None:
-            self.run_pool = _pool_runner()
+        if self.run_pool is None and _pool_runner is not None and not self.no_runner:
+            try:
+                self.run_pool = _pool_runner()
+            except Exception:  # noqa: BLE001 - spinning only saves time: copies go on
+                self.no_runner = True
         return self.run_pool if self.tick_rate > 0 and _spin > 0 else None
 
     def _serve(self, worker: int) -> None:
