@@ -852,9 +852,7 @@ def test_thread_default_from_environment() -> None:
 def test_concurrent_copies_from_python_threads(monkeypatch) -> None:
     """Two Python threads copying at once: one may run its copy single-threaded, both
     results are right."""
-    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
-    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
-    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    small_copies_take_the_kernel(monkeypatch)
     xs = [random_array((300, 400), np.float32, np.random.default_rng(i)) for i in range(2)]
     outs = [np.empty((400, 300), np.float32) for _ in xs]
     errors = []
@@ -916,9 +914,7 @@ def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
     """The calling thread does every chunk no worker has taken (its own range, then
     every other thread's); a worker that starts after the copy returned finds nothing
     left and writes nothing."""
-    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
-    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
-    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    small_copies_take_the_kernel(monkeypatch)
     jobs = []
     monkeypatch.setattr(kthreads._pool, "submit",
                         lambda job, helpers: jobs.append(job.queued()))
@@ -941,9 +937,7 @@ def test_a_worker_that_arrives_first_takes_every_range(threads, monkeypatch) -> 
     """The ranges of chunks do not depend on who arrives first: a worker that runs the
     whole copy before the calling thread starts (its home is then range 0, and it
     takes every other range) leaves the caller nothing, and the copy is whole."""
-    set_everywhere(monkeypatch, "THREAD_MIN_BYTES", 1)
-    set_everywhere(monkeypatch, "NUMPY_MAX_BYTES", 0)
-    set_everywhere(monkeypatch, "TRANSPOSE_NUMPY_MAX_BYTES", 0)
+    small_copies_take_the_kernel(monkeypatch)
     monkeypatch.setattr(kthreads._pool, "submit", lambda job, helpers: job.queued().work())
     monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
     for shape, view in (((300, 400), lambda x: x.T),

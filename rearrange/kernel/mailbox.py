@@ -14,8 +14,8 @@ must outlive every reader.
 One C-ABI entry, :func:`run_pool` (the runner signature, compiled for 8-byte units as
 the family "pool"), does each of the operations; at exit the pool stops the spins
 (:func:`_stop`), so that no worker is in compiled code while the interpreter tears
-numba down. Plain Python that :mod:`.jit`
-compiles with numba; the intrinsics are bound by :func:`.jit.materialise`.
+numba down. Plain Python that :mod:`.jit` compiles with numba; the intrinsics are bound
+by :func:`.jit.materialise`.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads
 # After each job a worker spins this long for the next (see _Pool), unless
 # REARRANGE_SPIN_US says otherwise.
 SPIN_SECONDS = 200e-6
+SPIN_MAX_SECONDS = 1.0           # the longest spin set_spin_seconds / the variable take
 # Pauses per round of a caller's wait for a worker to finish with its post.
 SETTLE_SPINS = 1 << 14
 POPULATE_STEP_BYTES = 2 << 20    # destinations are populated in slices of whole huge pages
@@ -90,8 +91,9 @@ _num_threads = _default_threads()
 
 
 def _default_spin() -> float:
-    us = _from_environment("REARRANGE_SPIN_US", float, lambda us: 0 <= us <= 1e6,
-                           "a number of microseconds from 0 to 1000000")
+    us = _from_environment("REARRANGE_SPIN_US", float,
+                           lambda us: 0 <= us <= SPIN_MAX_SECONDS * 1e6,
+                           f"a number of microseconds from 0 to {SPIN_MAX_SECONDS * 1e6:.0f}")
     return SPIN_SECONDS if us is None else us * 1e-6
 
 
@@ -108,8 +110,9 @@ def set_spin_seconds(seconds: float) -> None:
     global _spin
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer,
                                                                 np.floating)) \
-            or not 0 <= seconds <= 1:
-        raise ValueError(f"set_spin_seconds: expected seconds from 0 to 1, got {seconds!r}")
+            or not 0 <= seconds <= SPIN_MAX_SECONDS:
+        raise ValueError(f"set_spin_seconds: expected seconds from 0 to "
+                         f"{SPIN_MAX_SECONDS:g}, got {seconds!r}")
     _spin = float(seconds)
 
 
@@ -267,15 +270,15 @@ class _Pool:
         self.workers: list[threading.Thread] = []
         self.lock = threading.Lock()
         # One mailbox per worker (MAILBOX_WORDS int64 each, 64-byte aligned): all ASLEEP.
-        words = MAILBOX_WORDS * max(1, _MAX_HELPERS)
-        self.boxes = (ctypes.c_int64 * (words + 8))()
+        slots = max(1, _MAX_HELPERS)
+        self.boxes = (ctypes.c_int64 * (MAILBOX_WORDS * slots + 8))()
         self.first = (-ctypes.addressof(self.boxes) % 64) // 8     # first word of box 0
-        self.box_pointers = [self._box(w) for w in range(max(1, _MAX_HELPERS))]
+        self.box_pointers = [self._box(w) for w in range(slots)]
         self.run_pool = None            # the pool's runner, once usable
         self.no_runner = False          # its load or compile failed: workers only sleep
         self.addresses: dict[int, tuple] = {}   # id(runner) -> (runner, address, unit)
-        self.spinning = [False] * max(1, _MAX_HELPERS)   # worker w is in its spin
-        self.stopping = False                             # set at exit: no more spins
+        self.spinning = [False] * slots     # worker w is in its spin
+        self.stopping = False               # set at exit: no more spins
         self.tick_rate = -1.0           # cycle-counter ticks per second (-1: not known)
 
     def submit(self, job: _Job, helpers: int) -> list:
