@@ -105,6 +105,19 @@ def test_fresh_ab_smoke_run() -> None:
     assert sum("| populate+stream: regular " in row for row in rows) == 2, stdout
 
 
+def test_fresh_bound_smoke_run() -> None:
+    """bench/fresh_bound.py times the ways of a transpose into fresh pages (the banded
+    ones checked against numpy first): a row per copy that populates first, the uint8
+    transpose among them, each with six ways and two paired ratios."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    stdout = run_bench("fresh_bound.py", "--quick", "--rounds", "1", "--min-sample", "0")
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and
+            "limit, ms" not in line]
+    assert any(row.startswith("| transpose uint8 ") for row in rows), stdout
+    for row in rows:
+        assert row.count("%) |") == 6 and len(row.split("|")[-2].split(",")) == 2, row
+
+
 def test_pow2_strides_smoke_run() -> None:
     """bench/pow2_strides.py times power-of-two strides beside their neighbours (each
     copy checked against numpy first) at 1 and 2 threads: seven rows per thread count."""
