@@ -249,6 +249,27 @@ BAD = {
                               libs=("Tensor",)),
     "unsqueeze-65th-dim": Bad(lambda x: x.reshape([1] * 64).unsqueeze(0), ("65",),
                               shape=(1,), libs=("Tensor",)),
+    # --- settings, and the kernel's own entry points (what they got, what they expect)
+    "set_num_threads-str": Bad(lambda x: ra.set_num_threads("2"), ("positive integer", "'2'"),
+                               libs=("numpy",), classes=(TypeError,)),
+    "set_num_threads-0": Bad(lambda x: ra.set_num_threads(0), ("positive integer", "got 0"),
+                             libs=("numpy",)),
+    "set_jit_mode-unknown": Bad(lambda x: ra.set_jit_mode("lazy"), ("'eager'", "'lazy'"),
+                                libs=("numpy",)),
+    "set_spin_seconds-str": Bad(lambda x: ra.kernel.set_spin_seconds("0.1"),
+                                ("seconds from 0 to 1", "'0.1'"), libs=("numpy",),
+                                classes=(TypeError,)),
+    "set_spin_seconds-2": Bad(lambda x: ra.kernel.set_spin_seconds(2), ("got 2",),
+                              libs=("numpy",)),
+    "copy_into-a-list": Bad(lambda x: ra.kernel.copy_into(list(x), x),
+                            ("numpy arrays", "got list and ndarray"), libs=("numpy",),
+                            classes=(TypeError,)),
+    "copy_into-other-shape": Bad(lambda x: ra.kernel.copy_into(np.empty(5), x),
+                                 ("(5,)", "(6,)"), libs=("numpy",)),
+    "copy_into-not-contiguous": Bad(lambda x: ra.kernel.copy_into(np.zeros(6)[::-1], x),
+                               ("C-contiguous and writeable",), libs=("numpy",)),
+    "plan_copy-strides": Bad(lambda x: ra.kernel.plan_copy((6,), (8, 8), 8),
+                             ("(6,)", "(8, 8)", "differ in length"), libs=("numpy",)),
 }
 
 CASES = [pytest.param(bad, lib, id=f"{name}-{lib}")

@@ -63,6 +63,18 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     assert len(rows) == 1 + len(copies)          # the header, then one row per copy case
     assert "geometric mean" in summary
 
+    # Several runs (here the same one twice): a row per copy case and thread count, each
+    # counting its runs; identical runs have an empty range around the median.
+    across = run_bench("summary.py", str(tmp_path / "smoke.json"),
+                       str(tmp_path / "smoke.json"), "--threads", "2,1", timeout=60)
+    rows = [line.split(" | ") for line in across.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == 2 * len(copies), across
+    for row in rows:
+        median, spread = row[3].split(" (")
+        assert row[2] == "2" and spread == f"{median[:-1]}–{median[:-1]})", row
+        assert row[4] in ("0 of 2", "2 of 2"), row
+    assert across.count("each run: ") == 2, across
+
 
 def test_transpose_patterns_smoke_run() -> None:
     """bench/transpose_patterns.py runs end to end on a small array (large enough to be

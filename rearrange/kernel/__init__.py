@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ArgumentTypeError, RearrangeError
 from .builds import (POOL_KEY, build_everything, describe, get_jit_mode, runner_for,
                      set_jit_mode, wait)
 from .lowering import lower
@@ -104,12 +105,13 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     True
     """
     if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
-        raise TypeError("copy_into: dst and src must be numpy arrays")
+        raise ArgumentTypeError(f"copy_into: dst and src must be numpy arrays, got "
+                                f"{type(dst).__name__} and {type(src).__name__}")
     if dst.shape != src.shape or dst.dtype != src.dtype:
-        raise ValueError(f"copy_into: dst {dst.shape} {dst.dtype} does not match "
+        raise RearrangeError(f"copy_into: dst {dst.shape} {dst.dtype} does not match "
                          f"src {src.shape} {src.dtype}")
     if not dst.flags.c_contiguous or not dst.flags.writeable:
-        raise ValueError("copy_into: dst must be C-contiguous and writeable")
+        raise RearrangeError("copy_into: dst must be C-contiguous and writeable")
     dtype = src.dtype
     # Native code runs only on a plan made for this very source: a plan handed in for
     # another shape, stride or item size (a stale cache entry, a caller's mistake) is

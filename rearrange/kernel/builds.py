@@ -46,6 +46,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..errors import RearrangeError
 from .jit import UNIT_DTYPES, cache_directory, prepare, source_stamp
 from .loops import RUNS, runner
 
@@ -84,8 +85,6 @@ def set_jit_mode(mode: str) -> None:
     mode."""
     global _mode
     if mode not in MODES:
-        from ..errors import RearrangeError
-
         raise RearrangeError(f"set_jit_mode: mode must be one of {', '.join(map(repr, MODES))}, "
                              f"got {mode!r}")
     _mode = mode

@@ -79,6 +79,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from ..errors import RearrangeError
 from .threads import get_num_threads
 
 __all__ = ["CopyKernel", "plan_copy", "plan_aligned", "lowbit", "stages", "tile_columns_b2",
@@ -251,9 +252,10 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     """plan_copy for buffers aligned to ``align`` bytes (a power of two), with the
     thread count given: the unit never exceeds the alignment."""
     if len(shape) != len(strides):
-        raise ValueError(f"plan_copy: shape {shape} and strides {strides} differ in length")
+        raise RearrangeError(f"plan_copy: shape {shape} and strides {strides} differ in "
+                             f"length")
     if threads < 1:
-        raise ValueError(f"plan_copy: threads must be positive, got {threads}")
+        raise RearrangeError(f"plan_copy: threads must be positive, got {threads}")
     signature = (shape, strides, itemsize)
     if kind == "O":
         return CopyKernel("numpy", itemsize, tuple(shape), (), None, 1,

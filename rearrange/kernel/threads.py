@@ -39,6 +39,7 @@ import time
 
 import numpy as np
 
+from ..errors import ArgumentTypeError, RearrangeError
 from .abi import (C_CHUNK, C_DONE, C_DST, C_ITER, C_MADVISE, C_NCHUNK, C_NRANGE, C_NWORK,
                   C_PARAMS, C_POP_END, C_POP_N, C_POP_START, C_POP_STEP, C_RUNNER,
                   C_SCRATCH, C_SRC, C_TICKET, C_UNIT, MAILBOX_WORDS, OP_POST, OP_SERVE,
@@ -108,11 +109,12 @@ def set_spin_seconds(seconds: float) -> None:
     """Set how long a worker spins for its next job after each one (0: it sleeps at
     once; at most a second). A worker spinning now keeps the spin it started with."""
     global _spin
+    expected = f"expected seconds from 0 to {SPIN_MAX_SECONDS:g}, got {seconds!r}"
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer,
-                                                                np.floating)) \
-            or not 0 <= seconds <= SPIN_MAX_SECONDS:
-        raise ValueError(f"set_spin_seconds: expected seconds from 0 to "
-                         f"{SPIN_MAX_SECONDS:g}, got {seconds!r}")
+                                                                np.floating)):
+        raise ArgumentTypeError(f"set_spin_seconds: {expected}")
+    if not 0 <= seconds <= SPIN_MAX_SECONDS:
+        raise RearrangeError(f"set_spin_seconds: {expected}")
     _spin = float(seconds)
 
 
@@ -122,8 +124,10 @@ _spin = _default_spin()
 def set_num_threads(n: int) -> None:
     """Set the number of threads copies may use (at most; small copies use fewer)."""
     global _num_threads
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ArgumentTypeError(f"set_num_threads: expected a positive integer, got {n!r}")
+    if n < 1:
+        raise RearrangeError(f"set_num_threads: expected a positive integer, got {n!r}")
     _num_threads = int(n)
 
 
