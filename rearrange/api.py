@@ -187,9 +187,11 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
             return backends.run_transform(*foreign, "rearrange", pattern, None, copy,
                                           canonical_lengths(axes_lengths))
     array = tensor if type(tensor) is _ndarray else as_array(tensor)
+    # Canonical lengths before any key: 3.0 or True must never hit an entry made for 3 or
+    # 1 (they are equal and hash alike), so the planner sees and refuses them.
+    axes_lengths = canonical_lengths(axes_lengths)
     if not isinstance(array, np.ndarray):
         return _rearrange_other(array, pattern, copy, axes_lengths)
-    axes_lengths = canonical_lengths(axes_lengths)
     key = (pattern, array.shape, array.strides, array.dtype, copy, *axes_lengths.items())
     if type(array) is not _ndarray:
         key = ("subclass", type(array), *key)
@@ -257,8 +259,9 @@ def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], o
     return out
 
 
-def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | None,
-                      axes_lengths: Mapping[str, Any]) -> tuple[int, Any]:
+def _check_hashable(key: tuple, pattern: Any, axes_lengths: Mapping[str, Any]) -> None:
+    """A plan cache key that cannot be hashed is the caller's pattern or axis lengths:
+    the error says which (never a bare TypeError from the cache)."""
     try:
         hash(key)
     except TypeError:
@@ -268,6 +271,11 @@ def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | 
         raise ArgumentTypeError(
             f"axis lengths must be integers, got {dict(axes_lengths)!r}"
         ) from None
+
+
+def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | None,
+                      axes_lengths: Mapping[str, Any]) -> tuple[int, Any]:
+    _check_hashable(key, pattern, axes_lengths)
     info = ndarray.describe(array)
     plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize,
                     info.unit)
@@ -280,6 +288,7 @@ def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
                      axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange.Tensor inputs: the plan cache lookup, then the Tensor backend's runner."""
     key = ("tensor", pattern, tensor.layout, tensor.dtype, copy, *axes_lengths.items())
+    _check_hashable(key, pattern, axes_lengths)
     runner = _plans.get(key)
     if runner is None:
         info = tensor_backend.describe(tensor)

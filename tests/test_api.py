@@ -298,6 +298,50 @@ def test_out_takes_the_lengths_rearrange_takes(length) -> None:
         np.testing.assert_array_equal(out_t.numpy(), expected)
 
 
+def _inputs_of_every_kind(x: np.ndarray) -> dict:
+    kinds = {"numpy": x, "Tensor": ra.from_numpy(x)}
+    try:
+        import torch
+    except ImportError:
+        return kinds
+    kinds["torch"] = torch.from_numpy(x)
+    return kinds
+
+
+@pytest.mark.parametrize("kind", ["numpy", "Tensor", "torch"])
+@pytest.mark.parametrize("op", ["rearrange", "rearrange out=", "reduce", "repeat"])
+def test_a_length_equal_to_a_cached_one_is_still_refused(kind, op) -> None:
+    """3.0, np.float64(3.0) and True equal (and hash as) 3 or 1: after a call with the
+    valid length has filled the caches, each is still refused, on every input kind, and
+    an unhashable pattern is an ArgumentTypeError, not the cache's TypeError."""
+    inputs = _inputs_of_every_kind(np.arange(12.0).reshape(2, 6))
+    if kind not in inputs:
+        pytest.skip("torch is not installed")
+    x = inputs[kind]
+    if op == "rearrange out=" and kind == "torch":
+        pytest.skip("out= takes numpy and Tensor inputs")
+
+    def call(pattern, length, valid=2):
+        if op == "rearrange":
+            return ra.rearrange(x, pattern, c=length)
+        if op == "rearrange out=":
+            shape = (2, 6 // valid, valid)
+            out = np.empty(shape) if kind == "numpy" else ra.zeros(*shape, dtype=ra.float64)
+            return ra.rearrange(x, pattern, c=length, out=out)
+        if op == "reduce":
+            return ra.reduce(x, pattern, "sum", c=length)
+        return ra.repeat(x, pattern, c=length)
+
+    pattern = {"reduce": "a (b c) -> a b", "repeat": "a b -> a b c"}.get(op, "a (b c) -> a b c")
+    for valid, invalid in ((2, 2.0), (2, np.float64(2.0)), (1, True)):
+        call(pattern, valid, valid)                            # fills the caches
+        for _ in range(2):
+            with pytest.raises(ra.RearrangeError, match=re.escape(f"c={invalid!r}")):
+                call(pattern, invalid, valid)
+    with pytest.raises(ra.ArgumentTypeError, match="pattern must be a str"):
+        call([pattern], 2)
+
+
 def test_bad_tensor_out_is_refused_like_a_numpy_out() -> None:
     t = ra.from_numpy(np.arange(24.0).reshape(2, 3, 4))
     cases = [(ra.zeros(4, 5, dtype=ra.float64), "out has shape (4, 5) and dtype float64"),
