@@ -98,14 +98,18 @@ def _divisors(n: int) -> list[int]:
     return [d for d in (1, 2, 3, 4, 6, 8, 16) if n % d == 0] or [1]
 
 
-def _lengths(rng: random.Random, value: int) -> tuple[Any, bool]:
+def _lengths(rng: random.Random, value: int, force: str | None = None) -> tuple[Any, bool]:
     """An axis length equal to ``value``, in one of the forms callers use, and whether it
     is a valid length: ints of several types are, floats and bools never are (3.0 == 3
-    and True == 1 in Python, so they hash like an int)."""
-    if rng.random() < 0.12:
-        forms = [float(value), np.float64(value)] + ([True] if value == 1 else [])
-        return rng.choice(forms), False
-    return rng.choice([value, np.int64(value), np.int32(value), np.intp(value)]), True
+    and True == 1 in Python, so they hash like an int). ``force`` ("valid", "invalid")
+    picks the kind; the random numbers drawn are the same either way, so a burst
+    replayed with it makes every other choice as before."""
+    invalid = rng.random() < 0.12
+    invalid_form = rng.choice([float(value), np.float64(value)] + ([True] if value == 1 else []))
+    valid_form = rng.choice([value, np.int64(value), np.int32(value), np.intp(value)])
+    if force is not None:
+        invalid = force == "invalid"
+    return (invalid_form, False) if invalid else (valid_form, True)
 
 
 # Rearrange patterns with their numpy meaning: (pattern, length name or None,
@@ -138,6 +142,7 @@ REDUCES = [
 class Fuzzer:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
+        self.force_lengths: str | None = None     # see _lengths
         self.slots: list[list[Member]] = []
         for n, m in SIZES:
             for family in (_family_8(n, m), _family_16(n, m)):
@@ -167,11 +172,20 @@ class Fuzzer:
             op = main.choices(functions, weights)[0]
             slot = main.choice(self.slots)
             choices_seed = main.getrandbits(32)
-            for member in main.sample(slot, min(len(slot), main.choice([2, 3, 4]))):
-                self.rng = random.Random(choices_seed)
-                op(member)
-                made += 1
-            self.rng = main
+            members = main.sample(slot, min(len(slot), main.choice([2, 3, 4])))
+            # Sometimes the burst again with its lengths forced valid or invalid: an
+            # invalid length equal to a valid one just cached (3.0 after 3) must still be
+            # refused, and a refused one must leave nothing behind.
+            forces = [None]
+            if main.random() < 0.4:
+                forces.append(main.choice(["valid", "invalid", "invalid"]))
+            for force in forces:
+                self.force_lengths = force
+                for member in members:
+                    self.rng = random.Random(choices_seed)
+                    op(member)
+                    made += 1
+            self.rng, self.force_lengths = main, None
 
     def record(self, text: str) -> None:
         self.log.append(text)
@@ -253,7 +267,7 @@ class Fuzzer:
         x = member.array
         pattern = self.rng.choice(["a b -> a b r", "a b -> (r a) b", "a b -> b (a r)", "a b -> r b a"])
         r = self.rng.choice([1, 2, 3])
-        value, valid = _lengths(self.rng, r)
+        value, valid = _lengths(self.rng, r, self.force_lengths)
         copy = self.rng.choice([None, True, False])
         self.record(f"repeat({member.name}, {pattern!r}, copy={copy}, r={value!r})")
         call = lambda: ra.repeat(x, pattern, copy=copy, r=value)  # noqa: E731
@@ -303,7 +317,7 @@ class Fuzzer:
     def shapes(self, member: Member) -> None:
         x = member.array
         c = self.rng.choice(_divisors(x.shape[1]))
-        value, valid = _lengths(self.rng, c)
+        value, valid = _lengths(self.rng, c, self.force_lengths)
         self.record(f"check_shape({member.name}, 'a (b c)', c={value!r})")
         assert ra.parse_shape(x, "a b") == {"a": x.shape[0], "b": x.shape[1]}
         call = lambda: ra.check_shape(x, "a (b c)", c=value)  # noqa: E731
@@ -327,7 +341,7 @@ class Fuzzer:
             self._close(ra.reduce(t, pattern, "sum").numpy(), einops.reduce(x, pattern, "sum"))
             return
         if which == "repeat":
-            value, valid = _lengths(self.rng, 2)
+            value, valid = _lengths(self.rng, 2, self.force_lengths)
             call = lambda: ra.repeat(t, "a b -> b a r", r=value)  # noqa: E731
             if not valid:
                 return self._expect_refusal(call)
@@ -419,7 +433,7 @@ class Fuzzer:
         if name is None:
             return {}, True
         c = self.rng.choice(_divisors(x.shape[split_dim]))
-        value, valid = _lengths(self.rng, c)
+        value, valid = _lengths(self.rng, c, self.force_lengths)
         return {name: value}, valid
 
     def _expect_refusal(self, call: Callable[[], Any]) -> None:
