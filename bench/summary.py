@@ -36,10 +36,8 @@ def _gbps(record: dict[str, Any], name: str) -> str:
 def summary_markdown(records: list[dict[str, Any]], mode: str, threads: list[int]) -> str:
     """Rows: copy cases; per thread count: rearrange GB/s, the best peer (named), XLA,
     the limit (named), rearrange over the best peer, and its share of the limit."""
-    copies = [add_ratios(dict(r)) for r in records
-              if r["suite"] == "cases" and r["mode"] == mode and r["kind"] == "copy"]
-    cases = list(dict.fromkeys(r["case"] for r in copies))
-    by_key = {(r["case"], r["threads"]): r for r in copies}
+    by_key = _copies(records, mode)
+    cases = list(dict.fromkeys(case for case, _ in by_key))
     head = ["case", "moved"]
     for n in threads:
         head += [f"ra ({n}t)", f"best peer ({n}t)", f"jax ({n}t)", f"limit ({n}t)",
@@ -48,7 +46,7 @@ def summary_markdown(records: list[dict[str, Any]], mode: str, threads: list[int
     ratios: dict[int, list[float]] = {n: [] for n in threads}
     shares: dict[int, list[float]] = {n: [] for n in threads}
     for case in cases:
-        first = next(r for r in copies if r["case"] == case)
+        first = next(r for (c, _), r in by_key.items() if c == case)
         cells = [case, f"{first['bytes_moved'] / 2**20:.0f} MiB"]
         for n in threads:
             r = by_key.get((case, n))

@@ -288,9 +288,12 @@ def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
                      axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange.Tensor inputs: the plan cache lookup, then the Tensor backend's runner."""
     key = ("tensor", pattern, tensor.layout, tensor.dtype, copy, *axes_lengths.items())
-    _check_hashable(key, pattern, axes_lengths)
-    runner = _plans.get(key)
+    try:
+        runner = _plans.get(key)
+    except TypeError:  # unhashable pattern or axis lengths: _check_hashable says which
+        runner = None
     if runner is None:
+        _check_hashable(key, pattern, axes_lengths)
         info = tensor_backend.describe(tensor)
         plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize)
         runner = tensor_backend.lower(plan, None, tensor)

@@ -109,7 +109,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
                                 f"{type(dst).__name__} and {type(src).__name__}")
     if dst.shape != src.shape or dst.dtype != src.dtype:
         raise RearrangeError(f"copy_into: dst {dst.shape} {dst.dtype} does not match "
-                         f"src {src.shape} {src.dtype}")
+                             f"src {src.shape} {src.dtype}")
     if not dst.flags.c_contiguous or not dst.flags.writeable:
         raise RearrangeError("copy_into: dst must be C-contiguous and writeable")
     dtype = src.dtype
