@@ -370,36 +370,76 @@ def _strided_view(eager: Runner, plan: Plan, sample: Any) -> Runner | None:
     on the input's shape and strides, which the runner cache keys on (so does the device),
     and view ops keep the storage offset (checked).
 
-    Per call, ``eager`` runs instead where as_strided would change what is recorded or
-    traced: a tensor that requires grad (as_strided's backward is slow and less general;
-    under no_grad the view ops cost little more), subclasses (FakeTensor and
-    FunctionalTensor under torch.compile, Parameter, user subclasses), torch.compile
-    tracing the Python code, functorch transforms (vmap, grad: their wrappers are plain
-    Tensors) and torch.jit.trace (ONNX export has no as_strided). Conjugate and negative
-    views need no test: as_strided keeps those bits like every view op."""
+    Per call, ``eager`` runs instead unless :func:`plain_eager` holds (as_strided would
+    change what a transform, a dispatch mode or a trace records; a torch-function mode
+    sees as_strided like any op) or the tensor requires grad
+    (as_strided's backward is slow and less general; under no_grad the view ops cost
+    little more). Conjugate and negative views need no test: as_strided keeps those bits
+    like every view op."""
     torch = _torch()
     if (type(sample) is not torch.Tensor or sample.layout != torch.strided
             or sample.device.type not in ("cpu", "cuda")
-            or torch._C._are_functorch_transforms_active()
-            or torch.compiler.is_compiling()
-            or not all(type(n) is int for n in sample.shape)):
+            or not all(type(n) is int for n in sample.shape) or not plain_eager(sample)):
         return None
     probe = eager(sample.detach())
     if probe.storage_offset() != sample.storage_offset() \
             or tuple(probe.shape) != plan.output.shape:  # pragma: no cover - view ops
         return None
     shape, strides = tuple(probe.shape), probe.stride()
-    Tensor = torch.Tensor
-    compiling = torch.compiler.is_compiling
-    transforms_active = torch._C._are_functorch_transforms_active
-    tracing = torch._C._get_tracing_state
+    plain = _plain_eager or _bind_plain_eager()
 
     def view(x: Any) -> Any:
-        if x.requires_grad or type(x) is not Tensor or compiling() or transforms_active() \
-                or tracing() is not None:
+        if x.requires_grad or not plain(x):
             return eager(x)
         return x.as_strided(shape, strides)
     return view
+
+
+def plain_eager(x: Any) -> bool:
+    """Is ``x`` an exact ``torch.Tensor`` in plain eager mode, where nothing below
+    torch's Python API watches — no dispatch mode (make_fx, FakeTensorMode,
+    FlopCounterMode, a user's mode), no functorch transform (vmap, grad, functionalize,
+    jvp), no forward-mode AD level, no torch.compile or torch.jit.trace tracing? Only
+    then may a call choose ops by the concrete layout (one ``as_strided`` for a chain of
+    views): a trace would record strides that other inputs do not have. Cheap: an
+    identity test and C calls, bound once (:func:`_bind_plain_eager`)."""
+    return (_plain_eager or _bind_plain_eager())(x)
+
+
+_plain_eager: Callable[[Any], bool] | None = None
+
+
+def _bind_plain_eager() -> Callable[[Any], bool]:
+    """:func:`plain_eager` with torch's functions bound as locals (it runs on the warm
+    path of every torch view), made once, after a torch tensor has been seen."""
+    global _plain_eager
+    torch = _torch()
+    Tensor, C = torch.Tensor, torch._C
+    dispatch_depth = C._len_torch_dispatch_stack
+    transforms_active = C._are_functorch_transforms_active
+    tracing = C._get_tracing_state
+    forward_ad = sys.modules["torch.autograd.forward_ad"]
+    compiling = torch.compiler.is_compiling
+
+    def bound(x: Any) -> bool:
+        return (type(x) is Tensor and not dispatch_depth() and not transforms_active()
+                and tracing() is None and forward_ad._current_level < 0
+                and not compiling())
+    _plain_eager = bound
+    return bound
+
+
+def kernel_may_copy(x: Any) -> bool:
+    """The copy kernel's one eligibility test for a torch tensor, checked on every copy:
+    :func:`plain_eager`, no torch-function mode either (it would not see the copy), a
+    CPU tensor with real storage whose copy autograd need not record, and whose memory
+    is its values (no lazy conjugate or negative bit). Anything else is copied by torch
+    itself, through its dispatcher, where every transform and mode sees it."""
+    torch = _torch()
+    return (plain_eager(x) and x.device.type == "cpu"
+            and not torch._C._is_torch_function_mode_enabled()
+            and not (x.requires_grad and torch.is_grad_enabled())
+            and not x.is_conj() and not x.is_neg() and torch._C._has_storage(x))
 
 
 def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
@@ -410,11 +450,7 @@ def _copier(kernel: Any, fresh_even_if_contiguous: bool) -> Runner:
     use_kernel = kernel is not None and kernel.variant != "torch"
 
     def copy(x: Any) -> Any:
-        # the kernel reads the tensor's memory through numpy: not for a copy autograd
-        # must record, not while compiling (fake tensors have no memory), and not for
-        # lazily conjugated/negated views (their memory is not their values)
-        if use_kernel and not (x.requires_grad and torch.is_grad_enabled()) \
-                and not torch.compiler.is_compiling() and not x.is_conj() and not x.is_neg() \
+        if use_kernel and kernel_may_copy(x) \
                 and K.compiled_runner(kernel) is not None:      # else: torch's, at once
             out = torch.empty(x.shape, dtype=x.dtype)
             nbytes = out.numel() * out.element_size()
