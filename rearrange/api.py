@@ -181,7 +181,7 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
 def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
                        axes_lengths: Mapping[str, Any]) -> Any:
     """The plan cache lookup (and, on a miss, planning) for every input type."""
-    if type(tensor) is not _ndarray and not isinstance(tensor, (np.ndarray, Tensor)):
+    if type(tensor) is not _ndarray and not isinstance(tensor, Tensor):
         foreign = backends.foreign_input(tensor, "rearrange")
         if foreign is not None:
             return backends.run_transform(*foreign, "rearrange", pattern, None, copy,
@@ -193,8 +193,6 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
     if not isinstance(array, np.ndarray):
         return _rearrange_other(array, pattern, copy, axes_lengths)
     key = (pattern, array.shape, array.strides, array.dtype, copy, *axes_lengths.items())
-    if type(array) is not _ndarray:
-        key = ("subclass", type(array), *key)
     try:
         entry = _plans.get(key)
     except TypeError:  # unhashable pattern or axis lengths: the cold path says which
@@ -368,7 +366,8 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
         if op == "parse_shape":
             _no_lengths(op, axes_lengths)
         return explain_shape(x_or_shape, pattern, **axes_lengths)
-    if not isinstance(x_or_shape, (np.ndarray, Tensor)) and not is_shape(x_or_shape):
+    if type(x_or_shape) is not np.ndarray and not isinstance(x_or_shape, Tensor) \
+            and not is_shape(x_or_shape):
         foreign = backends.foreign_input(x_or_shape, "explain")
         if foreign is not None:
             return backends.plan_for_array(*foreign, op, pattern, reduction, copy, axes_lengths)

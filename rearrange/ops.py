@@ -62,7 +62,7 @@ def run_transform(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool
                   axes_lengths: Mapping[str, Any]) -> Any:
     """reduce or repeat of any array: the runner cache lookup (and, on a miss, planning
     and lowering for the array's type)."""
-    if not isinstance(tensor, (np.ndarray, Tensor)):
+    if type(tensor) is not np.ndarray and not isinstance(tensor, Tensor):
         backend = backends.by_type.get(type(tensor))
         foreign = (backend, tensor) if backend is not None else backends.foreign_input(tensor, op)
         if foreign is not None:

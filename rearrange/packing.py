@@ -764,8 +764,9 @@ def unpack(tensor: Any, packed_shapes: Sequence[Sequence[int]], pattern: str) ->
 
 
 def _foreign_backend(x: Any) -> Any:
-    """The backend of a torch, dask or array-API array; None for numpy and Tensor."""
-    if isinstance(x, (np.ndarray, np.generic, Tensor)):
+    """The backend of a torch, dask, array-API array or numpy subclass; None for exact
+    numpy arrays, numpy scalars and Tensors."""
+    if type(x) is np.ndarray or isinstance(x, (np.generic, Tensor)):
         return None
     return backends.backend_for(x)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import RearrangeError
 
-__all__ = ["apply_reduction"]
+__all__ = ["apply_reduction", "reduce_values"]
 
 
 def _logsumexp(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
@@ -63,15 +63,7 @@ _NUMPY_REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...]], Any]] = {
 def apply_reduction(reduction: Any, y: np.ndarray, axis: tuple[int, ...],
                     kept_shape: tuple[int, ...]) -> np.ndarray:
     """``y`` reduced over its trailing ``axis``: an array of ``kept_shape``."""
-    try:
-        if callable(reduction):
-            result = reduction(y, axis)
-        else:
-            result = _NUMPY_REDUCERS[reduction](y, axis)
-    except ValueError as error:  # numpy: a zero-size reduction without an identity
-        name = reduction if isinstance(reduction, str) else repr(reduction)
-        raise RearrangeError(
-            f"reduction {name} over axes of total length 0 failed: {error}") from None
+    result = reduce_values(reduction, y, axis)
     if isinstance(result, np.generic):
         result = np.asarray(result)
     if not isinstance(result, np.ndarray) or result.shape != kept_shape:
@@ -82,3 +74,18 @@ def apply_reduction(reduction: Any, y: np.ndarray, axis: tuple[int, ...],
     return result
 
 
+
+
+def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
+    """``reduction`` (a name or a callable ``f(y, axis)``) of ``y`` over ``axis``, as the
+    array's own methods give it: no check of the result's type or shape (a numpy
+    subclass keeps its own: ``np.matrix`` reductions stay 2-d, masked arrays keep their
+    mask)."""
+    try:
+        if callable(reduction):
+            return reduction(y, axis)
+        return _NUMPY_REDUCERS[reduction](y, axis)
+    except ValueError as error:  # numpy: a zero-size reduction without an identity
+        name = reduction if isinstance(reduction, str) else repr(reduction)
+        raise RearrangeError(
+            f"reduction {name} over axes of total length 0 failed: {error}") from None

@@ -1,7 +1,8 @@
 """Backends: how a plan runs on each array type.
 
-One module per array type — :mod:`.ndarray` (numpy), :mod:`.tensor`
-(``rearrange.Tensor``), ``_torch``, ``_dask`` and ``_array_api``. Every one provides
+One module per array type — :mod:`.ndarray` (exact numpy arrays), :mod:`.tensor`
+(``rearrange.Tensor``), ``_numpy_subclass`` (instances of numpy subclasses: their own
+methods), ``_torch``, ``_dask`` and ``_array_api``. Every one provides
 
 * ``describe(x)``           — an :class:`ArrayInfo` (the layout the planner sees)
 * ``lower(plan, reduction, sample)`` — the plan of a transform (rearrange, reduce,
@@ -74,7 +75,8 @@ class ArrayInfo:
 
 # Checked in order: the first whose ``matches`` accepts the array wins (the generic
 # array-API backend last, since torch and dask arrays may also expose the protocol).
-_BACKEND_MODULES = ("_torch", "_dask", "_array_api")
+# Exact numpy arrays never get here; instances of numpy subclasses go to the first.
+_BACKEND_MODULES = ("_numpy_subclass", "_torch", "_dask", "_array_api")
 _loaded: list[Any] = []
 
 
@@ -90,10 +92,12 @@ by_type: dict[type, Any] = {}
 
 
 def backend_for(x: Any) -> Any | None:
-    """The backend module for ``x``, or None for numpy arrays, Tensors (the package's
-    own paths, although numpy arrays expose ``__array_namespace__`` too) and types no
-    backend knows."""
-    if isinstance(x, (np.ndarray, np.generic, Tensor)):
+    """The backend module for ``x``, or None for exact numpy arrays, numpy scalars,
+    Tensors (the package's own paths, although numpy arrays expose
+    ``__array_namespace__`` too) and types no backend knows. Instances of numpy
+    subclasses (masked arrays, ``np.matrix``) have a backend of their own: their
+    methods keep their type, the numpy path's fast copies would not."""
+    if type(x) is np.ndarray or isinstance(x, (np.generic, Tensor)):
         return None
     for backend in _backends():
         if backend.matches(x):
