@@ -6,7 +6,7 @@ copy that needs a kernel, torch and dask only when the caller hands in such an a
 
 from __future__ import annotations
 
-from .api import CompiledRearrange, cache_clear, cache_info, compile, explain, rearrange
+from .api import CompiledRearrange, cache_clear, cache_info, explain, rearrange
 from .backends import asnumpy
 from .errors import (
     ArgumentTypeError,
@@ -29,21 +29,18 @@ from .tensor import (
     arange,
     as_strided,
     as_tensor,
-    bool,
     cdouble,
     cfloat,
     complex64,
     complex128,
     double,
     empty,
-    float,
     float16,
     float32,
     float64,
     from_numpy,
     full,
     half,
-    int,
     int8,
     int16,
     int32,
@@ -70,7 +67,19 @@ _LAZY = {
 }
 
 
+# Public names that are Python builtins, served here and never bound in a namespace of
+# the package (so ``compile``, ``bool``, ``int`` and ``float`` keep their meaning in
+# its code): ``rearrange.compile`` and torch's dtype names ``rearrange.float`` etc.
+_BUILTIN_NAMED = {"compile": ("api", "compile_pattern"),
+                  **{name: ("tensor", name) for name in ("bool", "int", "float")}}
+
+
 def __getattr__(name: str):
+    if name in _BUILTIN_NAMED:
+        import importlib
+
+        module_name, attribute = _BUILTIN_NAMED[name]
+        return getattr(importlib.import_module(f".{module_name}", __name__), attribute)
     module_name = _LAZY.get(name)
     if module_name is None:
         raise AttributeError(f"module 'rearrange' has no attribute {name!r}")
@@ -82,7 +91,7 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, *_BUILTIN_NAMED})
 
 
 def _register_with_torch_compile() -> None:

@@ -30,7 +30,7 @@ from .plan import Plan
 from .recipe import build_recipe
 from .tensor import Tensor
 
-__all__ = ["rearrange", "reduce", "repeat", "explain", "compile", "cache_info", "cache_clear",
+__all__ = ["rearrange", "reduce", "repeat", "explain", "compile_pattern", "cache_info", "cache_clear",
            "CompiledRearrange"]
 
 Runner = Callable[[Any], Any]
@@ -404,8 +404,10 @@ class CompiledRearrange:
         return f"rearrange.compile({self.pattern!r}{lengths})"
 
 
-def compile(pattern: str, **axes_lengths: int) -> CompiledRearrange:  # noqa: A001 - the public name
-    """Parse ``pattern`` now (errors surface here) and return a reusable callable."""
+def compile_pattern(pattern: str, **axes_lengths: int) -> CompiledRearrange:
+    """Parse ``pattern`` now (errors surface here) and return a reusable callable.
+    Public as ``rearrange.compile`` (einops' and torch's name; not bound here, where it
+    would shadow the builtin)."""
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__}")
     try:

@@ -37,17 +37,28 @@ __all__ = [
     "cfloat", "cdouble",
 ]
 
-_builtin_bool, _builtin_float, _builtin_int = bool, float, int
-
-bool = np.dtype("bool")  # noqa: A001 - torch's names, on purpose
+_BOOL = np.dtype("bool")
 uint8 = np.dtype("uint8")
 int8 = np.dtype("int8")
 int16 = short = np.dtype("int16")
-int32 = int = np.dtype("int32")  # noqa: A001
+int32 = np.dtype("int32")
 int64 = long = np.dtype("int64")
 float16 = half = np.dtype("float16")
-float32 = float = np.dtype("float32")  # noqa: A001
+float32 = np.dtype("float32")
 float64 = double = np.dtype("float64")
+
+#: torch's dtype names that are also Python builtins (``torch.bool``, ``torch.int``,
+#: ``torch.float``). They are served by the modules' ``__getattr__``
+#: (``rearrange.float``, ``rearrange.tensor.int``) and never bound in a namespace of the
+#: package, so ``bool``, ``int`` and ``float`` keep their builtin meaning in its code.
+BUILTIN_NAMED_DTYPES = {"bool": _BOOL, "int": int32, "float": float32}
+
+
+def __getattr__(name: str) -> np.dtype:
+    try:
+        return BUILTIN_NAMED_DTYPES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 complex64 = cfloat = np.dtype("complex64")
 complex128 = cdouble = np.dtype("complex128")
 
@@ -81,7 +92,7 @@ def _rng() -> np.random.Generator:
     return _generator
 
 
-def manual_seed(seed: _builtin_int) -> None:
+def manual_seed(seed: int) -> None:
     """Seed ``rand``/``randn`` (numpy's generator, so values differ from torch's)."""
     global _generator
     _generator = np.random.default_rng(as_int(seed, "seed"))
@@ -125,7 +136,7 @@ def _require_tensor(value: object, op: str, argument: str = "other") -> Tensor:
     return value
 
 
-def _address(array: np.ndarray) -> _builtin_int:
+def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
@@ -135,7 +146,7 @@ class Size(tuple):
     def __repr__(self) -> str:
         return f"Size({list(self)!r})"
 
-    def numel(self) -> _builtin_int:
+    def numel(self) -> int:
         return math.prod(self)
 
 
@@ -147,16 +158,16 @@ class UntypedStorage:
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
 
-    def data_ptr(self) -> _builtin_int:
+    def data_ptr(self) -> int:
         return self._storage.data_ptr()
 
-    def nbytes(self) -> _builtin_int:
+    def nbytes(self) -> int:
         return self._storage.nbytes()
 
-    def size(self) -> _builtin_int:
+    def size(self) -> int:
         return self._storage.nbytes()
 
-    def __len__(self) -> _builtin_int:
+    def __len__(self) -> int:
         return self._storage.nbytes()
 
 
@@ -177,18 +188,18 @@ class Storage:
     def dtype(self) -> np.dtype:
         return self.array.dtype
 
-    def data_ptr(self) -> _builtin_int:
+    def data_ptr(self) -> int:
         """The address of element 0; 0 for an empty storage, as torch's null pointer, so
         any two empty storages compare equal there (they do in torch)."""
         return _address(self.array) if self.array.nbytes else 0
 
-    def nbytes(self) -> _builtin_int:
+    def nbytes(self) -> int:
         return self.array.nbytes
 
-    def size(self) -> _builtin_int:
+    def size(self) -> int:
         return self.array.size
 
-    def __len__(self) -> _builtin_int:
+    def __len__(self) -> int:
         return self.array.size
 
     def __getitem__(self, index: object) -> Any:
@@ -196,7 +207,7 @@ class Storage:
         a slice gives a list."""
         if isinstance(index, slice):
             return self.array[index].tolist()
-        if isinstance(index, _builtin_bool) or not hasattr(index, "__index__"):
+        if isinstance(index, bool) or not hasattr(index, "__index__"):
             raise LayoutError(f"can't index a {type(self)} with {type(index)}")
         position = index.__index__()
         if not -len(self) <= position < len(self):
@@ -229,7 +240,7 @@ def _strided_view(storage: Storage, layout: Layout) -> np.ndarray:
     )
 
 
-def _size_args(args: tuple, op: str, argument: str = "size") -> tuple[_builtin_int, ...]:
+def _size_args(args: tuple, op: str, argument: str = "size") -> tuple[int, ...]:
     """``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` all mean the sizes ``(2, 3)``.
 
     ``f()`` is torch's TypeError (a 0-d shape is spelled ``f(())``); so is any element that
@@ -243,7 +254,7 @@ def _size_args(args: tuple, op: str, argument: str = "size") -> tuple[_builtin_i
     sizes = []
     for k, value in enumerate(args):
         try:
-            if isinstance(value, _builtin_bool):
+            if isinstance(value, bool):
                 raise TypeError
             sizes.append(operator.index(value))
         except TypeError:
@@ -296,29 +307,29 @@ class Tensor:
     def shape(self) -> Size:
         return Size(self._layout.shape)
 
-    def size(self, dim: object = None) -> Size | _builtin_int:
+    def size(self, dim: object = None) -> Size | int:
         if dim is None:
             return Size(self._layout.shape)
         return self._layout.shape[wrap_dim(dim, self.ndim, wrap_scalar=False)]
 
-    def stride(self, dim: object = None) -> tuple[_builtin_int, ...] | _builtin_int:
+    def stride(self, dim: object = None) -> tuple[int, ...] | int:
         if dim is None:
             return self._layout.strides
         return self._layout.strides[wrap_dim(dim, self.ndim, wrap_scalar=False)]
 
-    def storage_offset(self) -> _builtin_int:
+    def storage_offset(self) -> int:
         return self._layout.offset
 
     @property
-    def ndim(self) -> _builtin_int:
+    def ndim(self) -> int:
         return self._layout.ndim
 
-    def dim(self) -> _builtin_int:
+    def dim(self) -> int:
         return self._layout.ndim
 
     ndimension = dim
 
-    def numel(self) -> _builtin_int:
+    def numel(self) -> int:
         return self._layout.numel
 
     nelement = numel
@@ -331,13 +342,13 @@ class Tensor:
     def device(self) -> str:
         return "cpu"
 
-    def element_size(self) -> _builtin_int:
+    def element_size(self) -> int:
         return self._storage.dtype.itemsize
 
-    def is_contiguous(self) -> _builtin_bool:
+    def is_contiguous(self) -> bool:
         return self._layout.is_contiguous()
 
-    def data_ptr(self) -> _builtin_int:
+    def data_ptr(self) -> int:
         return self._storage.data_ptr() + self._layout.offset * self.element_size()
 
     def storage(self) -> Storage:
@@ -364,7 +375,7 @@ class Tensor:
             raise LayoutError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
         return self.numpy().reshape(()).item()
 
-    def __len__(self) -> _builtin_int:
+    def __len__(self) -> int:
         if self.ndim == 0:
             raise ArgumentTypeError("len() of a 0-d tensor")
         return self._layout.shape[0]
@@ -374,33 +385,33 @@ class Tensor:
             raise ArgumentTypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self._layout.shape[0]))
 
-    def __bool__(self) -> _builtin_bool:
+    def __bool__(self) -> bool:
         if self.numel() != 1:
             amount = "no values" if self.numel() == 0 else "more than one value"
             raise LayoutError(f"Boolean value of Tensor with {amount} is ambiguous")
-        return _builtin_bool(self.item())
+        return bool(self.item())
 
     def _scalar(self) -> Any:
         if self.numel() != 1:
             raise RearrangeError("only one element tensors can be converted to Python scalars")
         return self.item()
 
-    def __float__(self) -> _builtin_float:
-        return _builtin_float(self._scalar())
+    def __float__(self) -> float:
+        return float(self._scalar())
 
-    def __int__(self) -> _builtin_int:
-        return _builtin_int(self._scalar())
+    def __int__(self) -> int:
+        return int(self._scalar())
 
     def __complex__(self) -> complex:
         return complex(self._scalar())
 
-    def __index__(self) -> _builtin_int:
+    def __index__(self) -> int:
         """A 1-element integer (or bool) tensor used as an index or a size."""
         if self.numel() != 1 or self.dtype.kind not in "biu":
             raise ArgumentTypeError(
                 "only integer tensors of a single element can be converted to an index"
             )
-        return _builtin_int(self.item())
+        return int(self.item())
 
     def __eq__(self, other: object) -> Tensor:  # type: ignore[override]
         return _from_array(np.asarray(self.numpy() == np.asarray(other)))
@@ -410,9 +421,9 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    def equal(self, other: Tensor) -> _builtin_bool:
+    def equal(self, other: Tensor) -> bool:
         other = _require_tensor(other, "equal")
-        return self.shape == other.shape and _builtin_bool(np.array_equal(self.numpy(), other.numpy()))
+        return self.shape == other.shape and bool(np.array_equal(self.numpy(), other.numpy()))
 
     def __repr__(self) -> str:
         array = self.numpy()
@@ -421,7 +432,7 @@ class Tensor:
             options["formatter"] = {"float_kind": lambda v: f"{v:.4f}"}
         body = np.array2string(array, **options)
         extras = ""
-        if self.dtype not in (float32, int64, bool):
+        if self.dtype not in (float32, int64, _BOOL):
             extras += f", dtype=rearrange.{self.dtype.name}"
         if self.numel() == 0 and self.ndim != 1:
             extras += f", size={tuple(self.shape)}"
@@ -515,7 +526,7 @@ class Tensor:
             return self._with(self._layout.squeeze())
         chosen = dim[0]
         if not isinstance(chosen, (tuple, list)) and (
-            isinstance(chosen, _builtin_bool) or not hasattr(chosen, "__index__")
+            isinstance(chosen, bool) or not hasattr(chosen, "__index__")
         ):
             raise ArgumentTypeError(
                 f"squeeze(): argument 'dim' must be int or tuple of ints, but got "
@@ -575,7 +586,7 @@ class Tensor:
     def _basic_key(self, key: object) -> object:
         """``key`` with 0-d integer tensors turned into ints (torch reads them as ints);
         advanced indices (tensors, arrays, lists, bools) are refused here."""
-        if not isinstance(key, (tuple, Tensor, np.ndarray, _builtin_bool, np.bool_)) \
+        if not isinstance(key, (tuple, Tensor, np.ndarray, bool, np.bool_)) \
                 and hasattr(key, "__index__") and self.ndim == 0:
             # torch's applySelect on a 0-d tensor: its own message for 0, a size-0 dim
             # for any other int.
@@ -596,8 +607,8 @@ class Tensor:
         basic = []
         for item in items:
             if isinstance(item, Tensor) and item.ndim == 0 and item.dtype.kind in "iu":
-                item = _builtin_int(item.item())
-            elif isinstance(item, (Tensor, np.ndarray, list, _builtin_bool, np.bool_)):
+                item = int(item.item())
+            elif isinstance(item, (Tensor, np.ndarray, list, bool, np.bool_)):
                 raise DimensionError(
                     "advanced indexing (tensors, arrays, lists, bools) is not supported: "
                     "rearrange.Tensor implements basic indexing only (ints, slices, None, "
@@ -686,7 +697,7 @@ class Tensor:
         """Always a copy, keeping the dim order of the strides (torch's preserve_format)."""
         return self._copy_to(self._preserved_layout())
 
-    def to(self, dtype: object = None, *, copy: _builtin_bool = False) -> Tensor:
+    def to(self, dtype: object = None, *, copy: bool = False) -> Tensor:
         """This tensor as ``dtype`` (``self`` when nothing changes and ``copy`` is False)."""
         if isinstance(dtype, str) and dtype == "cpu":
             dtype = None
@@ -708,7 +719,7 @@ class Tensor:
         return self.to(int32)
 
     def bool(self) -> Tensor:
-        return self.to(bool)
+        return self.to(_BOOL)
 
     def _preserved_layout(self) -> Layout:
         layout = self._layout
@@ -742,7 +753,7 @@ def _broadcast_to(value: Tensor, shape: Sequence[int]) -> Tensor:
 
 # ---------------------------------------------------------------------- scalar writes
 
-_NUMBER_TYPES = (_builtin_bool, _builtin_int, _builtin_float, complex, np.number, np.bool_)
+_NUMBER_TYPES = (bool, int, float, complex, np.number, np.bool_)
 
 # How torch's messages spell a dtype's C++ type; float16 values are checked as double.
 _CHECKED_TYPE_NAMES = {
@@ -760,7 +771,7 @@ def _checked_scalar(value: object, dtype: np.dtype) -> np.ndarray:
     finite values up to float32's max; a non-zero imaginary part fits complex targets
     only; bool takes anything. Python ints beyond int64 are torch's ValueError.
     """
-    if isinstance(value, _builtin_int) and not isinstance(value, _builtin_bool) \
+    if isinstance(value, int) and not isinstance(value, bool) \
             and not -2**63 <= value < 2**63:
         raise RearrangeError("Overflow when unpacking long long")
     number = np.asarray(value)
@@ -775,10 +786,10 @@ def _checked_scalar(value: object, dtype: np.dtype) -> np.ndarray:
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         if number.dtype.kind == "f":
-            fits = _builtin_bool(np.isfinite(number)) and info.min <= number <= info.max
+            fits = bool(np.isfinite(number)) and info.min <= number <= info.max
         elif number.dtype.kind in "iu":
             low = -info.max if dtype.kind == "u" else info.min
-            fits = low <= _builtin_int(number) <= info.max
+            fits = low <= int(number) <= info.max
     elif dtype.name in ("float32", "complex64"):
         limit = np.finfo(np.float32).max
         parts = (number.real, number.imag) if number.dtype.kind == "c" else (number,)
@@ -793,7 +804,7 @@ def _checked_scalar(value: object, dtype: np.dtype) -> np.ndarray:
 
 # ---------------------------------------------------------------------- memory overlap
 
-def _has_internal_overlap(layout: Layout) -> _builtin_bool:
+def _has_internal_overlap(layout: Layout) -> bool:
     """torch's ``has_internal_overlap(...) == YES``: some dim of size > 1 has stride 0.
 
     Dense layouts (every zero-element one included) never overlap; other overlaps are
@@ -804,7 +815,7 @@ def _has_internal_overlap(layout: Layout) -> _builtin_bool:
     return any(size > 1 and stride == 0 for size, stride in zip(layout.shape, layout.strides))
 
 
-def _partly_overlap(a: Tensor, b: Tensor) -> _builtin_bool:
+def _partly_overlap(a: Tensor, b: Tensor) -> bool:
     """torch's ``get_overlap_status(a, b) == PARTIAL``, decided only for two dense,
     non-empty tensors on one storage: their byte ranges meet but are not the same
     elements in the same order."""
@@ -972,7 +983,7 @@ def _filled(name: str, sizes: tuple, dtype: object, fill) -> Tensor:
     return Tensor._wrap(Storage(flat), Layout.contiguous(shape))
 
 
-def _check_creatable(shape: tuple[_builtin_int, ...], dtype: np.dtype) -> None:
+def _check_creatable(shape: tuple[int, ...], dtype: np.dtype) -> None:
     """Refuse, before allocating, a tensor no storage can hold: torch's message for an
     element or byte count past int64, ours for more than MAX_DIMS dims."""
     problem = size_problem(shape, dtype.itemsize)
@@ -1018,13 +1029,13 @@ def arange(start: object, end: object = None, step: object = 1, *, dtype: object
     if end is None:
         start, end = 0, start
     for name, value in (("start", start), ("end", end), ("step", step)):
-        if isinstance(value, _builtin_bool) or not isinstance(value, (_builtin_int, _builtin_float, np.number)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
             raise ArgumentTypeError(f"arange(): {name} must be a number, got {value!r}")
     if step == 0:
         raise LayoutError("step must be nonzero")
     if (end - start) * step < 0:
         raise LayoutError("upper bound and lower bound inconsistent with step sign")
-    integral = all(isinstance(v, (_builtin_int, np.integer)) for v in (start, end, step))
+    integral = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     if integral and not all(-MAX_SIZE - 1 <= v <= MAX_SIZE for v in (start, end, step)):
         raise LayoutError("value cannot be converted to type int64_t without overflow")
     if not integral and not all(math.isfinite(v) for v in (start, end, step)):

@@ -121,3 +121,31 @@ def test_modules_import_each_other_in_one_direction() -> None:
 def test_modules_do_not_import_each_others_private_names() -> None:
     _, private = _package_imports()
     assert len(private) <= 5, private
+
+
+def test_no_module_binds_a_builtin_name() -> None:
+    """No module of the package rebinds a builtin at module scope (an assignment, a def,
+    a class or an import): inside the package ``int`` is always int. Public names that
+    are builtins (``rearrange.compile``, torch's ``rearrange.float``) are served by a
+    module ``__getattr__`` instead."""
+    import ast
+    import builtins
+
+    names = set(dir(builtins)) - {"__doc__", "__name__", "__spec__", "__loader__",
+                                   "__package__", "__build_class__", "__import__"}
+    package = pathlib.Path(rearrange.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:
+            bound: list[str] = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                bound = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound = [(a.asname or a.name).split(".")[0] for a in node.names]
+            found += [f"{path.relative_to(package)}:{node.lineno} {name}"
+                      for name in bound if name in names]
+    assert not found, found
