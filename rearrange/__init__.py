@@ -6,6 +6,8 @@ copy that needs a kernel, torch and dask only when the caller hands in such an a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .api import CompiledRearrange, cache_clear, cache_info, explain, rearrange
 from .backends import asnumpy
 from .errors import (
@@ -58,6 +60,14 @@ from .tensor import (
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:   # what __getattr__ serves, as type checkers should see it
+    from .api import compile_pattern as compile  # noqa: F401
+    from .contraction import einsum  # noqa: F401
+    from .packing import pack, unpack  # noqa: F401
+    from .shapes import ShapeMismatchError, check_shape, parse_shape  # noqa: F401
+    from .tensor import BUILTIN_NAMED_DTYPES
+    bool = float = int = BUILTIN_NAMED_DTYPES["bool"]  # noqa: A001 - numpy dtypes
+
 # Operations defined in their own modules, imported on first use (``rearrange.pack``,
 # ``from rearrange import einsum``): ``import rearrange`` stays as light as it is.
 _LAZY = {
@@ -74,7 +84,7 @@ _BUILTIN_NAMED = {"compile": ("api", "compile_pattern"),
                   **{name: ("tensor", name) for name in ("bool", "int", "float")}}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _BUILTIN_NAMED:
         import importlib
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence, overload
 
 import numpy as np
 
@@ -22,8 +22,8 @@ from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .backends.ndarray import RESHAPE, RESHAPE_TRANSPOSE, TRANSPOSE, TRANSPOSE_RESHAPE
 from .caching import remember
-from .calls import (as_array, canonical_lengths, context_line, is_shape, keyword_axes,
-                    layout_from, parse_first, plan_for)
+from .calls import (ArrayT, as_array, canonical_lengths, context_line, is_shape,
+                    keyword_axes, layout_from, parse_first, plan_for)
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .parsing import parse_transform, parse_transform_cached
 from .plan import Plan
@@ -127,6 +127,13 @@ def _remember(key: tuple, entry: Any) -> None:
 # ---------------------------------------------------------------------- public API
 
 
+@overload
+def rearrange(tensor: list[ArrayT] | tuple[ArrayT, ...], pattern: str, *,
+              copy: bool | None = None, out: ArrayT | None = None,
+              **axes_lengths: int) -> ArrayT: ...
+@overload
+def rearrange(tensor: ArrayT, pattern: str, *, copy: bool | None = None,
+              out: ArrayT | None = None, **axes_lengths: int) -> ArrayT: ...
 def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any = None,
               **axes_lengths: int) -> Any:
     """Reorder, split and merge the axes of ``tensor`` as ``pattern`` says.
@@ -421,6 +428,12 @@ def compile_pattern(pattern: str, **axes_lengths: int) -> CompiledRearrange:
     return CompiledRearrange(pattern, tuple((k, int(v)) for k, v in axes_lengths.items()))
 
 
+@overload
+def reduce(tensor: list[ArrayT] | tuple[ArrayT, ...], pattern: str,
+           reduction: str | Callable[..., Any], **axes_lengths: int) -> ArrayT: ...
+@overload
+def reduce(tensor: ArrayT, pattern: str, reduction: str | Callable[..., Any],
+           **axes_lengths: int) -> ArrayT: ...
 def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
            **axes_lengths: int) -> Any:
     """Rearrange and reduce: axes on the left side only are reduced with ``reduction``.
@@ -445,6 +458,12 @@ def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
     return ops.run_transform("reduce", tensor, pattern, reduction, None, axes_lengths)
 
 
+@overload
+def repeat(tensor: list[ArrayT] | tuple[ArrayT, ...], pattern: str, *,
+           copy: bool | None = None, **axes_lengths: int) -> ArrayT: ...
+@overload
+def repeat(tensor: ArrayT, pattern: str, *, copy: bool | None = None,
+           **axes_lengths: int) -> ArrayT: ...
 def repeat(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_lengths: int) -> Any:
     """Rearrange and repeat: axes on the right side only are new, of the given lengths.
 

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
+
+#: The caller's array type, as the public functions' annotations carry it through:
+#: an ``ndarray`` in, an ``ndarray`` out; a ``torch.Tensor`` in, a ``torch.Tensor`` out.
+ArrayT = TypeVar("ArrayT")
 
 import numpy as np
 

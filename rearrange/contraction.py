@@ -32,11 +32,12 @@ import re
 import string
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, overload
 
 import numpy as np
 
 from . import backends, calls
+from .calls import ArrayT
 from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .caching import remember
@@ -1221,6 +1222,14 @@ def _kind(value: Any) -> str:
     return f"{type(value).__module__}.{type(value).__name__}".replace("builtins.", "")
 
 
+@overload
+def einsum(x: ArrayT, pattern: str, /, **axes_lengths: int) -> ArrayT: ...
+@overload
+def einsum(x: ArrayT, y: ArrayT, pattern: str, /, **axes_lengths: int) -> ArrayT: ...
+@overload
+def einsum(x: ArrayT, y: ArrayT, z: ArrayT, pattern: str, /, **axes_lengths: int) -> ArrayT: ...
+@overload
+def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any: ...
 def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
     """Sum of products over named axes: ``einsum(x, y, "b h w, h w c -> b c")``.
 

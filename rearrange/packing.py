@@ -33,7 +33,7 @@ import numpy as np
 from . import backends
 from .backends import ndarray
 from .backends import tensor as tensor_backend
-from .calls import SUPPORTED_ARRAYS, ElementType, dtype_of, numpy_layout
+from .calls import SUPPORTED_ARRAYS, ArrayT, ElementType, dtype_of, numpy_layout
 from .caching import remember
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
@@ -618,7 +618,7 @@ def cache_clear() -> None:
 # --------------------------------------------------------------------------- pack
 
 
-def pack(tensors: Sequence[Any], pattern: str) -> tuple[Any, list[tuple[int, ...]]]:
+def pack(tensors: Sequence[ArrayT], pattern: str) -> tuple[ArrayT, list[tuple[int, ...]]]:
     """Pack several arrays into one, as einops' ``pack``: the dims each input has in place
     of ``*`` are flattened, and the inputs concatenated along that dim.
 
@@ -731,7 +731,7 @@ def explain_pack(tensors_or_shapes: Sequence[Any], pattern: str, *, dtype: Any =
 # --------------------------------------------------------------------------- unpack
 
 
-def unpack(tensor: Any, packed_shapes: Sequence[Sequence[int]], pattern: str) -> list[Any]:
+def unpack(tensor: ArrayT, packed_shapes: Sequence[Sequence[int]], pattern: str) -> list[ArrayT]:
     """Split a packed array into views, as einops' ``unpack``: the packed dim (``*``)
     is cut into one slice per shape of ``packed_shapes``, and each slice split into that
     shape. One length among all of ``packed_shapes`` may be -1: it is inferred.

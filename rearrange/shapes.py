@@ -191,7 +191,7 @@ def _with_context(error: PatternError, op: str, pattern: str, shape: Sequence[An
 # --------------------------------------------------------------------------- parse_shape
 
 
-def parse_shape(x: Any, pattern: str) -> dict[str, Any]:
+def parse_shape(x: Any, pattern: str) -> dict[str, int]:
     """The lengths of the named dims of ``x``, as einops' ``parse_shape``.
 
     One term per dim: a name (read), ``_`` (skipped), a number or a unit (``1``, ``()``),

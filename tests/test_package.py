@@ -41,21 +41,40 @@ def test_the_command_line_tells_its_version() -> None:
 
 USER_SCRIPT = '''
 import numpy as np
+import torch
 import rearrange as ra
 
 x = np.zeros((2, 3))
+t = torch.zeros(2, 3)
 threads: int = ra.get_num_threads()
 wrong: str = ra.get_num_threads()
-reveal_type(ra.rearrange)
 reveal_type(ra.cache_info().plans.misses)
+reveal_type(ra.rearrange(x, "a b -> b a"))  # numpy: rearrange
+reveal_type(ra.rearrange(t, "a b -> b a"))  # torch: rearrange
+reveal_type(ra.rearrange([x, x], "n a b -> b a n"))  # numpy: rearrange of a list
+reveal_type(ra.reduce(x, "a b -> a", "sum"))  # numpy: reduce
+reveal_type(ra.reduce(t, "a b -> a", "sum"))  # torch: reduce
+reveal_type(ra.repeat(x, "a b -> a b c", c=2))  # numpy: repeat
+reveal_type(ra.repeat(t, "a b -> a b c", c=2))  # torch: repeat
+reveal_type(ra.einsum(x, x, "a b, a c -> b c"))  # numpy: einsum
+reveal_type(ra.einsum(t, t, "a b, a c -> b c"))  # torch: einsum
+reveal_type(ra.pack([x, x], "a *")[0])  # numpy: pack
+reveal_type(ra.pack([t, t], "a *")[0])  # torch: pack
+reveal_type(ra.unpack(x, [(1,), (2,)], "a *")[0])  # numpy: unpack
+reveal_type(ra.unpack(t, [(1,), (2,)], "a *")[0])  # torch: unpack
+reveal_type(ra.rearrange(ra.zeros(2, 3), "a b -> b a"))  # Tensor: rearrange
+reveal_type(ra.parse_shape(x, "a b"))  # parse_shape
 '''
 
 
 @pytest.mark.skipif(shutil.which("mypy") is None and not (
     pathlib.Path(sys.executable).parent / "mypy").exists(), reason="mypy is not installed")
 def test_a_type_checker_sees_the_annotations(tmp_path: pathlib.Path) -> None:
-    """Without py.typed, mypy treats the package as untyped (every name Any) and would
-    report neither the wrong assignment nor the signature."""
+    """mypy on a user's script sees the package's annotations (py.typed), and each
+    operation gives back the caller's own array type: ``ndarray`` for numpy inputs,
+    ``torch.Tensor`` for torch, ``rearrange.Tensor`` for ours, ``dict[str, int]`` from
+    parse_shape."""
+    pytest.importorskip("torch")
     script = tmp_path / "user.py"
     script.write_text(USER_SCRIPT)
     result = subprocess.run(
@@ -64,10 +83,22 @@ def test_a_type_checker_sees_the_annotations(tmp_path: pathlib.Path) -> None:
         capture_output=True, text=True, timeout=300, cwd=tmp_path)
     out = result.stdout
     assert 'Incompatible types in assignment (expression has type "int", variable has type "str")' in out, out
-    assert 'Revealed type is "def (tensor: Any, pattern: builtins.str' in out or \
-        'Revealed type is "def (tensor: Any, pattern: str' in out, out
-    assert 'Revealed type is "int"' in out or 'Revealed type is "builtins.int"' in out, out
     assert "missing library stubs or py.typed marker" not in out, out
+    revealed = dict(re.findall(r'user\.py:(\d+): note: Revealed type is "(.*)"', out))
+    lines = USER_SCRIPT.splitlines()
+    expected_prefix = {"numpy": "numpy.ndarray[", "torch": "torch._tensor.Tensor",
+                       "Tensor": "rearrange.tensor.Tensor", "parse_shape": "dict[str, int]"}
+    checked = 0
+    for number, line in enumerate(lines, start=1):
+        if "# " not in line or not line.startswith("reveal_type"):
+            continue
+        kind = line.split("# ")[1].split(":")[0]
+        got = revealed.get(str(number))
+        assert got is not None and got.startswith(expected_prefix[kind]), (line, got, out)
+        checked += 1
+    assert checked == 15
+    misses = next(n for n, line in enumerate(lines, start=1) if "cache_info" in line)
+    assert revealed.get(str(misses)) in ("int", "builtins.int"), out
 
 
 def _package_imports() -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
