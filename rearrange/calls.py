@@ -14,10 +14,6 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-#: The caller's array type, as the public functions' annotations carry it through:
-#: an ``ndarray`` in, an ``ndarray`` out; a ``torch.Tensor`` in, a ``torch.Tensor`` out.
-ArrayT = TypeVar("ArrayT")
-
 import numpy as np
 
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
@@ -29,6 +25,10 @@ from .recipe import build_recipe, is_symbolic
 from .tensor import Storage, Tensor, numpy_dtype
 
 _PLAIN_INT = frozenset({int})
+
+#: The caller's array type, as the public functions' annotations carry it through:
+#: an ``ndarray`` in, an ``ndarray`` out; a ``torch.Tensor`` in, a ``torch.Tensor`` out.
+ArrayT = TypeVar("ArrayT")
 
 
 #: Every array type the public operations take, for messages about anything else.
