@@ -16,9 +16,9 @@ sizes:
   given lengths), never compared here: what the pattern fixes about them (a given
   length against the input's dim, a number like ``(h 2)``, a split that must divide)
   becomes a :class:`SizeCheck` of the plan (``checks``), data that the backend asserts
-  in the traced program (torch: ``torch._check_with``, which refines the symbolic
-  sizes or adds a runtime assert instead of pinning them to one value), so compiled
-  code raises eager's error where eager raises;
+  in the traced program (torch: ``torch._check_with``, a guard on the relation between
+  sizes, never on the example's values, or a runtime assert), so compiled code raises
+  eager's error where eager raises and is still one graph for every shape that fits;
 * the backend lowers each ``reshape`` to an op that decides view or copy itself at run
   time (torch's ``reshape``), which is what ``explain`` says of it.
 

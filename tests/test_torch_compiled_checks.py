@@ -8,7 +8,8 @@ sizes (one graph, results equal to eager and einops), then a contradicting shape
 must raise eager's error:
 
 * ``torch.compile``: dynamo reports an error raised while it traces as a
-  ``TorchRuntimeError`` whose text holds ours (``repr`` of eager's error);
+  ``TorchRuntimeError`` whose text holds ours (``repr`` of eager's error), with our
+  error object in its exception chain;
 * ``torch.export``: an example that contradicts the pattern raises eager's error itself;
   a program exported from a good example checks its inputs against the guards the
   checks made (a guard failure); dims declared dynamic that the pattern fixes are a
@@ -128,6 +129,11 @@ def test_compiled_raises_where_eager_raises(name: str, backend: str) -> None:
     # dynamo wraps what tracing raised: eager's error, class and text, inside
     assert isinstance(info.value, (type(expected), torch._dynamo.exc.TorchRuntimeError))
     assert repr(expected) in str(info.value), str(info.value)
+    chain, error = [], info.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert any(type(e) is type(expected) and str(e) == str(expected) for e in chain), chain
 
     xs = _inputs(case.good[-1])     # the good graph is still there: no recompile
     _assert_same(compiled(*xs), case.call(ra, *xs))
