@@ -913,9 +913,10 @@ def _unpack_checks(pattern: PackPattern, shape: tuple[Any, ...], packed_shapes: 
             shape, given = shapes[0], shapes[1:]
             where = f"the input (shape {_fmt(shape)}) has {shape[n_before]} along '*'"
             shown = [tuple(s) for s in given]
-            given = given if isinstance(packed_shapes, list) else tuple(given)
+            # eager quotes packed_shapes as given: a list, or a tuple
+            as_given = given if isinstance(packed_shapes, list) else tuple(given)
             context = _context("unpack", text, f"input shape {_fmt(shape)}, packed_shapes "
-                                               f"{shorten(repr(given))}")
+                                               f"{shorten(repr(as_given))}")
             return f"{why(shown, where, *sizes)}\n{star}\n{context}"
         return message
 
