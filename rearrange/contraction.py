@@ -57,6 +57,7 @@ from .parsing import (
     shorten,
 )
 from .plan import JsonDump, Plan, layout_dict
+from .recipe import SizeCheck, is_symbolic, shapes_check
 from .tensor import Tensor
 
 __all__ = ["einsum", "explain_einsum", "parse_einsum", "EinsumPattern", "EinsumPlan", "EinsumStep"]
@@ -1331,7 +1332,11 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
     rearranges and the contraction done by the array's own library."""
     traced = getattr(backend, "traced", None)
     if traced is not None and any(backend.matches(t) and traced(t, axes_lengths) for t in tensors):
-        return backend.einsum(_traced_subscripts(pattern, tensors, axes_lengths), *tensors)
+        subscripts, checks = _traced_subscripts(pattern, tensors, axes_lengths)
+        assert_sizes = getattr(backend, "assert_sizes", None)
+        if checks and assert_sizes is not None:
+            assert_sizes(checks)
+        return backend.einsum(subscripts, *tensors)
     plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
     operands = [t if p is None else backends.run_transform(
                     backend, t, "rearrange", p.pattern, None, None, dict(p.axes_lengths))
@@ -1343,11 +1348,13 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
     return result
 
 
-def _traced_subscripts(pattern: str, tensors: Sequence[Any], axes_lengths: Mapping[str, Any]) -> str:
+def _traced_subscripts(pattern: str, tensors: Sequence[Any], axes_lengths: Mapping[str, Any]
+                       ) -> tuple[str, list[SizeCheck]]:
     """The library einsum's subscripts for inputs whose sizes are traced (torch.compile,
     torch.export, torch.jit.trace): einops' subset of patterns — one axis name or ``...``
     per dim — whose subscripts follow from the pattern and the ranks alone, so no size is
-    compared. Composed groups and unit dims need the sizes: refused with that reason."""
+    compared. Composed groups and unit dims need the sizes: refused with that reason.
+    With them, the checks that the inputs agree on each named axis (:func:`_traced_checks`)."""
     parsed = parse_einsum(pattern)
     shapes = [tuple(t.shape) for t in tensors]
     try:
@@ -1370,8 +1377,8 @@ def _traced_subscripts(pattern: str, tensors: Sequence[Any], axes_lengths: Mappi
             raise PatternError(
                 f"axis lengths ({', '.join(axes_lengths)}) only split composed groups, which "
                 f"einsum over traced sizes does not take")
-        for k, (side, shape) in enumerate(zip(parsed.inputs, shapes)):
-            _input_dims(side, len(shape), k, parsed.text)   # the ranks fit the pattern
+        dims = [_input_dims(side, len(shape), k, parsed.text)   # the ranks fit the pattern
+                for k, (side, shape) in enumerate(zip(parsed.inputs, shapes))]
     except PatternError as error:
         raise PatternError(f"{error}\n{_context(pattern, shapes, axes_lengths)}") from None
     letter_of = {name: _LETTERS[k] for k, name in enumerate(parsed.names)}
@@ -1379,7 +1386,53 @@ def _traced_subscripts(pattern: str, tensors: Sequence[Any], axes_lengths: Mappi
     def side_subscripts(side: Side) -> str:
         return "".join("..." if _is_bare_ellipsis(g) or type(g.members[0]) is EllipsisAxis
                        else letter_of[g.members[0].name] for g in side.groups)
-    return ",".join(map(side_subscripts, parsed.inputs)) + "->" + side_subscripts(parsed.output)
+    subscripts = ",".join(map(side_subscripts, parsed.inputs)) + "->" + side_subscripts(parsed.output)
+    return subscripts, _traced_checks(pattern, parsed, dims, shapes)
+
+
+def _traced_checks(pattern: str, parsed: EinsumPattern, dims: list[list[Group | int]],
+                   shapes: list[tuple[Any, ...]]) -> list[SizeCheck]:
+    """That the inputs agree on each named axis, as :func:`_check_diagonals` and
+    :func:`_solve_lengths` check it and word their errors (every group here is one
+    name): an axis repeated in one input has one length; across inputs, every length
+    of an axis that is not 1 is the first such one. A symbolic size is taken not to be
+    1, as dynamo and torch.export take a dynamic size to be (they specialise 0 and 1);
+    the ellipsis's dims are left to the library's einsum, which broadcasts them."""
+    text = parsed.text
+
+    def worded(why: Callable[..., str], start: int, end: int) -> Callable[..., str]:
+        def message(call: list[tuple[Any, ...]]) -> str:
+            return f"{pattern_error(why(call), text, start, end)}\n{_context(pattern, call, {})}"
+        return message
+
+    checks: list[SizeCheck | None] = []
+    first: dict[tuple[int, str], _Occurrence] = {}
+    occurrences = _occurrences(parsed, dims)
+    for occ in occurrences:
+        seen = first.setdefault((occ.operand, occ.name), occ)
+        if seen is not occ:
+            checks.append(shapes_check(
+                PatternError, shapes[occ.operand][occ.dim], "==", shapes[seen.operand][seen.dim],
+                shapes, worded(lambda call, occ=occ, seen=seen: (
+                    f"axis {occ.name!r} appears twice in input {occ.operand} with lengths "
+                    f"{call[seen.operand][seen.dim]} and {call[occ.operand][occ.dim]}; a "
+                    "repeated axis takes the diagonal, which needs equal lengths"),
+                    occ.start, occ.end)))
+    source: dict[str, _Occurrence] = {}
+    for occ in occurrences:
+        size = shapes[occ.operand][occ.dim]
+        if not is_symbolic(size) and size == 1:
+            continue        # broadcasts against any length
+        seen = source.setdefault(occ.name, occ)
+        if seen.operand != occ.operand:
+            checks.append(shapes_check(
+                PatternError, size, "==", shapes[seen.operand][seen.dim], shapes,
+                worded(lambda call, occ=occ, seen=seen: (
+                    f"axis {occ.name!r} has length {call[occ.operand][occ.dim]} in input "
+                    f"{occ.operand}, but it has length {call[seen.operand][seen.dim]} in input "
+                    f"{seen.operand}; lengths must agree (or be 1, which broadcasts)"),
+                    occ.start, occ.end)))
+    return [check for check in checks if check is not None]
 
 
 def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,

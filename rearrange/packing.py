@@ -39,7 +39,7 @@ from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error, shorten
 from .plan import JsonDump, layout_dict
-from .recipe import is_symbolic
+from .recipe import SizeCheck, is_symbolic, shapes_check
 from .shapes import ShapeMismatchError
 from .tensor import Tensor
 
@@ -803,8 +803,9 @@ def _traced(backend: Any, tensors: Sequence[Any]) -> bool:
 
 def _pack_traced(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[Any, tuple]:
     """pack over traced sizes: the steps depend on the ranks alone and sizes are
-    carried as expressions, never compared (see :mod:`rearrange.symbolic`); the library's
-    concatenation checks that the named axes agree."""
+    carried as expressions, never compared in Python (see :mod:`rearrange.symbolic`).
+    That the inputs agree on the named axes is asserted by the backend
+    (``assert_sizes``) before the library's concatenation, with eager's error."""
     for k, x in enumerate(tensors):
         if not backend.matches(x):
             raise ArgumentTypeError(
@@ -818,8 +819,12 @@ def _pack_traced(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[An
         raise type(error)(f"{error}\n{_context('pack', pattern, _shapes_text(shapes))}") from None
     n_before, n_after = len(parsed.before), len(parsed.after)
     packed_shapes = tuple(shape[n_before:len(shape) - n_after] for shape in shapes)
+    checks = _pack_checks(parsed, shapes)
+    assert_sizes = getattr(backend, "assert_sizes", None)
 
     def run(xs: Sequence[Any]) -> Any:
+        if checks and assert_sizes is not None:
+            assert_sizes(checks)
         pieces = [backend.reshape(x, (*shape[:n_before], math.prod(packed),
                                       *shape[len(shape) - n_after:]))
                   for x, shape, packed in zip(xs, shapes, packed_shapes)]
@@ -827,10 +832,34 @@ def _pack_traced(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[An
     return run, packed_shapes
 
 
+def _pack_checks(pattern: PackPattern, shapes: Sequence[tuple[Any, ...]]) -> list[SizeCheck]:
+    """That every input has input 0's lengths of the named axes, as :func:`plan_pack`
+    checks them (and words its error); raises that error where both sizes are ints."""
+    text = pattern.text
+    n_before, n_after = len(pattern.before), len(pattern.after)
+    first = shapes[0]
+    named = [*range(n_before), *range(-n_after, 0)]
+    checks = []
+    for k, shape in enumerate(shapes[1:], 1):
+        for axis, dim in zip((*pattern.before, *pattern.after), named):
+            def message(shapes: list[tuple[Any, ...]], k: int = k, dim: int = dim,
+                        axis: Any = axis) -> str:
+                shape, first = shapes[k], shapes[0]
+                return (f"input {k} has {axis.name}={shape[dim]} (shape {_fmt(shape)}), but "
+                        f"input 0 has {axis.name}={first[dim]} (shape {_fmt(first)}): the inputs "
+                        f"must agree on every axis but '*'\n{_caret_text(text, axis.start, axis.end)}"
+                        f"\n{_context('pack', text, 'input shapes [' + ', '.join(map(_fmt, shapes)) + ']')}")
+            check = shapes_check(ShapeMismatchError, shape[dim], "==", first[dim], shapes, message)
+            if check is not None:
+                checks.append(check)
+    return checks
+
+
 def _unpack_traced(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     """unpack over traced sizes (and packed shapes that may be traced, as a compiled
     pack returns them): slices and reshapes whose sizes are expressions; a -1 is what
-    the other shapes leave of the packed dim."""
+    the other shapes leave of the packed dim. That the shapes fill the packed dim is
+    asserted by the backend (``assert_sizes``), with eager's error."""
     shape = tuple(tensor.shape)
     parsed = _parsed_with_context("unpack", pattern, [shape])
     try:
@@ -846,14 +875,18 @@ def _unpack_traced(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) 
     shapes = [tuple(s) for s in packed_shapes]
     known = sum(math.prod(s) for s in shapes if not any(_is_minus_one(v) for v in s))
     resolved = []
+    checks = _unpack_checks(parsed, shape, packed_shapes, known)
     for s in shapes:
         if any(_is_minus_one(v) for v in s):
             others = math.prod(v for v in s if not _is_minus_one(v))
             s = tuple((shape[n_before] - known) // others if _is_minus_one(v) else v for v in s)
         resolved.append(s)
     before, after = shape[:n_before], shape[n_before + 1:]
+    assert_sizes = getattr(backend, "assert_sizes", None)
 
     def run(x: Any) -> list[Any]:
+        if checks and assert_sizes is not None:
+            assert_sizes(checks)
         parts, start = [], 0
         for packed in resolved:
             size = math.prod(packed)
@@ -862,6 +895,54 @@ def _unpack_traced(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) 
             start = start + size
         return parts
     return run
+
+
+def _unpack_checks(pattern: PackPattern, shape: tuple[Any, ...], packed_shapes: Any,
+                   known: Any) -> list[SizeCheck]:
+    """That ``packed_shapes`` fill the packed dim of ``shape`` (``known``: what the shapes
+    without -1 take of it), as :func:`_resolve_minus_one` checks it and words its
+    error; raises that error where the sizes are ints."""
+    text = pattern.text
+    n_before = len(pattern.before)
+    total = shape[n_before]
+    star = _caret_text(text, pattern.star_start, pattern.star_end)
+    unknown = next((k for k, s in enumerate(packed_shapes) if any(map(_is_minus_one, s))), None)
+    call = [shape, *packed_shapes]
+
+    def worded(why: Any) -> Any:
+        def message(shapes: list[Any], *sizes: Any) -> str:
+            shape, given = shapes[0], shapes[1:]
+            where = f"the input (shape {_fmt(shape)}) has {shape[n_before]} along '*'"
+            shown = [tuple(s) for s in given]
+            # eager quotes packed_shapes as given: a list, or a tuple
+            as_given = given if isinstance(packed_shapes, list) else tuple(given)
+            context = _context("unpack", text, f"input shape {_fmt(shape)}, packed_shapes "
+                                               f"{shorten(repr(as_given))}")
+            return f"{why(shown, where, *sizes)}\n{star}\n{context}"
+        return message
+
+    if unknown is None:
+        check = shapes_check(ShapeMismatchError, known, "==", total, call, worded(
+            lambda shown, where, known: f"the packed shapes {shown} take {known} along '*', "
+                                        f"but {where}"), (known,))
+        return [] if check is None else [check]
+    others = math.prod(v for v in packed_shapes[unknown] if not _is_minus_one(v))
+    rest = total - known
+    checks = [shapes_check(ShapeMismatchError, rest, ">=", 0, call, worded(
+        lambda shown, where, known: f"the packed shapes {shown} other than "
+                                    f"{_fmt(shown[unknown])} take {known} along '*', but {where}"),
+        (known,))]
+
+    def indivisible(why: str) -> Any:
+        return lambda shown, where, rest, total, known, others: (
+            f"cannot infer -1 in {_fmt(shown[unknown])}: {rest} remain along '*' ({total} "
+            f"minus {known} for the other shapes) and {why.format(rest, others)}")
+    if not is_symbolic(others) and others == 0:
+        zero = worded(indivisible("its other lengths multiply to 0, so -1 could be any length"))
+        raise ShapeMismatchError(zero(call, rest, total, known, others))
+    checks.append(shapes_check(ShapeMismatchError, rest % others, "==", 0, call, worded(
+        indivisible("{} is not divisible by {}")), (rest, total, known, others)))
+    return [check for check in checks if check is not None]
 
 
 def _is_minus_one(value: Any) -> bool:

@@ -9,17 +9,19 @@ It depends only on (pattern, ndim), so it is cached by exactly that; the planner
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from .errors import PatternError
+from .errors import PatternError, RearrangeError
 from .layout import MAX_DIMS, MAX_SIZE, size_problem
 from .parsing import AnonymousAxis, AxisName, EllipsisAxis, Group, TransformPattern, pattern_error
 
 __all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_result_size",
-           "is_symbolic"]
+           "is_symbolic", "SizeCheck", "size_check", "shapes_check"]
 
 ELLIPSIS_PREFIX = "…"  # ellipsis dims are named …0, …1, ... (not valid identifiers)
 
@@ -174,12 +176,16 @@ def _is_bare_ellipsis(group: Group) -> bool:
             and isinstance(group.members[0], EllipsisAxis))
 
 
-def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[str, int]) -> tuple[int, ...]:
+def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[str, int],
+                  checks: list[SizeCheck] | None = None) -> tuple[int, ...]:
     """The length of every elementary axis, from the input shape and the given lengths.
 
     Each input dim is the product of its group; at most one axis per group may be
     unknown, and it must divide evenly. Raises :class:`PatternError` pointing at the
-    group that does not fit.
+    group that does not fit. Where that fit depends on symbolic sizes it cannot be
+    decided here (see :func:`is_symbolic`): it is appended to ``checks`` instead, as a
+    :class:`SizeCheck` whose error is the one raised here for the same sizes (and not
+    checked at all when ``checks`` is None).
     """
     text = recipe.pattern.text
     names = recipe.names
@@ -209,14 +215,21 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
     for name, length in axes_lengths.items():
         lengths[names.index(name)] = length if is_symbolic(length) else length.__index__()
 
+    def require(lhs: Any, relation: str, rhs: Any, message: Callable[..., str],
+                quoted: tuple[Any, ...], start: int, end: int) -> None:
+        # message(*quoted) is the error's text: called with the sizes when they are known
+        if _known(lhs, rhs):
+            if not _holds(lhs, relation, rhs):
+                raise pattern_error(message(*quoted), text, start, end)
+        elif checks is not None:
+            checks.append(size_check(lhs, relation, rhs, lambda *values: str(
+                pattern_error(message(*values), text, start, end)), quoted))
+
     for dim, (group, size) in enumerate(zip(recipe.input_groups, shape)):
         start, end = recipe.input_spans[dim]
         if not group:
-            if _known(size) and size != 1:
-                raise pattern_error(
-                    f"a unit axis matches input dim {dim}, which has size {size} (expected 1)",
-                    text, start, end,
-                )
+            require(size, "==", 1, lambda size: f"a unit axis matches input dim {dim}, which "
+                    f"has size {size} (expected 1)", (size,), start, end)
             continue
         unknown = [i for i in group if lengths[i] is None]
         if len(group) == 1 and unknown:
@@ -232,22 +245,22 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 text, start, end,
             )
         if unknown:
-            if _known(size, known) and size % known:
-                raise pattern_error(
-                    f"input dim {dim} of size {size} cannot be split into "
-                    f"{recipe.group_text(group)}: {size} is not divisible by {known}",
-                    text, start, end,
-                )
+            require(size % known, "==", 0, lambda size, known: (
+                f"input dim {dim} of size {size} cannot be split into "
+                f"{recipe.group_text(group)}: {size} is not divisible by {known}"),
+                (size, known), start, end)
             lengths[unknown[0]] = size // known
-        elif _known(size, known) and known != size:
-            given = ", ".join(f"{recipe.axes[i].name}={lengths[i]}" for i in group)
+            continue
+        given = tuple(lengths[i] for i in group)
+
+        def contradiction(size: Any, known: Any, *given: Any) -> str:
+            stated = ", ".join(f"{recipe.axes[i].name}={v}" for i, v in zip(group, given))
             if len(group) == 1:
-                message = (f"axis '{recipe.axes[group[0]].name}' has length {size} in the input, "
-                           f"but {given} was given")
-            else:
-                message = (f"input dim {dim} has size {size}, but {recipe.group_text(group)} "
-                           f"with {given} has {known} elements")
-            raise pattern_error(message, text, start, end)
+                return (f"axis '{recipe.axes[group[0]].name}' has length {size} in the input, "
+                        f"but {stated} was given")
+            return (f"input dim {dim} has size {size}, but {recipe.group_text(group)} "
+                    f"with {stated} has {known} elements")
+        require(known, "==", size, contradiction, (size, known, *given), start, end)
     for axis in recipe.added:
         if lengths[axis] is None:
             name = recipe.axes[axis].name
@@ -257,6 +270,102 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 text, recipe.axes[axis].start, recipe.axes[axis].end,
             )
     return tuple(lengths)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class SizeCheck:
+    """A condition the pattern puts on sizes that are symbolic (traced by torch.compile,
+    torch.export, torch.jit.trace), so that planning cannot decide it: ``lhs == rhs`` or
+    ``lhs >= rhs`` (expressions of the sizes) must hold when the plan runs. A backend
+    asserts it in the traced program (torch: ``torch._check_with``), so that compiled
+    code raises where eager code raises, and with eager's error: :meth:`failure`.
+
+    ``message`` is that error's text as a ``str.format`` template whose fields ``{0}``,
+    ``{1}``, ... stand for ``quoted``'s values: the sizes the text names, which are
+    expressions until the check fails and the backend makes them numbers.
+    """
+
+    lhs: Any
+    relation: str                   # "==" or ">="
+    rhs: Any
+    message: str
+    quoted: tuple[Any, ...] = ()
+    error: type[RearrangeError] = PatternError
+
+    def text(self, values: Sequence[Any]) -> str:
+        """The error's text for ``quoted``'s values ``values``."""
+        return self.message.format(*values)
+
+    def failure(self, values: Sequence[Any]) -> RearrangeError:
+        return self.error(self.text(values))
+
+    def to_text(self) -> str:
+        return f"{self.lhs} {self.relation} {self.rhs}"
+
+    def with_line(self, line: Callable[..., str], quoted: tuple[Any, ...]) -> SizeCheck:
+        """This check with ``line(*quoted)`` (e.g. the call's context) added to its text
+        as a line of its own."""
+        fields = tuple(_Field(k) for k in range(len(self.quoted), len(self.quoted) + len(quoted)))
+        return dataclasses.replace(self, message=f"{self.message}\n{_template(line(*fields))}",
+                                   quoted=self.quoted + tuple(quoted))
+
+
+def size_check(lhs: Any, relation: str, rhs: Any, message: Callable[..., str],
+               quoted: tuple[Any, ...], error: type[RearrangeError] = PatternError) -> SizeCheck:
+    """The :class:`SizeCheck` ``lhs relation rhs`` whose error text is ``message(*quoted)``
+    (the very function that words the error where sizes are known, so that the texts
+    match): it is called once here, with stand-ins that become the template's fields."""
+    fields = tuple(_Field(k) for k in range(len(quoted)))
+    return SizeCheck(lhs, relation, rhs, _template(message(*fields)), tuple(quoted), error)
+
+
+def shapes_check(error: type[RearrangeError], lhs: Any, relation: str, rhs: Any,
+                 shapes: Sequence[Sequence[Any]], message: Callable[..., str],
+                 sizes: tuple[Any, ...] = ()) -> SizeCheck | None:
+    """The check ``lhs relation rhs`` whose ``error`` says ``message(shapes, *sizes)``
+    (``shapes``: the call's shapes, lists or tuples; ``sizes``: others the text quotes),
+    for a call over symbolic sizes. Where ``lhs`` and ``rhs`` are ints nothing need be
+    deferred: None if it holds, else its error is raised here, or by the backend when
+    the text quotes symbolic sizes (the backend quotes them as numbers)."""
+    ranks = [len(shape) for shape in shapes]
+    kinds = [list if isinstance(shape, list) else tuple for shape in shapes]
+
+    def text(*values: Any) -> str:
+        quoted = iter(values)
+        call = [kind(next(quoted) for _ in range(rank)) for kind, rank in zip(kinds, ranks)]
+        return message(call, *quoted)
+    quoted = (*(v for shape in shapes for v in shape), *sizes)
+    if _known(lhs, rhs):
+        if _holds(lhs, relation, rhs):
+            return None
+        if _known(*quoted):
+            raise error(text(*quoted))
+    return size_check(lhs, relation, rhs, text, quoted, error)
+
+
+class _Field:
+    """Stands for the ``k``-th quoted size in a message: it prints as a marker that
+    :func:`_template` turns into ``{k}``, whatever formatting the message applies."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def __repr__(self) -> str:
+        return f"\x00{self.k}\x00"
+
+    __str__ = __repr__
+
+
+def _template(text: str) -> str:
+    """``text`` as a ``str.format`` template: its own braces doubled, each marker of a
+    :class:`_Field` a field."""
+    return re.sub("\x00([0-9]+)\x00", r"{\1}", text.replace("{", "{{").replace("}", "}}"))
+
+
+def _holds(lhs: Any, relation: str, rhs: Any) -> bool:
+    return lhs == rhs if relation == "==" else lhs >= rhs
 
 
 def is_symbolic(value: Any) -> bool:

@@ -13,8 +13,12 @@ sizes:
   ``permute`` into output order, the ``reduce`` of the trailing axes, ``unsqueeze`` +
   ``expand`` for repeat's new axes, a ``reshape`` into the output groups;
 * sizes are carried as expressions (products and quotients of the input's sizes and the
-  given lengths), never compared — checks on sizes run only where the sizes are plain
-  ints (:func:`rearrange.recipe.solve_lengths`);
+  given lengths), never compared here: what the pattern fixes about them (a given
+  length against the input's dim, a number like ``(h 2)``, a split that must divide)
+  becomes a :class:`SizeCheck` of the plan (``checks``), data that the backend asserts
+  in the traced program (torch: ``torch._check_with``, a guard on the relation between
+  sizes, never on the example's values, or a runtime assert), so compiled code raises
+  eager's error where eager raises and is still one graph for every shape that fits;
 * the backend lowers each ``reshape`` to an op that decides view or copy itself at run
   time (torch's ``reshape``), which is what ``explain`` says of it.
 
@@ -27,12 +31,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .calls import context_line
 from .errors import RearrangeError
 from .parsing import parse_transform
 from .plan import JsonDump, reduction_source
-from .recipe import build_recipe, is_symbolic, solve_lengths
+from .recipe import SizeCheck, build_recipe, is_symbolic, solve_lengths
 
-__all__ = ["SymbolicStep", "SymbolicPlan", "plan_symbolic", "is_symbolic"]
+__all__ = ["SymbolicStep", "SymbolicPlan", "SizeCheck", "plan_symbolic", "is_symbolic"]
 
 #: The reason every symbolic reshape gives: torch decides at run time, not the planner.
 RUNTIME_DECIDES = "symbolic sizes: torch's reshape decides view or copy when it runs"
@@ -57,6 +62,7 @@ class SymbolicPlan(JsonDump):
 
     Whether the result is a view is decided when the ops run, not here: ``is_view`` is
     None unless the steps cannot copy (no reshape, reduce or copy among them).
+    ``checks`` must hold before the steps run (each is eager's error where it fails).
     """
 
     op: str
@@ -67,6 +73,7 @@ class SymbolicPlan(JsonDump):
     steps: tuple[SymbolicStep, ...]
     copy_requested: bool | None = None
     reduction: str | None = None
+    checks: tuple[SizeCheck, ...] = ()
 
     @property
     def is_view(self) -> bool | None:
@@ -105,6 +112,7 @@ class SymbolicPlan(JsonDump):
             "axis_lengths": {n: _text(v) for n, v in self.axis_lengths},
             "is_view": self.is_view, "copy_requested": self.copy_requested,
             "reduction": self.reduction, "steps": [s.to_dict() for s in self.steps],
+            "checks": [check.to_text() for check in self.checks],
         }
 
     def to_source(self, library: str = "torch", name: str = "x") -> str:
@@ -139,9 +147,16 @@ def plan_symbolic(op: str, pattern: str, shape: tuple[Any, ...], axes_lengths: M
                   reduction: str | None = None, copy: bool | None = None) -> SymbolicPlan:
     """The steps of ``op`` for an input of ``shape`` (ints and symbolic sizes), decided
     from the pattern and the rank only. Raises :class:`PatternError` for what can be
-    checked without comparing a symbolic size."""
+    checked without comparing a symbolic size; the rest is the plan's ``checks``."""
     recipe = build_recipe(parse_transform(pattern, op), len(shape))
-    lengths = solve_lengths(recipe, tuple(shape), axes_lengths)
+    checks: list[SizeCheck] = []
+    lengths = solve_lengths(recipe, tuple(shape), axes_lengths, checks)
+    given = tuple(axes_lengths.items())
+    # eager's context line (the call's shape and lengths), made of the same sizes
+    call = tuple(shape) + tuple(length for _, length in given)
+    checks = [check.with_line(lambda *sizes: context_line(
+        pattern, sizes[:len(shape)], dict(zip((n for n, _ in given), sizes[len(shape):])), op),
+        call) for check in checks]
     names = recipe.names
     steps: list[SymbolicStep] = []
     left_count = len(recipe.axes) - len(recipe.added)
@@ -173,4 +188,4 @@ def plan_symbolic(op: str, pattern: str, shape: tuple[Any, ...], axes_lengths: M
     return SymbolicPlan(op=op, pattern=pattern, input_shape=tuple(shape),
                         output_shape=output_shape, axis_lengths=tuple(zip(names, lengths)),
                         steps=tuple(steps), copy_requested=copy,
-                        reduction=reduction if recipe.reduced else None)
+                        reduction=reduction if recipe.reduced else None, checks=tuple(checks))

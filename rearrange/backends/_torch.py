@@ -275,11 +275,13 @@ def _chain(stages: list[Runner]) -> Runner:
 
 
 def lower_symbolic(plan: SymbolicPlan, reduction: Any) -> Runner:
-    """A plan over symbolic sizes as torch ops: ``reshape`` lets torch decide view or
-    copy at run time (``view`` with ``copy=False``, which refuses where a copy is
-    needed); nothing here compares a size."""
+    """A plan over symbolic sizes as torch ops: first its checks (:func:`assert_sizes`),
+    then ``reshape``, which lets torch decide view or copy at run time (``view`` with
+    ``copy=False``, which refuses where a copy is needed); nothing here compares a size
+    in Python."""
     torch = _torch()
     stages: list[Runner] = []
+    checks = plan.checks
     for step in plan.steps:
         if step.op == "reshape":
             stages.append(_reshape(step.args) if plan.copy_requested is not False
@@ -296,11 +298,66 @@ def lower_symbolic(plan: SymbolicPlan, reduction: Any) -> Runner:
             stages.append(lambda x: x.clone(memory_format=torch.contiguous_format))
 
     def run(x: Any) -> Any:
+        assert_sizes(checks)
         x = x.view_as(x) if not stages else x   # a new tensor object, like einops' views
         for stage in stages:
             x = stage(x)
         return x
     return run
+
+
+def assert_sizes(checks: Any) -> None:
+    """Assert each :class:`~rearrange.recipe.SizeCheck` in the traced program, raising its
+    error (eager's) where it fails.
+
+    * ``torch.compile`` / ``torch.export`` (SymInts): ``torch._check_with``. On sizes with
+      a hint (the example's) it is a guard on the relation, not on any one size, so
+      every shape that satisfies it shares the graph; it also refines the sizes (a
+      length the pattern fixes becomes that constant, a split makes the dim a multiple,
+      two dims that must agree become one symbol). A shape that breaks it fails the
+      guard, and re-tracing raises the error at once (dynamo reports it as a
+      ``TorchRuntimeError`` whose text is ours); ``torch.export`` reports a guard that
+      contradicts the given ``Dim`` s as a constraint violation, and the exported
+      program checks its inputs against the guards. Unbacked sizes (no hint) get a
+      runtime assert in the graph instead.
+    * ``torch.jit.trace`` (sizes are 0-d tensors): checked on the example's sizes, as an
+      eager call would; the trace records no check.
+    * plain ints (a size dynamo specialised): checked at once.
+    """
+    if not checks:
+        return
+    torch = _torch()
+    for check in checks:
+        lhs, rhs = check.lhs, check.rhs
+        holds = lhs == rhs if check.relation == "==" else lhs >= rhs
+        if isinstance(holds, torch.Tensor):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                if not bool(holds):
+                    raise check.failure(_concrete(check.quoted))
+        elif type(holds) is bool:
+            if not holds:
+                raise check.failure(_concrete(check.quoted))
+        else:
+            torch._check_with(check.error, holds,
+                              lambda check=check: check.text(_concrete(check.quoted)))
+
+
+def _concrete(values: Any) -> Any:
+    """``values`` (sizes, tuples of them) as numbers where they have one: a SymInt's hint
+    (the size of the example being traced), a traced 0-d tensor's value. Only for an
+    error's text: reading a hint adds no guard."""
+    torch = _torch()
+    if isinstance(values, (tuple, list)):
+        return type(values)(map(_concrete, values))
+    if isinstance(values, torch.SymInt):
+        hint = getattr(values.node, "hint", None)
+        return values if hint is None else hint
+    if isinstance(values, torch.Tensor) and values.ndim == 0:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            return int(values)
+    return values
 
 
 def _strict_view(shape: tuple[Any, ...], plan: SymbolicPlan) -> Runner:
