@@ -30,9 +30,9 @@ the parent's open file otherwise) and asks again on its first copy. Exit: each r
 is compiled by a worker process of its own, which holds the runner's lock (inherited
 from this process) until its entry and marker are written. A process that exits while
 its worker compiles does not wait: the worker finishes that one runner (seconds; the
-next process finds it on disk) and exits, and the OS reaps it. numba writes each cache
-file under a temporary name and renames it; a marker is written the same way after the
-entry: nothing half-written is ever read.
+next process finds it on disk) and exits, and the OS reaps it. Each cache file is written
+under a temporary name and renamed (:mod:`.jit`); a marker is written the same way after
+the entry: nothing half-written is ever read.
 
 A damaged entry (:mod:`.jit` checks each before loading it) is discarded there and, here,
 simply not on disk: compiled again as the mode says. A cache directory that cannot be
