@@ -30,9 +30,16 @@ the parent's open file otherwise) and asks again on its first copy. Exit: each r
 is compiled by a worker process of its own, which holds the runner's lock (inherited
 from this process) until its entry and marker are written. A process that exits while
 its worker compiles does not wait: the worker finishes that one runner (seconds; the
-next process finds it on disk) and exits, and the OS reaps it. numba writes each cache
-file under a temporary name and renames it; a marker is written the same way after the
-entry: nothing half-written is ever read.
+next process finds it on disk) and exits, and the OS reaps it. Each cache file is written
+under a temporary name and renamed (:mod:`.jit`); a marker is written the same way after
+the entry: nothing half-written is ever read.
+
+A damaged entry (:mod:`.jit` checks each before loading it) is discarded there and, here,
+simply not on disk: compiled again as the mode says. A cache directory that cannot be
+written (full, or read-only underneath) costs speed, never a call: markers and locks are
+best-effort, and once a save has failed (:func:`.jit.cache_writable`) runners are compiled
+in memory — in eager mode in the call, in background mode in a thread of this process
+(a worker's work could not be handed back).
 """
 
 from __future__ import annotations
@@ -47,7 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RearrangeError
-from .jit import UNIT_DTYPES, cache_directory, prepare, source_stamp
+from .jit import (UNIT_DTYPES, cache_directory, cache_warning, cache_writable, prepare,
+                  source_stamp)
 from .loops import RUNS, runner
 
 __all__ = ["MODES", "set_jit_mode", "get_jit_mode", "runner_for", "status", "describe",
@@ -73,7 +81,6 @@ _ready: dict[Key, Any] = {}          # runners usable in this process
 _pending: dict[Key, str] = {}        # asked for, not ready: "compiling" or "failed: ..."
 _service: "_Service | None" = None
 _lock_fds: set[int] = set()          # lock files this process holds open (see fork)
-_warned_no_cache = False
 # Runners this process compiled, itself or through its worker (not loads): a diagnostic.
 compiles_started = 0
 
@@ -117,13 +124,20 @@ def _on_disk(key: Key) -> bool:
 
 
 def write_marker(key: Key) -> None:
-    """Say that ``key``'s runner is in the disk cache (after numba wrote it)."""
+    """Say that ``key``'s runner is in the disk cache (after numba wrote it). Best-effort:
+    a marker is a hint, and a directory that cannot take it (full) costs no call."""
     marker = marker_path(key)
-    if marker is None:
+    if marker is None or not cache_writable():
         return
     temporary = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
-    temporary.write_text(f"{sys.executable}\n")
-    os.replace(temporary, marker)
+    try:
+        temporary.write_text(f"{sys.executable}\n")
+        os.replace(temporary, marker)
+    except OSError:
+        try:
+            temporary.unlink()
+        except OSError:
+            pass
 
 
 class _FileLock:
@@ -146,7 +160,10 @@ class _FileLock:
             import fcntl
         except ImportError:          # not POSIX: no cross-process lock, at worst two compiles
             return True
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError:              # a directory that takes no new file: unlocked, as above
+            return True
         _lock_fds.add(self.fd)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
@@ -190,11 +207,12 @@ def runner_for(family: str, unit: int) -> Any:
         _pending[key] = "compiling"
     if _on_disk(key):
         try:
+            # (a damaged entry is discarded by .jit, and comes back None: not on disk)
             run = _load(key, compile=False)
-        except Exception as error:   # a broken cache entry: compile it again, aside
+        except Exception as error:  # noqa: BLE001 — never raised in a copy: compiled aside
             run = None
-            _warn_once(f"rearrange: loading the {_name(key)} copy kernel failed ({error!r}); "
-                       "compiling it again in the background")
+            cache_warning(f"rearrange: loading the {_name(key)} copy kernel failed "
+                          f"({error!r}); compiling it again in the background")
         if run is not None:
             _publish(key, run)
             return run
@@ -220,7 +238,7 @@ def build_here(key: Key, lock: bool = True) -> Any:
         compiles_started += 1
         run = _load(key, compile=True)
     if cache_directory() is not None and not _on_disk(key):
-        write_marker(key)
+        write_marker(key)           # (not when the entry could not be saved: cache_writable)
     _publish(key, run)
     return run
 
@@ -416,8 +434,10 @@ class _Service:
         """Load or compile ``key``'s runner and publish it; False (nothing done) when
         another process holds its lock and ``wait`` is False."""
         global compiles_started
-        if cache_directory() is None:
-            _warn_no_cache()
+        if cache_directory() is None or not cache_writable():
+            if cache_directory() is None:
+                _warn_no_cache()
+            # (an entry already on disk still loads; else compiled in memory, here)
             _publish(key, _load(key, compile=True))
             return True
         lock = _FileLock(key)
@@ -438,18 +458,18 @@ class _Service:
             _finish_worker(worker)
             run = _load(key, compile=False)
             if run is None:
-                raise RuntimeError("compiled, but its cache entry does not load here")
+                # The worker's entry did not land (a full disk: it could not save it) or
+                # does not load here: compiled in memory, in this thread (.jit warns once
+                # if this save fails too, and saves nothing more in this process).
+                run = _load(key, compile=True)
         _publish(key, run)
         return True
 
 
 def _warn_no_cache() -> None:
-    global _warned_no_cache
-    if not _warned_no_cache:
-        _warned_no_cache = True
-        warnings.warn("rearrange: no writable cache directory for compiled copy kernels "
-                      "(set REARRANGE_CACHE_DIR to one): they are compiled in a background "
-                      "thread of each process and not kept", RuntimeWarning, stacklevel=2)
+    cache_warning("rearrange: no writable cache directory for compiled copy kernels "
+                  "(set REARRANGE_CACHE_DIR to one): they are compiled in a background "
+                  "thread of each process and not kept")
 
 
 def _get_service() -> _Service:

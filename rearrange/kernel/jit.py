@@ -24,26 +24,42 @@ the runner's signature, the CPU (numba's target name and features) and :func:`so
 — a hash of every kernel module's source and numba's version — so an edit to any file the
 compiled code depends on, not only ``loops.py``, retires the old entries.
 
+The cache is verified, not trusted (:class:`_SealedFile`): every index and data file is
+written whole under a temporary name and renamed into place, with a header naming what it
+is for (the runner's file name, the source stamp and, for data, a digest of its index key:
+signature and CPU) and the sha256 of its payload. Nothing is unpickled, nor native code
+loaded, from a file whose payload does not hash to what was written, or that was written
+for another entry. Such an entry — or one whose load fails in any other way — is
+discarded (its files deleted, best-effort) and compiled again, with one warning per
+process. A cache that cannot be written (full, read-only underneath) costs speed, not a
+call: the runner is compiled in memory (one warning), and later runners of the process
+are not saved.
+
 When a runner may be compiled is :mod:`.builds`' decision: here, :func:`compile_runner`
 either compiles or (``compile=False``) only loads an entry that is already on disk.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import importlib.metadata
+import json
 import os
+import pickle
 import sys
 import tempfile
 import threading
 import types
+import uuid
+import warnings
 import weakref
 from pathlib import Path
 
 import numpy as np
 
 __all__ = ["UNIT_DTYPES", "jit", "materialise", "prepare", "compile_runner",
-           "cache_directory", "source_stamp"]
+           "cache_directory", "cache_writable", "cache_warning", "source_stamp"]
 
 # The unit sizes a runner is compiled for, each moved as this unsigned integer type.
 UNIT_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -257,10 +273,107 @@ def cache_directory() -> str | None:
     return _directory[0]
 
 
+# Every sealed cache file starts with this line, then one line of JSON (the header), then
+# the payload. Part of the file names too (_SEALED_TAG): files of numba's own format, or of
+# a later version of this one, are never read as this one.
+_SEALED_MAGIC = b"rearrange-kernel-cache 1\n"
+_SEALED_TAG = ".r1"
+
+_cache_lock = threading.Lock()
+_warned = False
+_unwritable: str | None = None      # why a save failed in this process; None: none has
+
+
+class CacheDamaged(Exception):
+    """A cache file is not what was written for the entry it stands for (internal: it
+    never leaves :func:`compile_runner`)."""
+
+
+def cache_warning(message: str) -> None:
+    """Warn about the disk cache — at most once per process, whatever the cause (the
+    next problem is most likely the same one again)."""
+    global _warned
+    with _cache_lock:
+        if _warned:
+            return
+        _warned = True
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def cache_writable() -> bool:
+    """False once saving a runner to the disk cache failed in this process (a full or
+    read-only filesystem): its later runners are compiled in memory only."""
+    return _unwritable is None
+
+
+def _write_whole(path: str, blob: bytes) -> None:
+    """``blob`` as the file ``path``: written under a temporary name in the same
+    directory, then renamed over it, so a reader sees the old file or the new one,
+    never part of one. A failed write leaves nothing behind."""
+    temporary = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"
+    try:
+        with open(temporary, "wb") as f:
+            f.write(blob)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _seal(header: dict, payload: bytes) -> bytes:
+    header = dict(header, sha256=hashlib.sha256(payload).hexdigest(), size=len(payload))
+    return _SEALED_MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+
+
+def _unseal(path: str) -> tuple[dict, bytes] | None:
+    """The header and payload of the sealed file ``path``, the payload checked against
+    the digest written with it; None: there is no such file. Raises CacheDamaged."""
+    name = os.path.basename(path)
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except FileNotFoundError:
+        return None
+    if not blob.startswith(_SEALED_MAGIC):
+        raise CacheDamaged(f"{name} does not start as a cache file ({len(blob)} bytes)")
+    end = blob.find(b"\n", len(_SEALED_MAGIC))
+    try:
+        header = json.loads(blob[len(_SEALED_MAGIC):end]) if end > 0 else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        raise CacheDamaged(f"{name} has no readable header")
+    payload = blob[end + 1:]
+    if header.get("size") != len(payload):
+        raise CacheDamaged(f"{name} holds {len(payload)} bytes where {header.get('size')} "
+                           "were written")
+    if header.get("sha256") != hashlib.sha256(payload).hexdigest():
+        raise CacheDamaged(f"{name}'s bytes are not the ones written (sha256 differs)")
+    return header, payload
+
+
+def _expect(header: dict, name: str, **identity: str) -> None:
+    for field, value in identity.items():
+        if header.get(field) != value:
+            raise CacheDamaged(f"{name} was written for {field} {header.get(field)!r}, "
+                               f"not {value!r}")
+
+
+def _key_digest(key: tuple) -> str:
+    """What a data file is for: numba's index key (signature, CPU target and features,
+    the function's bytecode hashes), as a digest."""
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:32]
+
+
 def _kernel_cache_class(directory: str):
-    """numba's per-function cache, located in ``directory`` and stamped with
-    :func:`source_stamp` instead of the one file numba would hash."""
-    from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
+    """numba's per-function cache, located in ``directory``, stamped with
+    :func:`source_stamp` instead of the one file numba would hash, and reading and
+    writing sealed files (:class:`_SealedFile`) instead of numba's."""
+    from numba.core.caching import (CompileResultCacheImpl, FunctionCache,
+                                    IndexDataCacheFile, _CacheLocator)
 
     stamp = source_stamp()
 
@@ -285,10 +398,109 @@ def _kernel_cache_class(directory: str):
     class Impl(CompileResultCacheImpl):
         _locator_classes = [Locator]
 
+    class SealedFile(IndexDataCacheFile):
+        """numba's index and data files of one runner, each sealed (:func:`_seal`).
+
+        Invariants: a data file is written before the index that names it; each file is
+        replaced whole (:func:`_write_whole`); :meth:`load` unpickles only payloads whose
+        digest and identity (this runner's file name, these sources, and for data this
+        very index key) match the header, and raises CacheDamaged otherwise."""
+
+        def __init__(self, cache_path, filename_base, source_stamp):
+            self.entry = filename_base + _SEALED_TAG
+            super().__init__(cache_path, self.entry, source_stamp)
+
+        def _load_index(self):
+            sealed = _unseal(self._index_path)
+            if sealed is None:
+                return {}
+            header, payload = sealed
+            _expect(header, self._index_name, kind="index", entry=self.entry)
+            if header.get("stamp") != self._source_stamp:
+                return {}        # written from other sources: stale, not damaged
+            overloads = pickle.loads(payload)
+            if not isinstance(overloads, dict):
+                raise CacheDamaged(f"{self._index_name} holds no index")
+            return overloads
+
+        def _save_index(self, overloads):
+            header = {"kind": "index", "entry": self.entry, "stamp": self._source_stamp}
+            _write_whole(self._index_path, _seal(header, self._dump(overloads)))
+
+        def save(self, key, data):
+            overloads = self._load_index()
+            name = overloads.get(key)
+            if name is None:
+                taken = set(overloads.values())
+                name = next(self._data_name(i) for i in range(1, len(taken) + 2)
+                            if self._data_name(i) not in taken)
+            header = {"kind": "data", "entry": self.entry, "stamp": self._source_stamp,
+                      "key": _key_digest(key)}
+            _write_whole(self._data_path(name), _seal(header, self._dump(data)))
+            if overloads.get(key) != name:
+                overloads[key] = name
+                self._save_index(overloads)
+
+        def load(self, key):
+            name = self._load_index().get(key)
+            if name is None:
+                return None
+            sealed = _unseal(self._data_path(name))
+            if sealed is None:
+                return None      # removed since the index was read: compiled again
+            header, payload = sealed
+            _expect(header, name, kind="data", entry=self.entry, stamp=self._source_stamp,
+                    key=_key_digest(key))
+            return pickle.loads(payload)
+
+        def discard(self) -> None:
+            """Delete this runner's index and data files, best-effort."""
+            pattern = glob.escape(os.path.join(self._cache_path, self.entry)) + ".*.nbc"
+            for path in [self._index_path, *glob.glob(pattern)]:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
     class Cache(FunctionCache):
         _impl_class = Impl
 
+        def __init__(self, py_func):
+            super().__init__(py_func)
+            self._cache_file = SealedFile(self._cache_path, self._impl.filename_base,
+                                          stamp)
+
+        def discard(self) -> None:
+            self._cache_file.discard()
+
     return Cache
+
+
+def _load_checked(cache, cfunc, name: str):
+    """``cfunc``'s compile result from ``cache``, or None (not there, or discarded)."""
+    try:
+        return cache.load_overload(cfunc._sig, cfunc._targetdescr.target_context)
+    except Exception as error:  # noqa: BLE001 — any failure to load: the entry is not used
+        # Invariant: nothing of a damaged entry was run (sealed files are checked before
+        # unpickling; native code comes only from checked payloads): discarding it and
+        # compiling again is all there is to do.
+        cache.discard()
+        why = str(error) if isinstance(error, CacheDamaged) else repr(error)
+        cache_warning(f"rearrange: the disk cache entry of the {name} copy kernel in "
+                      f"{cache.cache_path} was damaged ({why}); it was discarded and is "
+                      "compiled again")
+        return None
+
+
+def _save_or_warn(cache, cfunc, cres, name: str) -> None:
+    global _unwritable
+    try:
+        cache.save_overload(cfunc._sig, cres)
+    except Exception as error:  # noqa: BLE001 — saving only saves the next process time
+        _unwritable = repr(error)
+        cache_warning(f"rearrange: could not write the {name} copy kernel to the disk "
+                      f"cache {cache.cache_path} ({error}); compiled kernels are kept in "
+                      "memory only in this process")
 
 
 # --------------------------------------------------------------------------- runners
@@ -387,19 +599,20 @@ def compile_runner(run, u: int, compile: bool = True):
         cfunc = CFunc(clone, sigutils.normalize_signature(sig), locals={},
                       options={"nopython": True, "error_model": "numpy"})
         directory = cache_directory()
+        name = f"{run.__name__.lstrip('_').removeprefix('run_')}-u{u}"
         with global_compiler_lock:
             cres = None
             cache = None
             if directory is not None:
                 cache = _kernel_cache_class(directory)(clone)
-                cres = cache.load_overload(cfunc._sig, cfunc._targetdescr.target_context)
+                cres = _load_checked(cache, cfunc, name)
             if cres is None:
                 if not compile:
                     return None
                 cres = cfunc._compile_uncached()
                 cres.library.finalize = types.MethodType(_finalise_runner, cres.library)
-                if cache is not None:
-                    cache.save_overload(cfunc._sig, cres)
+                if cache is not None and cache_writable():
+                    _save_or_warn(cache, cfunc, cres, name)
             address = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
         c_unit = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32,
                   8: ctypes.c_uint64}[u]
