@@ -11,7 +11,6 @@ lookup plus the array calls of the plan.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NamedTuple, Sequence, overload
 
@@ -21,7 +20,7 @@ from . import backends, ops
 from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .backends.ndarray import RESHAPE, RESHAPE_TRANSPOSE, TRANSPOSE, TRANSPOSE_RESHAPE
-from .caching import remember
+from .caching import PLANS, CacheLevel
 from .calls import (ArrayT, as_array, canonical_lengths, context_line, is_shape,
                     keyword_axes, layout_from, parse_first, plan_for)
 from .errors import ArgumentTypeError, PatternError, RearrangeError
@@ -37,82 +36,63 @@ Runner = Callable[[Any], Any]
 
 # ---------------------------------------------------------------------- plan cache
 
-_PLAN_CACHE_SIZE = 4096
-# key -> entry: the plan lowered for one array type. Reads are single dict lookups
-# (atomic); inserts and evictions happen under the lock, oldest first once full.
-# numpy entries are ``(code, argument)``: the hot path calls ``transpose``/``reshape``
-# itself for the two commonest view plans, and any other runner as ``argument(x)``.
-# What a key must hold, per entry kind (each key below says which it is):
-# * numpy: pattern, shape, byte strides, **dtype**, ``copy`` and canonical axis lengths.
-#   The dtype because a copy runner carries a kernel plan made for one item size (same
-#   shape and byte strides with another item size is another copy: a complex64 array
-#   and its ``.real``), and the strided fallback scales element strides by it.
-# * Tensor: pattern, layout (elements), dtype, ``copy``, canonical axis lengths.
-# * ``out=``: as numpy (the entry holds a kernel plan and the output's shape).
+# Entries of the one plan cache (:data:`rearrange.caching.PLANS`) made here, by key:
+# * ``("rearrange", pattern, shape, byte strides, dtype, copy, *lengths)`` — numpy
+#   arrays: ``(code, argument)``; the hot path calls ``transpose``/``reshape`` itself
+#   for the commonest view plans, and any other runner as ``argument(x)``. The dtype
+#   because a copy runner carries a kernel plan made for one item size (same shape and
+#   byte strides with another item size is another copy: a complex64 array and its
+#   ``.real``), and the strided fallback scales element strides by it.
+# * ``("rearrange", "tensor", pattern, layout (elements), dtype, copy, *lengths)`` —
+#   rearrange.Tensor: a runner.
+# * ``("rearrange-out", ...)`` — ``out=``: as numpy (the entry holds a kernel plan and
+#   the output's shape), or the Tensor's layout and dtype.
 # Axis lengths are canonical (plain ints, or a wrapper equal to nothing) before any key
 # is built, so that ``3.0`` or ``True`` never hit an entry made for ``3`` or ``1``.
-_plans: dict[tuple, Any] = {}
+# ``PLANS.last``: pattern -> (shape, strides, dtype, copy, axis lengths, code, argument)
+# of the last numpy call with that pattern, a one-entry inline index that spares the
+# warm path hashing the key. It is hit only when all of these match the call (the dtype
+# by identity: numpy's builtin dtypes are singletons, any other dtype takes the general
+# path).
+_PLANS = PLANS
+_last_seen = PLANS.last
 _PLAIN_INT = frozenset({int})
-# pattern -> (shape, strides, dtype, copy, axis lengths, code, argument) of the last numpy
-# call with that pattern: a one-entry inline cache that spares the warm path hashing the
-# key. It is hit only when all of these match the call (the dtype by identity: numpy's
-# builtin dtypes are singletons, any other dtype takes the general path).
-_last_seen: dict[str, tuple] = {}
 _ndarray = np.ndarray
 _foreign_types = backends.by_type   # torch.Tensor -> the torch backend, ... (once seen)
-_plans_lock = threading.Lock()
-_plan_misses = 0
-
-
-class CacheLevel(NamedTuple):
-    hits: int
-    misses: int
-    maxsize: int
-    currsize: int
 
 
 class CacheInfo(NamedTuple):
-    patterns: CacheLevel   # pattern text -> parsed pattern
+    patterns: CacheLevel   # (kind, pattern text) -> parsed pattern
     recipes: CacheLevel    # (pattern, rank) -> recipe
-    plans: CacheLevel      # (pattern, shape, strides, dtype, copy, axis lengths) -> lowered plan
+    plans: CacheLevel      # (operation, input kind, pattern, layouts, dtypes, options,
+                           # axis lengths) -> lowered plan, for every operation
+    kernel: CacheLevel     # source layout -> the copy kernel's plan and its lowering
 
 
 def cache_info() -> CacheInfo:
-    """Sizes and hit counts of the three caches (pattern, recipe, plan)."""
-    parsed = parse_transform_cached.cache_info()
+    """Sizes and hit counts of the four caches: parsed patterns, recipes, plans (every
+    operation, every array type) and the copy kernel's."""
+    from .kernel import cache_info as kernel_cache_info
+    from .parsing import parse_cache_info
+
     recipes = build_recipe.cache_info()
     return CacheInfo(
-        CacheLevel(parsed.hits, parsed.misses, parsed.maxsize, parsed.currsize),
+        parse_cache_info(),
         CacheLevel(recipes.hits, recipes.misses, recipes.maxsize, recipes.currsize),
-        # Plan hits are not counted on the hot path: every call that did not miss hit.
-        CacheLevel(-1, _plan_misses, _PLAN_CACHE_SIZE, len(_plans)),
+        PLANS.info(),
+        kernel_cache_info(),
     )
 
 
 def cache_clear() -> None:
-    """Empty every cache (patterns, recipes, plans)."""
-    global _plan_misses
-    with _plans_lock:
-        _plans.clear()
-        _last_seen.clear()
-        _plan_misses = 0
-    parse_transform_cached.cache_clear()
+    """Empty every cache: parsed patterns, recipes, plans and the copy kernel's."""
+    from .kernel import cache_clear as kernel_cache_clear
+    from .parsing import parse_cache_clear
+
+    PLANS.clear()
+    parse_cache_clear()
     build_recipe.cache_clear()
-    backends.cache_clear()
-    import sys
-
-    ops.cache_clear()
-    for name in ("contraction", "packing", "shapes"):  # only those already imported
-        module = sys.modules.get(f"{__package__}.{name}")
-        if module is not None and hasattr(module, "cache_clear"):
-            module.cache_clear()
-
-
-def _remember(key: tuple, entry: Any) -> None:
-    global _plan_misses
-    with _plans_lock:
-        _plan_misses += 1
-    remember(_plans, key, entry, _PLAN_CACHE_SIZE, _plans_lock)
+    kernel_cache_clear()
 
 
 # ---------------------------------------------------------------------- layouts of arrays
@@ -163,6 +143,7 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
                     and seen_copy is copy
                     and seen_lengths == axes_lengths
                     and (not axes_lengths or _PLAIN_INT.issuperset(map(type, axes_lengths.values())))):
+                _PLANS.hits += 1
                 if code == TRANSPOSE:
                     return tensor.transpose(argument)
                 if code == RESHAPE:
@@ -199,18 +180,14 @@ def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
     axes_lengths = canonical_lengths(axes_lengths)
     if not isinstance(array, np.ndarray):
         return _rearrange_other(array, pattern, copy, axes_lengths)
-    key = (pattern, array.shape, array.strides, array.dtype, copy, *axes_lengths.items())
-    try:
-        entry = _plans.get(key)
-    except TypeError:  # unhashable pattern or axis lengths: the cold path says which
-        entry = None
-    if entry is None:
+    key = ("rearrange", pattern, array.shape, array.strides, array.dtype, copy,
+           *axes_lengths.items())
+    entry = _PLANS.get(key)
+    if entry is None:   # (an unhashable pattern or axis lengths: the cold path says which)
         entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
     if type(array) is _ndarray and type(pattern) is str:
-        if len(_last_seen) >= _PLAN_CACHE_SIZE:
-            _last_seen.clear()
-        _last_seen[pattern] = (array.shape, array.strides, array.dtype, copy,
-                               dict(axes_lengths), *entry)
+        _PLANS.remember_last(pattern, (array.shape, array.strides, array.dtype, copy,
+                                       dict(axes_lengths), *entry))
     return ndarray.run_entry(entry, array)
 
 
@@ -233,14 +210,12 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
         raise ArgumentTypeError(
             f"out must be a numpy array for a numpy input (a rearrange.Tensor for a Tensor "
             f"input); got {type(out).__module__}.{type(out).__name__}")
-    key = ("out", pattern, array.shape, array.strides, array.dtype, *axes_lengths.items())
-    try:
-        entry = _plans.get(key)
-    except TypeError:
-        entry = None
+    key = ("rearrange-out", pattern, array.shape, array.strides, array.dtype,
+           *axes_lengths.items())
+    entry = _PLANS.get(key)
     if entry is None:
         entry = ndarray.into_entry(array, pattern, axes_lengths)
-        _remember(key, entry)
+        _PLANS.put(key, entry)
     ndarray.check_out(out, entry.output_shape, array.dtype)
     return ndarray.run_into(entry, array, out)
 
@@ -250,14 +225,11 @@ def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], o
         raise ArgumentTypeError(
             f"out must be a rearrange.Tensor for a rearrange.Tensor input, got {type(out).__name__}")
     layout, itemsize = array.layout, array.element_size()
-    key = ("out", pattern, layout, array.dtype, *axes_lengths.items())
-    try:
-        plan = _plans.get(key)
-    except TypeError:
-        plan = None
+    key = ("rearrange-out", "tensor", pattern, layout, array.dtype, *axes_lengths.items())
+    plan = _PLANS.get(key)
     if plan is None:
         plan = plan_for(pattern, layout, axes_lengths, None, array.dtype.name, itemsize, "elements")
-        _remember(key, plan)
+        _PLANS.put(key, plan)
     target = out.numpy()        # out's memory as numpy sees it: checked like a numpy out
     ndarray.check_out(target, plan.output.shape, array.dtype)
     tensor_backend.run_into(plan, array, target)
@@ -285,24 +257,22 @@ def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | 
     plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize,
                     info.unit)
     entry = ndarray.lower_rearrange(plan, array)
-    _remember(key, entry)
+    _PLANS.put(key, entry)
     return entry
 
 
 def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
                      axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange.Tensor inputs: the plan cache lookup, then the Tensor backend's runner."""
-    key = ("tensor", pattern, tensor.layout, tensor.dtype, copy, *axes_lengths.items())
-    try:
-        runner = _plans.get(key)
-    except TypeError:  # unhashable pattern or axis lengths: _check_hashable says which
-        runner = None
+    key = ("rearrange", "tensor", pattern, tensor.layout, tensor.dtype, copy,
+           *axes_lengths.items())
+    runner = _PLANS.get(key)
     if runner is None:
         _check_hashable(key, pattern, axes_lengths)
         info = tensor_backend.describe(tensor)
         plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize)
         runner = tensor_backend.lower(plan, None, tensor)
-        _remember(key, runner)
+        _PLANS.put(key, runner)
     return runner(tensor)
 
 

@@ -1,15 +1,109 @@
-"""Bounded plan caches: plain dicts, read without a lock (one ``dict.get`` on the hot
-path), written under the owner's lock through :func:`remember`."""
+"""The package's plan cache: one bounded cache of lowered plans for every operation and
+array type (rearrange, reduce, repeat, pack, unpack, einsum, parse_shape/check_shape on
+numpy, Tensor, torch, dask, array-API inputs).
+
+The other levels are the parse cache (:mod:`rearrange.parsing`), the recipe cache
+(:func:`rearrange.recipe.build_recipe`) and the kernel's (:mod:`rearrange.kernel`);
+``rearrange.cache_info()`` reports the four and ``rearrange.cache_clear()`` empties them.
+
+Keys start with a tag that names the operation and the kind of input (``("rearrange",
+"numpy", ...)``, ``("pack", ...)``), so entries of different operations never meet;
+after the tag a key holds everything its entry depends on (each front says what, where
+it builds the key).
+"""
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class CacheLevel(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+class PlanCache:
+    """A bounded dict of lowered plans, with hit and miss counts.
+
+    Reads are one ``dict.get`` without a lock (atomic under the GIL); inserts and
+    evictions happen under the lock, oldest first once full. ``last`` is numpy
+    rearrange's inline index (pattern -> the last call's layout and entry, which spares
+    the warm path hashing a key): part of this cache, cleared with it. Counts are
+    exact in one thread; concurrent calls may lose an increment (never an entry)."""
+
+    __slots__ = ("maxsize", "entries", "last", "hits", "misses", "_lock")
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        # The dicts are never rebound: hot paths hold them (clear() empties in place).
+        self.entries: dict[Any, Any] = {}
+        self.last: dict[Any, tuple] = {}
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        """The entry under ``key``, or None (a miss; also for an unhashable key, whose
+        calls are planned every time)."""
+        try:
+            entry = self.entries.get(key)
+        except TypeError:
+            entry = None
+        if entry is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return entry
+
+    def peek(self, key: Any) -> Any:
+        """The entry under ``key``, or None without counting a miss: for a warm path
+        whose miss falls through to a :meth:`get` (which counts it)."""
+        try:
+            entry = self.entries.get(key)
+        except TypeError:
+            return None
+        if entry is not None:
+            self.hits += 1
+        return entry
+
+    def put(self, key: Any, entry: Any) -> None:
+        """Keep ``entry`` under ``key``; an unhashable key keeps nothing."""
+        with self._lock:
+            try:
+                hash(key)
+            except TypeError:
+                return
+            if len(self.entries) >= self.maxsize:
+                self.entries.pop(next(iter(self.entries)))
+            self.entries[key] = entry
+
+    def remember_last(self, pattern: str, record: tuple) -> None:
+        """``last[pattern] = record``, bounded like the entries."""
+        if len(self.last) >= self.maxsize:
+            self.last.clear()
+        self.last[pattern] = record
+
+    def clear(self) -> None:
+        with self._lock:
+            self.entries.clear()
+            self.last.clear()
+            self.hits = self.misses = 0
+
+    def info(self) -> CacheLevel:
+        return CacheLevel(self.hits, self.misses, self.maxsize, len(self.entries))
+
+
+#: The one plan cache.
+PLANS = PlanCache(8192)
 
 
 def remember(cache: dict, key: Any, entry: Any, limit: int, lock: threading.Lock) -> None:
-    """Store ``entry`` under ``key``; at ``limit`` entries the oldest is evicted first
-    (insertion order). Raises TypeError for an unhashable key, storing nothing."""
+    """Store ``entry`` under ``key`` in a bounded dict of a stage's own (the kernel's
+    copy plans); at ``limit`` entries the oldest is evicted first (insertion order).
+    Raises TypeError for an unhashable key, storing nothing."""
     with lock:
         if len(cache) >= limit:
             cache.pop(next(iter(cache)))

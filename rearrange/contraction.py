@@ -30,7 +30,6 @@ import functools
 import math
 import re
 import string
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, overload
 
@@ -40,7 +39,7 @@ from . import backends, calls
 from .calls import ArrayT
 from .backends import ndarray
 from .backends import tensor as tensor_backend
-from .caching import remember
+from .caching import PLANS
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout, size_problem
 from .parsing import (
@@ -1150,35 +1149,21 @@ def _format_plan(plan: EinsumPlan) -> str:
 # --------------------------------------------------------------------------- cache
 
 
-_PLAN_CACHE_SIZE = 1024
-# (pattern, per input (shape, byte strides, dtype) or ("tensor", layout, dtype), axis
-# lengths) -> the plan's lowering (ndarray.lower_einsum or tensor.lower_einsum). Reads
-# are single dict lookups; inserts happen under the lock.
+# Entries of the plan cache made here:
+# * ("einsum", pattern, per input (shape, byte strides, dtype) or ("tensor", layout,
+#   dtype), axis lengths) -> the plan's lowering (ndarray.lower_einsum or
+#   tensor.lower_einsum);
+# * ("einsum", backend module name, pattern, per input backend.cache_key, axis lengths)
+#   -> the backend's lowering (backends with ``lower_einsum``): the warm path of foreign
+#   einsum, one lookup;
+# * ("einsum-plan", backend module name, ...) -> the plan itself (torch, dask, array-API
+#   inputs: explain, and backends without a lowering).
 # The dtype is in the key because the runner's einsum and result type depend on it;
 # the axis lengths are canonical (plain ints) before a key is built, so 3.0 or True
 # never hit an entry made for 3 or 1. Foreign keys use the backend's cache_key (shape,
-# dtype, and strides/device where the library has them).
-_plans: dict[tuple, Callable[[Sequence[Any]], Any]] = {}
-_foreign_plans: dict[tuple, EinsumPlan] = {}   # torch, dask, array-API inputs
-# The same keys -> the backend's lowering of that plan (backends with ``lower_einsum``):
-# the warm path of foreign einsum, one lookup. Keys whose sizes are traced (SymInts,
-# torch.jit.trace) are unhashable: those calls are never kept.
-_foreign_runners: dict[tuple, Callable[[Sequence[Any]], Any]] = {}
+# dtype, and strides/device where the library has them); keys whose sizes are traced
+# (SymInts, torch.jit.trace) are unhashable: those calls are never kept.
 _foreign_types = backends.by_type   # torch.Tensor -> the torch backend, ... (once seen)
-_plans_lock = threading.Lock()
-
-
-def _remember(key: tuple, runner: Callable[[Sequence[Any]], Any]) -> None:
-    remember(_plans, key, runner, _PLAN_CACHE_SIZE, _plans_lock)
-
-
-def cache_clear() -> None:
-    """Empty the einsum plan cache (parsed patterns included)."""
-    with _plans_lock:
-        _plans.clear()
-        _foreign_plans.clear()
-        _foreign_runners.clear()
-    _parse_einsum_cached.cache_clear()
 
 
 def _context(pattern: str, shapes: Sequence[tuple[int, ...]], axes_lengths: Mapping[str, Any]) -> str:
@@ -1255,14 +1240,14 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
         kind = type(tensors_and_pattern[0])
         if kind is _ndarray:
             # The warm path for numpy arrays: one key, one lookup, the lowered calls.
-            key = [pattern]
+            key = ["einsum", pattern]
             for tensor in tensors_and_pattern[:-1]:
                 if type(tensor) is not _ndarray:
                     break
                 key.append((tensor.shape, tensor.strides, tensor.dtype))
             else:
-                if len(key) > 1 and type(pattern) is str:
-                    runner = _plans.get((*key, *axes_lengths.items()))
+                if len(key) > 2 and type(pattern) is str:
+                    runner = PLANS.peek((*key, *axes_lengths.items()))
                     if runner is not None:
                         return runner(tensors_and_pattern[:-1])
         elif type(pattern) is str and (backend := _foreign_types.get(kind)) is not None:
@@ -1272,12 +1257,9 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
                 if type(tensor) is not kind:
                     break
             else:
-                try:
-                    runner = _foreign_runners.get((backend.__name__, pattern,
-                                                   *map(backend.cache_key, tensors),
-                                                   *axes_lengths.items()))
-                except TypeError:  # traced sizes (unhashable): the general path
-                    runner = None
+                # (traced sizes are unhashable: a miss, then the general path)
+                runner = PLANS.peek(("einsum", backend.__name__, pattern,
+                                     *map(backend.cache_key, tensors), *axes_lengths.items()))
                 if runner is not None:
                     return runner(tensors)
     tensors, pattern = _split_arguments(tensors_and_pattern)
@@ -1288,18 +1270,17 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
     arrays, as_tensor = _checked_inputs(tensors)
     axes_lengths = calls.canonical_lengths(axes_lengths)
     if as_tensor:
-        key = (pattern, *(("tensor", t.layout, t.dtype) for t in arrays), *axes_lengths.items())
+        key = ("einsum", pattern, *(("tensor", t.layout, t.dtype) for t in arrays),
+               *axes_lengths.items())
     else:
-        key = (pattern, *((t.shape, t.strides, t.dtype) for t in arrays), *axes_lengths.items())
-    try:
-        runner = _plans.get(key)
-    except TypeError:  # unhashable axis lengths: the planner says which
-        key, runner = None, None
-    if runner is None:
+        key = ("einsum", pattern, *((t.shape, t.strides, t.dtype) for t in arrays),
+               *axes_lengths.items())
+    runner = PLANS.get(key)
+    if runner is None:  # (unhashable axis lengths: the planner says which)
         plan = _plan_with_context(pattern, [_describe(t) for t in arrays], axes_lengths)
         runner = (tensor_backend if as_tensor else ndarray).lower_einsum(plan)
-        if key is not None and type(pattern) is str:
-            _remember(key, runner)
+        if type(pattern) is str:
+            PLANS.put(key, runner)
     return runner(arrays)
 
 
@@ -1317,12 +1298,8 @@ def _run_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
     plan = _foreign_plan(backend, tensors, pattern, axes_lengths)   # checks every type
     runner = lower_einsum(plan)
     if type(pattern) is str:
-        key = (backend.__name__, pattern, *map(backend.cache_key, tensors),
-               *axes_lengths.items())
-        try:
-            remember(_foreign_runners, key, runner, _PLAN_CACHE_SIZE, _plans_lock)
-        except TypeError:  # unhashable: the runner is used once, not kept
-            pass
+        PLANS.put(("einsum", backend.__name__, pattern, *map(backend.cache_key, tensors),
+                   *axes_lengths.items()), runner)  # (unhashable: used once, not kept)
     return runner(list(tensors))
 
 
@@ -1444,11 +1421,9 @@ def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,
             raise ArgumentTypeError(
                 f"rearrange.einsum takes inputs of one array type; argument 0 is "
                 f"{_kind(tensors[0])}, argument {k} is {_kind(tensor)}")
-    key = (backend.__name__, pattern, *map(backend.cache_key, tensors), *axes_lengths.items())
-    try:
-        plan = _foreign_plans.get(key)
-    except TypeError:
-        key, plan = None, None
+    key = ("einsum-plan", backend.__name__, pattern, *map(backend.cache_key, tensors),
+           *axes_lengths.items())
+    plan = PLANS.get(key)
     if plan is None:
         infos = [backend.describe(t) for t in tensors]
         operands = [_Operand(info.layout, _numpy_name(info.dtype), info.itemsize, "elements", None)
@@ -1457,8 +1432,7 @@ def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,
         describe_einsum = getattr(backend, "describe_einsum", None)
         if describe_einsum is not None:
             plan = describe_einsum(plan, tensors)
-        if key is not None:
-            remember(_foreign_plans, key, plan, _PLAN_CACHE_SIZE, _plans_lock)
+        PLANS.put(key, plan)
     return plan
 
 

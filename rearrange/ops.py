@@ -16,7 +16,6 @@ the lowering of the two extra kinds of step:
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -26,7 +25,7 @@ from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .calls import (as_array, canonical_lengths, layout_from, plan_layout,
                     with_context)
-from .caching import remember
+from .caching import PLANS
 from .errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
 from .plan import REDUCTION_NAMES, Plan
 from .tensor import Tensor
@@ -38,22 +37,12 @@ REDUCTIONS = REDUCTION_NAMES
 
 Runner = Callable[[Any], Any]
 
-_CACHE_SIZE = 1024
-# (op, pattern, reduction, array type, shape, strides, dtype, copy, axis lengths) -> runner
-# Everything a runner depends on: the reduction (a name or the callable itself), the
-# layout and dtype (reducers' result types, the kernel plan of a repeat copy), and the
-# canonical axis lengths (see _run).
-_runners: dict[tuple, Runner] = {}
-_runners_lock = threading.Lock()
-
-
-def cache_clear() -> None:
-    with _runners_lock:
-        _runners.clear()
-
-
-def _remember(key: tuple, runner: Runner) -> None:
-    remember(_runners, key, runner, _CACHE_SIZE, _runners_lock)
+# Entries of the plan cache made here: (op, pattern, reduction, array type, shape,
+# strides, dtype, copy, axis lengths) -> runner, for numpy arrays; (op, pattern,
+# reduction, Tensor, layout, dtype, copy, axis lengths) for Tensors. Everything a runner
+# depends on: the reduction (a name or the callable itself), the layout and dtype
+# (reducers' result types, the kernel plan of a repeat copy), and the canonical axis
+# lengths (see run_transform).
 
 
 # ---------------------------------------------------------------------- shared front
@@ -80,16 +69,10 @@ def run_transform(op: str, tensor: Any, pattern: str, reduction: Any, copy: bool
     else:
         key = (op, pattern, reduction, type(array), array.shape, array.strides, array.dtype,
                copy, *axes_lengths.items())
-    try:
-        runner = _runners.get(key)
-    except TypeError:  # unhashable pattern, lengths or reduction: the planner says which
-        runner = None
-    if runner is None:
+    runner = PLANS.get(key)
+    if runner is None:  # (an unhashable pattern, length or reduction: the planner says which)
         runner = _lower(op, array, pattern, reduction, copy, axes_lengths)
-        try:
-            _remember(key, runner)
-        except TypeError:
-            pass
+        PLANS.put(key, runner)
     try:
         return runner(array)
     except RearrangeError as error:  # a reduction that failed on these values

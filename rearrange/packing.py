@@ -24,7 +24,6 @@ touching data: printable, JSON-ready, and convertible to plain numpy or torch co
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
@@ -34,7 +33,7 @@ from . import backends
 from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .calls import SUPPORTED_ARRAYS, ArrayT, ElementType, dtype_of, numpy_layout
-from .caching import remember
+from .caching import PLANS
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error, shorten
@@ -43,8 +42,7 @@ from .recipe import SizeCheck, is_symbolic, shapes_check
 from .shapes import ShapeMismatchError
 from .tensor import Tensor
 
-__all__ = ["pack", "unpack", "explain_pack", "explain_unpack", "PackPlan", "PackStep",
-           "cache_info", "cache_clear"]
+__all__ = ["pack", "unpack", "explain_pack", "explain_unpack", "PackPlan", "PackStep"]
 
 
 # --------------------------------------------------------------------------- plans
@@ -564,55 +562,17 @@ def _normalise_packed_shapes(packed_shapes: Any) -> list[tuple[int, ...]]:
 
 # --------------------------------------------------------------------------- caches
 
-_CACHE_SIZE = 4096
-# key -> (runner, packed_shapes) for pack; key -> runner for unpack. Reads are single dict
-# lookups; inserts and evictions (oldest first) happen under the lock.
-# What the keys hold, and why that is all an entry depends on:
-# * pack: the pattern and per input (type, shape, dtype). The runner allocates the
-#   packed array in the inputs' promoted dtype and assigns each input into its slice
-#   (numpy reads the input's strides at each call), so strides are not needed; the type
-#   decides numpy vs Tensor vs a foreign library.
-# * unpack: the pattern, the packed array's shape (numpy: indexing and a one-dim split,
-#   which never depend on strides or dtype) or layout (Tensor: the results' layouts),
-#   and packed_shapes. A hit counts only when packed_shapes are plain ints (3.0 == 3).
-_pack_cache: dict[tuple, tuple[Any, tuple]] = {}
-_unpack_cache: dict[tuple, Any] = {}
-_lock = threading.Lock()
-_misses = 0
+# Entries of the plan cache made here:
+# * ("pack", pattern, per input (type, shape, dtype)) -> (runner, packed_shapes). The
+#   runner allocates the packed array in the inputs' promoted dtype and assigns each
+#   input into its slice (numpy reads the input's strides at each call), so strides are
+#   not needed; the type decides numpy vs Tensor vs a foreign library.
+# * ("unpack", pattern, the packed array's shape (numpy: indexing and a one-dim split,
+#   which never depend on strides or dtype) or layout (Tensor: the results' layouts) or
+#   (type, shape) (foreign), packed_shapes) -> runner. A hit counts only when
+#   packed_shapes are plain ints (3.0 == 3).
+# Keys of traced sizes (torch.compile's SymInts) cannot be hashed: nothing is kept.
 _PLAIN_INT = frozenset({int})
-
-
-def _remember_if_hashable(cache: dict, key: tuple, entry: Any) -> None:
-    """Keep a foreign array's entry, unless its key cannot be hashed (torch's symbolic
-    sizes under torch.compile): such calls are planned each time."""
-    try:
-        hash(key)
-    except TypeError:
-        return
-    _remember(cache, key, entry)
-
-
-def _remember(cache: dict, key: tuple, entry: Any) -> None:
-    global _misses
-    with _lock:
-        _misses += 1
-    remember(cache, key, entry, _CACHE_SIZE, _lock)
-
-
-def cache_info() -> dict[str, int]:
-    """Sizes of the pack and unpack plan caches and the misses since the last clear."""
-    return {"pack": len(_pack_cache), "unpack": len(_unpack_cache), "misses": _misses,
-            "maxsize": _CACHE_SIZE}
-
-
-def cache_clear() -> None:
-    """Empty the pack and unpack plan caches (parsed patterns too)."""
-    global _misses
-    with _lock:
-        _pack_cache.clear()
-        _unpack_cache.clear()
-        _misses = 0
-    parse_pack.cache_clear()  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- pack
@@ -636,7 +596,7 @@ def pack(tensors: Sequence[ArrayT], pattern: str) -> tuple[ArrayT, list[tuple[in
     if type(tensors) is list or type(tensors) is tuple:
         try:
             # _pack_key, written out: the warm path's one lookup
-            entry = _pack_cache.get((pattern, *[(type(x), x.shape, x.dtype) for x in tensors]))
+            entry = PLANS.get(("pack", pattern, *[(type(x), x.shape, x.dtype) for x in tensors]))
         except (TypeError, AttributeError, RuntimeError):  # not arrays (or tensors without
             pass                # sizes: nested), or an unhashable pattern: the cold path says
     if entry is None:
@@ -646,8 +606,8 @@ def pack(tensors: Sequence[ArrayT], pattern: str) -> tuple[ArrayT, list[tuple[in
 
 
 def _pack_key(pattern: str, tensors: Sequence[Any]) -> tuple:
-    """The pack cache's key (see the comment at ``_pack_cache``)."""
-    return (pattern, *[(type(x), x.shape, x.dtype) for x in tensors])
+    """The pack entry's key (see the comment at the plan cache's entries above)."""
+    return ("pack", pattern, *[(type(x), x.shape, x.dtype) for x in tensors])
 
 
 def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
@@ -657,7 +617,7 @@ def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
         return _pack_traced(backend, tensors, pattern)  # never cached: sizes are traced
     if backend is not None:
         entry = _pack_foreign_entry(backend, tensors, pattern)
-        _remember_if_hashable(_pack_cache, _pack_key(pattern, tensors), entry)
+        PLANS.put(_pack_key(pattern, tensors), entry)
         return entry
     described = [_describe(x, f"pack(): item {k}") for k, x in enumerate(tensors)]
     plan, dtype = _plan_pack(pattern, described)
@@ -667,7 +627,7 @@ def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
     lowering = tensor_backend if to_tensor else ndarray
     entry = (lowering.lower_pack(plan, dtype), plan.packed_shapes)
     # Every item is an array, a numpy scalar or a Tensor here: all have .shape and .dtype.
-    _remember(_pack_cache, _pack_key(pattern, tensors), entry)
+    PLANS.put(_pack_key(pattern, tensors), entry)
     return entry
 
 
@@ -748,12 +708,12 @@ def unpack(tensor: ArrayT, packed_shapes: Sequence[Sequence[int]], pattern: str)
     try:
         shapes = tuple(map(tuple, packed_shapes))
         if type(tensor) is np.ndarray:
-            run = _unpack_cache.get((pattern, tensor.shape, shapes))
+            run = PLANS.get(("unpack", pattern, tensor.shape, shapes))
         elif type(tensor) is Tensor:
-            run = _unpack_cache.get((pattern, tensor.layout, shapes))
+            run = PLANS.get(("unpack", pattern, tensor.layout, shapes))
         elif (backend := backends.by_type.get(type(tensor))) is not None:
             backends.check(backend, tensor)   # a cached runner slices before it reshapes
-            run = _unpack_cache.get((pattern, type(tensor), tuple(tensor.shape), shapes))
+            run = PLANS.get(("unpack", pattern, type(tensor), tuple(tensor.shape), shapes))
         if run is not None and not _PLAIN_INT.issuperset(type(v) for s in shapes for v in s):
             run = None  # 3.0 or True equals an int: let the cold path reject it
     except TypeError:  # not shapes, or an unhashable pattern: the cold path says which
@@ -993,9 +953,8 @@ def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
         return _unpack_traced(backend, tensor, packed_shapes, pattern)  # never cached
     if backend is not None:
         run = _unpack_foreign(backend, tensor, packed_shapes, pattern)
-        _remember_if_hashable(
-            _unpack_cache, (pattern, type(tensor), tuple(tensor.shape),
-                            tuple(map(tuple, packed_shapes))), run)
+        PLANS.put(("unpack", pattern, type(tensor), tuple(tensor.shape),
+                   tuple(map(tuple, packed_shapes))), run)
         return run
     if isinstance(tensor, np.generic):
         tensor = np.asarray(tensor)
@@ -1003,9 +962,9 @@ def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
     plan, shapes = _plan_unpack(pattern, layout, packed_shapes, dtype.name, dtype.itemsize, unit)
     run = (tensor_backend if isinstance(tensor, Tensor) else ndarray).lower_unpack(plan)
     if type(tensor) is np.ndarray:
-        _remember(_unpack_cache, (pattern, tensor.shape, tuple(shapes)), run)
+        PLANS.put(("unpack", pattern, tensor.shape, tuple(shapes)), run)
     elif type(tensor) is Tensor:
-        _remember(_unpack_cache, (pattern, tensor.layout, tuple(shapes)), run)
+        PLANS.put(("unpack", pattern, tensor.layout, tuple(shapes)), run)
     return run  # ndarray subclasses are planned on every call
 
 

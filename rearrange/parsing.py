@@ -966,3 +966,20 @@ parse_shape_pattern.cache_info = (  # type: ignore[attr-defined]
     _parse_shape_pattern_cached.cache_info)
 parse_shape_pattern.cache_clear = (  # type: ignore[attr-defined]
     _parse_shape_pattern_cached.cache_clear)
+
+
+def parse_cache_info() -> Any:
+    """The parse cache's hits, misses, bound and size (every kind of pattern), as a
+    :class:`rearrange.caching.CacheLevel`."""
+    from .caching import CacheLevel
+
+    levels = [f.cache_info() for f in (parse_transform_cached, _parse_pack_cached,
+                                       _parse_shape_pattern_cached)]
+    return CacheLevel(*(sum(getattr(level, name) for level in levels)
+                        for name in ("hits", "misses", "maxsize", "currsize")))
+
+
+def parse_cache_clear() -> None:
+    """Empty the parse cache."""
+    for f in (parse_transform_cached, _parse_pack_cached, _parse_shape_pattern_cached):
+        f.cache_clear()

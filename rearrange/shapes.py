@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import math
 import operator
-import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .caching import remember
+from .caching import PLANS
 from .errors import ArgumentTypeError, PatternError
 from .parsing import (AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error,
                       shorten)
@@ -71,25 +70,23 @@ class _Recipe:
     fixed: tuple[tuple[int, int], ...]    # parse_shape: (dim, the size it must have)
 
 
-# (pattern, op, rank) -> recipe: a recipe depends on the pattern and the rank alone (the
-# shape it was built for appears only in errors, which are not cached).
-_recipes: dict[tuple[str, str, int], _Recipe] = {}
-# check_shape: (pattern, shape, *given lengths) -> the solved lengths (copied on return).
-# A hit counts only when the shape and the lengths are plain ints (3.0 == 3, True == 1).
-_checked: dict[tuple, dict[str, int]] = {}
+# Entries of the plan cache made here:
+# * ("shape-recipe", pattern, op, rank) -> recipe: a recipe depends on the pattern and
+#   the rank alone (the shape it was built for appears only in errors, not cached);
+# * ("check_shape", pattern, shape, *given lengths) -> the solved lengths (copied on
+#   return). A hit counts only when the shape and the lengths are plain ints (3.0 == 3,
+#   True == 1).
 _PLAIN_INT = frozenset({int})
-_recipes_lock = threading.Lock()
-_RECIPE_CACHE_SIZE = 4096
 
 
 def _recipe(pattern: str, op: str, ndim: int, shape: tuple) -> _Recipe:
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"a pattern must be a str, not {type(pattern).__name__}")
-    key = (pattern, op, ndim)
-    recipe = _recipes.get(key)
+    key = ("shape-recipe", pattern, op, ndim)
+    recipe = PLANS.get(key)
     if recipe is None:
         recipe = _build_recipe(parse_shape_pattern(pattern, op), ndim, shape)
-        remember(_recipes, key, recipe, _RECIPE_CACHE_SIZE, _recipes_lock)
+        PLANS.put(key, recipe)
     return recipe
 
 
@@ -206,10 +203,7 @@ def parse_shape(x: Any, pattern: str) -> dict[str, int]:
     {'w': 7}
     """
     shape = _shape_of(x, "parse_shape")
-    try:
-        recipe = _recipes.get((pattern, "parse_shape", len(shape)))
-    except TypeError:
-        recipe = None
+    recipe = PLANS.peek(("shape-recipe", pattern, "parse_shape", len(shape)))
     try:
         if recipe is None:
             recipe = _recipe(pattern, "parse_shape", len(shape), shape)
@@ -308,11 +302,8 @@ def check_shape(x: Any, pattern: str, **axes_lengths: int) -> dict[str, int]:
     {'n': 5}
     """
     shape = _shape_of(x, "check_shape")
-    key = (pattern, shape, *axes_lengths.items())
-    try:
-        solved = _checked.get(key)
-    except TypeError:  # an unhashable pattern or length: the cold path says which
-        solved = None
+    key = ("check_shape", pattern, shape, *axes_lengths.items())
+    solved = PLANS.get(key)   # (an unhashable pattern or length: the cold path says which)
     # 3.0 == 3 and True == 1: only plain ints may hit an entry made for ints.
     if (solved is not None and _PLAIN_INT.issuperset(map(type, shape))
             and _PLAIN_INT.issuperset(map(type, axes_lengths.values()))):
@@ -321,7 +312,7 @@ def check_shape(x: Any, pattern: str, **axes_lengths: int) -> dict[str, int]:
         solved, _ = _solve(pattern, _int_shape(shape, "check_shape"), axes_lengths, rows=False)
     except PatternError as error:
         raise _with_context(error, "check_shape", pattern, shape, axes_lengths) from None
-    remember(_checked, key, solved, _RECIPE_CACHE_SIZE, _recipes_lock)
+    PLANS.put(key, solved)
     return dict(solved)
 
 

@@ -75,9 +75,9 @@ def test_cache_info_counts_misses_and_clear_empties() -> None:
 
 
 def test_plan_cache_is_bounded(monkeypatch) -> None:
-    from rearrange import api
+    from rearrange.caching import PLANS
 
-    monkeypatch.setattr(api, "_PLAN_CACHE_SIZE", 4)
+    monkeypatch.setattr(PLANS, "maxsize", 4)
     ra.cache_clear()
     for n in range(1, 10):
         ra.rearrange(np.zeros((n, 2)), "a b -> b a")

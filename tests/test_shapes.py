@@ -408,10 +408,13 @@ def test_parse_shape_pattern_structure() -> None:
 
 
 def test_caches() -> None:
-    shapes._recipes.clear()
+    from rearrange.caching import PLANS
+
+    ra.cache_clear()
     x = np.zeros((2, 3))
     ra.parse_shape(x, "a b")
     ra.parse_shape(x, "a b")
-    assert ("a b", "parse_shape", 2) in shapes._recipes
+    assert ("shape-recipe", "a b", "parse_shape", 2) in PLANS.entries
+    assert ra.cache_info().plans.hits >= 1
     ra.check_shape(x, "a (b)")
-    assert ("a (b)", x.shape) in shapes._checked
+    assert ("check_shape", "a (b)", x.shape) in PLANS.entries

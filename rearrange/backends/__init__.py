@@ -43,13 +43,12 @@ takes, and a type's backend is then one dict lookup (:data:`by_type`).
 from __future__ import annotations
 
 import importlib
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..caching import remember
+from ..caching import PLANS
 from ..calls import (SUPPORTED_ARRAYS, check_reduction, no_view_error, parse_first, plan_for,
                      plan_layout, with_context)
 from ..errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
@@ -167,12 +166,10 @@ def asnumpy(x: Any) -> np.ndarray:
 
 # ---------------------------------------------------------------------- runners
 
-_CACHE_SIZE = 1024
-# (backend module, op, pattern, reduction, copy, backend.cache_key(x), canonical axis lengths)
-# -> runner. ``cache_key`` holds all of the array a runner depends on: shape and dtype
-# always, strides and device for torch (the view-or-copy proof and where the copy runs).
-_runners: dict[tuple, Callable[[Any], Any]] = {}
-_lock = threading.Lock()
+# Entries of the plan cache made here: (op, backend module, pattern, reduction, copy,
+# backend.cache_key(x), canonical axis lengths) -> runner. ``cache_key`` holds all of
+# the array a runner depends on: shape and dtype always, strides and device for torch
+# (the view-or-copy proof and where the copy runs).
 
 
 def plan_for_array(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
@@ -234,13 +231,11 @@ def refusal(plan: Plan) -> Callable[[Any], Any] | None:
 def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
                   copy: bool | None, axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange / reduce / repeat of a foreign array, through its backend's ops."""
-    key = (backend, op, pattern, reduction, copy, backend.cache_key(x))
+    key = (op, backend, pattern, reduction, copy, backend.cache_key(x))
     if axes_lengths:
         key += tuple(axes_lengths.items())
-    try:
-        runner = _runners.get(key)
-    except TypeError:  # unhashable lengths or reduction (planning reports which), or traced sizes
-        runner = None
+    # (an unhashable key: lengths or a reduction, which planning reports, or traced sizes)
+    runner = PLANS.get(key)
     if runner is None and _is_traced(backend, x, axes_lengths):
         # never cached: a runner made for one trace's sizes would bake them into another
         runner = backend.lower_symbolic(
@@ -250,10 +245,7 @@ def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
         if copy is False and not plan.is_view:
             raise no_view_error(plan)
         runner = backend.lower(plan, reduction, x)
-        try:
-            remember(_runners, key, runner, _CACHE_SIZE, _lock)
-        except TypeError:       # an unhashable key: the runner is used once, not kept
-            pass
+        PLANS.put(key, runner)      # (an unhashable key: used once, not kept)
     try:
         return runner(x)
     except RearrangeError as error:  # a reduction that failed on these values
@@ -270,11 +262,6 @@ def is_out_of_memory(error: BaseException) -> bool:
     ``OutOfMemoryError`` (CUDA) or its CPU allocator's RuntimeError?"""
     return (isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
             or "can't allocate memory" in str(error))
-
-
-def cache_clear() -> None:
-    with _lock:
-        _runners.clear()
 
 
 # ---------------------------------------------------------------------- reductions

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..caching import CacheLevel
 from ..errors import ArgumentTypeError, RearrangeError
 from .builds import (POOL_KEY, build_everything, describe, get_jit_mode, runner_for,
                      set_jit_mode, wait)
@@ -124,10 +125,13 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
         key = (src.shape, src.strides, dtype.itemsize, kind, threads)
         kernel = _plans.get(key)
         if kernel is None or kernel.source != signature:
-            if len(_plans) >= 256:
+            _counts[1] += 1
+            if len(_plans) >= _CACHE_LIMIT:
                 _plans.clear()
             kernel = _plans[key] = plan_aligned(src.shape, src.strides, dtype.itemsize,
                                                 kind, threads, LINE)
+        else:
+            _counts[0] += 1
     if kernel.variant == "numpy" or dtype.hasobject:
         np.copyto(dst, src, casting="no")
         return
@@ -163,9 +167,12 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
         key = (id(kernel), daddr % LINE, fresh)
         low = _lowered.get(key)
         if low is None or low[0] is not kernel:
-            if len(_lowered) >= 256:
+            _counts[1] += 1
+            if len(_lowered) >= _CACHE_LIMIT:
                 _lowered.clear()
             low = _lowered[key] = (kernel,) + lower(kernel, daddr % LINE, fresh)
+        else:
+            _counts[0] += 1
         low = low[1:]
     else:
         low = lower(kernel, daddr % LINE, fresh)
@@ -182,3 +189,22 @@ _plans: dict[tuple, CopyKernel] = {}
 # entry holds the plan, so its id cannot be reused while the entry lives; every plan
 # looked up here was checked against its source by copy_into.
 _lowered: dict[tuple[int, int], tuple] = {}
+# [hits, misses] of the two lookups above, together: the kernel's level of
+# rearrange.cache_info() (exact in one thread).
+_counts = [0, 0]
+_CACHE_LIMIT = 256
+
+
+def cache_info() -> CacheLevel:
+    """The kernel's cache (copy plans made here and lowered plans) as a
+    :class:`rearrange.caching.CacheLevel`: hits, misses, the bound of each dict (both
+    are emptied when full), entries held."""
+    return CacheLevel(_counts[0], _counts[1], 2 * _CACHE_LIMIT, len(_plans) + len(_lowered))
+
+
+def cache_clear() -> None:
+    """Empty the kernel's plans and lowerings (compiled runners stay loaded: they
+    depend on nothing but the code)."""
+    _plans.clear()
+    _lowered.clear()
+    _counts[0] = _counts[1] = 0
