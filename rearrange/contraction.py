@@ -39,6 +39,7 @@ from . import backends, calls
 from .calls import ArrayT
 from .backends import ndarray
 from .backends import tensor as tensor_backend
+from .backends.protocol import hook
 from .caching import PLANS
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout, size_problem
@@ -1290,10 +1291,10 @@ def _run_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
     (``lower_einsum``), kept for the warm path; backends without one, and traced sizes
     (torch.compile, torch.jit.trace: their keys are unhashable, and a backend's
     ``traced`` says so), take :func:`_einsum_foreign`'s calls."""
-    lower_einsum = getattr(backend, "lower_einsum", None)
-    traced = getattr(backend, "traced", None)
-    if lower_einsum is None or traced is not None and any(
-            backend.matches(t) and traced(t, axes_lengths) for t in tensors):
+    lower_einsum = hook(backend, "lower_einsum")
+    traced = hook(backend, "traced")
+    if lower_einsum is None or any(backend.matches(t) and traced(t, axes_lengths)
+                                   for t in tensors):
         return _einsum_foreign(backend, tensors, pattern, axes_lengths)
     plan = _foreign_plan(backend, tensors, pattern, axes_lengths)   # checks every type
     runner = lower_einsum(plan)
@@ -1307,12 +1308,11 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
                     axes_lengths: Mapping[str, Any]) -> Any:
     """einsum of torch, dask or array-API arrays: the same plan, with each input's
     rearranges and the contraction done by the array's own library."""
-    traced = getattr(backend, "traced", None)
-    if traced is not None and any(backend.matches(t) and traced(t, axes_lengths) for t in tensors):
+    traced = hook(backend, "traced")
+    if any(backend.matches(t) and traced(t, axes_lengths) for t in tensors):
         subscripts, checks = _traced_subscripts(pattern, tensors, axes_lengths)
-        assert_sizes = getattr(backend, "assert_sizes", None)
-        if checks and assert_sizes is not None:
-            assert_sizes(checks)
+        if checks:
+            hook(backend, "assert_sizes")(checks)
         return backend.einsum(subscripts, *tensors)
     plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
     operands = [t if p is None else backends.run_transform(
@@ -1429,9 +1429,7 @@ def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,
         operands = [_Operand(info.layout, _numpy_name(info.dtype), info.itemsize, "elements", None)
                     for info in infos]
         plan = _plan_with_context(pattern, operands, axes_lengths)
-        describe_einsum = getattr(backend, "describe_einsum", None)
-        if describe_einsum is not None:
-            plan = describe_einsum(plan, tensors)
+        plan = hook(backend, "describe_einsum")(plan, tensors)
         PLANS.put(key, plan)
     return plan
 

@@ -33,6 +33,7 @@ from . import backends
 from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .calls import SUPPORTED_ARRAYS, ArrayT, ElementType, dtype_of, numpy_layout
+from .backends.protocol import hook
 from .caching import PLANS
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
@@ -757,8 +758,8 @@ def _pack_foreign_entry(backend: Any, tensors: Sequence[Any], pattern: str) -> t
 
 def _traced(backend: Any, tensors: Sequence[Any]) -> bool:
     """Are some input's sizes traced (torch.compile, torch.export, torch.jit.trace)?"""
-    traced = getattr(backend, "traced", None)
-    return traced is not None and any(backend.matches(x) and traced(x, {}) for x in tensors)
+    traced = hook(backend, "traced")
+    return any(backend.matches(x) and traced(x, {}) for x in tensors)
 
 
 def _pack_traced(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[Any, tuple]:
@@ -780,10 +781,10 @@ def _pack_traced(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[An
     n_before, n_after = len(parsed.before), len(parsed.after)
     packed_shapes = tuple(shape[n_before:len(shape) - n_after] for shape in shapes)
     checks = _pack_checks(parsed, shapes)
-    assert_sizes = getattr(backend, "assert_sizes", None)
+    assert_sizes = hook(backend, "assert_sizes")
 
     def run(xs: Sequence[Any]) -> Any:
-        if checks and assert_sizes is not None:
+        if checks:
             assert_sizes(checks)
         pieces = [backend.reshape(x, (*shape[:n_before], math.prod(packed),
                                       *shape[len(shape) - n_after:]))
@@ -842,10 +843,10 @@ def _unpack_traced(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) 
             s = tuple((shape[n_before] - known) // others if _is_minus_one(v) else v for v in s)
         resolved.append(s)
     before, after = shape[:n_before], shape[n_before + 1:]
-    assert_sizes = getattr(backend, "assert_sizes", None)
+    assert_sizes = hook(backend, "assert_sizes")
 
     def run(x: Any) -> list[Any]:
-        if checks and assert_sizes is not None:
+        if checks:
             assert_sizes(checks)
         parts, start = [], 0
         for packed in resolved:

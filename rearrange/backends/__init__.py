@@ -2,37 +2,14 @@
 
 One module per array type — :mod:`.ndarray` (exact numpy arrays), :mod:`.tensor`
 (``rearrange.Tensor``), ``_numpy_subclass`` (instances of numpy subclasses: their own
-methods), ``_torch``, ``_dask`` and ``_array_api``. Every one provides
+methods), ``_torch``, ``_dask`` and ``_array_api`` — each implementing the declared
+interface :class:`~rearrange.backends.protocol.Backend` (``matches``, ``cache_key``,
+``describe``, ``lower``, ``stack``, ``reshape``, ``concat``, ``einsum``); the optional
+hooks (``check``, ``traced`` + ``lower_symbolic``, ``assert_sizes``, ``describe_copy``,
+``describe_einsum``, ``lower_einsum``, ``to_numpy``) are called through
+:func:`~rearrange.backends.protocol.hook`, which holds their defaults. The same plan
+(:func:`rearrange.plan.plan_transform`) drives every one of them.
 
-* ``describe(x)``           — an :class:`ArrayInfo` (the layout the planner sees)
-* ``lower(plan, reduction, sample)`` — the plan of a transform (rearrange, reduce,
-                              repeat) as a runner ``x -> result`` for arrays like
-                              ``sample``, made of the library's own ops (views stay views,
-                              autograd and devices keep working); a plan the call refuses
-                              lowers to :func:`refusal`
-
-numpy and Tensor also lower pack, unpack and einsum plans (``lower_pack``,
-``lower_unpack``, ``lower_einsum``); the fronts detect them, key their caches and stack
-their lists themselves. The foreign backends, found through this module, also provide
-
-* ``matches(x)``            — cheap: is ``x`` one of its arrays?
-* ``cache_key(x)``          — cheap and hashable: all of ``x`` a lowered runner depends on;
-                              unhashable when ``x``'s sizes are traced (no runner is kept)
-* ``traced(x, lengths)``    — optional: are the sizes symbolic or traced (torch.compile,
-                              torch.export, torch.jit.trace)? Then the call follows a
-                              :class:`~rearrange.symbolic.SymbolicPlan`, lowered by
-                              ``lower_symbolic(plan, reduction)`` and never cached
-* ``stack(xs)``             — a list of its arrays stacked on a new first axis
-* ``reshape(x, shape)``, ``concat(xs, axis)``, ``einsum(subscripts, *xs)`` — what pack,
-                              unpack and einsum run through
-* ``describe_copy(...)``    — optional: how a copy step will be done, for explain
-* ``to_numpy(x)``           — optional: ``x``'s values as a numpy array (default
-                              ``numpy.asarray``), for :func:`asnumpy`
-* ``check(x)``             — optional: raises :class:`ArgumentTypeError` for an array
-                              of its type that no plan can describe (torch: sparse,
-                              mkldnn and nested tensors); its other functions check too
-
-and the same plan (:func:`rearrange.plan.plan_transform`) drives every one of them.
 numpy arrays and Tensors are handled by the fronts' own caches (rearrange's warm path
 runs numpy's calls inline); the other types are detected from the array's type alone,
 never by importing a framework: a torch tensor can only exist once the caller has
@@ -49,6 +26,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..caching import PLANS
+from .protocol import hook
 from ..calls import (SUPPORTED_ARRAYS, check_reduction, no_view_error, parse_first, plan_for,
                      plan_layout, with_context)
 from ..errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
@@ -106,10 +84,8 @@ def backend_for(x: Any) -> Any | None:
 
 
 def check(backend: Any, x: Any) -> None:
-    """``backend.check(x)`` where the backend has one (see the module's docstring)."""
-    check_array = getattr(backend, "check", None)
-    if check_array is not None:
-        check_array(x)
+    """``backend.check(x)``: refuses an array of its type that no plan can describe."""
+    hook(backend, "check")(x)
 
 
 def foreign_input(x: Any, op: str) -> tuple[Any, Any] | None:
@@ -155,13 +131,7 @@ def asnumpy(x: Any) -> np.ndarray:
     if backend is None:
         raise ArgumentTypeError(
             f"asnumpy() takes {SUPPORTED_ARRAYS}; got {type(x).__module__}.{type(x).__name__}")
-    to_numpy = getattr(backend, "to_numpy", None)
-    if to_numpy is not None:
-        return to_numpy(x)
-    try:
-        return np.asarray(x)
-    except (TypeError, ValueError, RuntimeError):  # e.g. cupy: device memory, DLPack only
-        return np.from_dlpack(x)
+    return hook(backend, "to_numpy")(x)
 
 
 # ---------------------------------------------------------------------- runners
@@ -178,21 +148,17 @@ def plan_for_array(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
     if _is_traced(backend, x, axes_lengths):
         return plan_traced(x, op, pattern, reduction, copy, axes_lengths)
     info = backend.describe(x)
-    describe_copy = getattr(backend, "describe_copy", None)
     if op == "rearrange":
         plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize,
                         info.unit)
     else:
         plan = plan_layout(op, info.layout, info.dtype, info.itemsize, info.unit, pattern,
                            reduction, copy, axes_lengths)
-    if describe_copy is not None:
-        plan = describe_copy(plan, x, info)
-    return plan
+    return hook(backend, "describe_copy")(plan, x, info)
 
 
 def _is_traced(backend: Any, x: Any, axes_lengths: Mapping[str, Any]) -> bool:
-    traced = getattr(backend, "traced", None)
-    return traced is not None and traced(x, axes_lengths)
+    return hook(backend, "traced")(x, axes_lengths)
 
 
 def plan_traced(x: Any, op: str, pattern: str, reduction: Any, copy: bool | None,

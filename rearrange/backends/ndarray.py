@@ -38,8 +38,32 @@ CALL, TRANSPOSE, RESHAPE, TRANSPOSE_RESHAPE, RESHAPE_TRANSPOSE = 0, 1, 2, 3, 4
 
 
 # ---------------------------------------------------------------------- the backend interface
-# (see rearrange.backends; detection, cache keys and the stacking of lists are the
-# fronts' own for numpy arrays)
+# (rearrange.backends.protocol.Backend; the fronts key their caches with numpy arrays'
+# layouts themselves, and stack lists through calls.as_array)
+
+def matches(x: Any) -> bool:
+    return type(x) is np.ndarray     # subclasses: backends._numpy_subclass
+
+
+def cache_key(x: np.ndarray) -> tuple:
+    return x.shape, x.strides, x.dtype
+
+
+def stack(xs: list[np.ndarray]) -> np.ndarray:
+    return np.stack(xs)
+
+
+def reshape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return x.reshape(shape)
+
+
+def concat(xs: list[np.ndarray], axis: int) -> np.ndarray:
+    return np.concatenate(xs, axis=axis)
+
+
+def einsum(subscripts: str, *xs: np.ndarray) -> np.ndarray:
+    return np.einsum(subscripts, *xs)
+
 
 def describe(x: np.ndarray) -> ArrayInfo:
     layout, unit = numpy_layout(x)

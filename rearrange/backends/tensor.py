@@ -26,11 +26,40 @@ Runner = Callable[[Any], Any]
 
 
 # ---------------------------------------------------------------------- the backend interface
-# (see rearrange.backends; detection, cache keys and the stacking of lists are the
-# fronts' own for Tensors)
+# (rearrange.backends.protocol.Backend; the fronts key their caches with Tensors'
+# layouts themselves, and stack lists through calls.as_array)
+
+def matches(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def cache_key(x: Tensor) -> tuple:
+    return x.layout, x.dtype
+
 
 def describe(x: Tensor) -> ArrayInfo:
     return ArrayInfo(x.layout, x.dtype.name, x.element_size())
+
+
+def _wrap_array(array: np.ndarray) -> Tensor:
+    array = np.ascontiguousarray(array)
+    return Tensor._wrap(Storage(array.reshape(-1)), Layout.contiguous(array.shape))
+
+
+def stack(xs: list[Tensor]) -> Tensor:
+    return _wrap_array(np.stack([x.numpy() for x in xs]))
+
+
+def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return x.reshape(shape)
+
+
+def concat(xs: list[Tensor], axis: int) -> Tensor:
+    return _wrap_array(np.concatenate([x.numpy() for x in xs], axis=axis))
+
+
+def einsum(subscripts: str, *xs: Tensor) -> Tensor:
+    return _wrap_array(np.einsum(subscripts, *[x.numpy() for x in xs]))
 
 
 def lower(plan: Plan, reduction: Any, sample: Tensor | None = None) -> Runner:
