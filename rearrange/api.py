@@ -24,7 +24,8 @@ from .caching import PLANS, CacheLevel
 from .calls import (ArrayT, as_array, canonical_lengths, context_line, is_shape,
                     keyword_axes, layout_from, parse_first, plan_for)
 from .errors import ArgumentTypeError, PatternError, RearrangeError
-from .parsing import parse_transform, parse_transform_cached
+from .front import run_transform
+from .parsing import parse_transform
 from .plan import Plan
 from .recipe import build_recipe
 from .tensor import Tensor
@@ -58,7 +59,6 @@ _PLANS = PLANS
 _last_seen = PLANS.last
 _PLAIN_INT = frozenset({int})
 _ndarray = np.ndarray
-_foreign_types = backends.by_type   # torch.Tensor -> the torch backend, ... (once seen)
 
 
 class CacheInfo(NamedTuple):
@@ -93,15 +93,6 @@ def cache_clear() -> None:
     parse_cache_clear()
     build_recipe.cache_clear()
     kernel_cache_clear()
-
-
-# ---------------------------------------------------------------------- layouts of arrays
-
-
-# ---------------------------------------------------------------------- numpy lowering
-
-
-# ---------------------------------------------------------------------- Tensor lowering
 
 
 # ---------------------------------------------------------------------- public API
@@ -157,35 +148,24 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
         copy, out, axes_lengths = keyword_axes(pattern, "rearrange", copy, out, axes_lengths)
     if out is not None:
         return _rearrange_into(tensor, pattern, copy, axes_lengths, out)
-    backend = _foreign_types.get(type(tensor))
-    if backend is not None:
-        if axes_lengths and not _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
-            axes_lengths = canonical_lengths(axes_lengths)
-        return backends.run_transform(backend, tensor, "rearrange", pattern, None, copy,
-                                      axes_lengths)
-    return _rearrange_general(tensor, pattern, copy, axes_lengths)
+    if type(tensor) is not _ndarray:
+        return run_transform("rearrange", tensor, pattern, None, copy, axes_lengths)
+    return _rearrange_numpy(tensor, pattern, copy, axes_lengths)
 
 
-def _rearrange_general(tensor: Any, pattern: str, copy: bool | None,
-                       axes_lengths: Mapping[str, Any]) -> Any:
-    """The plan cache lookup (and, on a miss, planning) for every input type."""
-    if type(tensor) is not _ndarray and not isinstance(tensor, Tensor):
-        foreign = backends.foreign_input(tensor, "rearrange")
-        if foreign is not None:
-            return backends.run_transform(*foreign, "rearrange", pattern, None, copy,
-                                          canonical_lengths(axes_lengths))
-    array = tensor if type(tensor) is _ndarray else as_array(tensor)
+def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
+                     axes_lengths: Mapping[str, Any]) -> Any:
+    """numpy's own warm path behind the door: the plan cache's entry for this layout
+    (``(code, argument)``), remembered in the inline index for the next call."""
     # Canonical lengths before any key: 3.0 or True must never hit an entry made for 3 or
     # 1 (they are equal and hash alike), so the planner sees and refuses them.
     axes_lengths = canonical_lengths(axes_lengths)
-    if not isinstance(array, np.ndarray):
-        return _rearrange_other(array, pattern, copy, axes_lengths)
     key = ("rearrange", pattern, array.shape, array.strides, array.dtype, copy,
            *axes_lengths.items())
     entry = _PLANS.get(key)
     if entry is None:   # (an unhashable pattern or axis lengths: the cold path says which)
         entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
-    if type(array) is _ndarray and type(pattern) is str:
+    if type(pattern) is str:
         _PLANS.remember_last(pattern, (array.shape, array.strides, array.dtype, copy,
                                        dict(axes_lengths), *entry))
     return ndarray.run_entry(entry, array)
@@ -259,21 +239,6 @@ def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | 
     entry = ndarray.lower_rearrange(plan, array)
     _PLANS.put(key, entry)
     return entry
-
-
-def _rearrange_other(tensor: Any, pattern: str, copy: bool | None,
-                     axes_lengths: Mapping[str, Any]) -> Any:
-    """rearrange.Tensor inputs: the plan cache lookup, then the Tensor backend's runner."""
-    key = ("rearrange", "tensor", pattern, tensor.layout, tensor.dtype, copy,
-           *axes_lengths.items())
-    runner = _PLANS.get(key)
-    if runner is None:
-        _check_hashable(key, pattern, axes_lengths)
-        info = tensor_backend.describe(tensor)
-        plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize)
-        runner = tensor_backend.lower(plan, None, tensor)
-        _PLANS.put(key, runner)
-    return runner(tensor)
 
 
 def _no_lengths(op: str, axes_lengths: Mapping[str, Any]) -> None:
@@ -425,7 +390,7 @@ def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
     """
     if type(reduction) is str and reduction in ("rearrange", "repeat"):
         return (rearrange if reduction == "rearrange" else repeat)(tensor, pattern, **axes_lengths)
-    return ops.run_transform("reduce", tensor, pattern, reduction, None, axes_lengths)
+    return run_transform("reduce", tensor, pattern, reduction, None, axes_lengths)
 
 
 @overload
@@ -454,6 +419,6 @@ def repeat(tensor: Any, pattern: str, *, copy: bool | None = None, **axes_length
     if copy is not None and copy is not True and copy is not False:
         # an axis named copy; any other value is refused by planning, after the pattern
         copy, _, axes_lengths = keyword_axes(pattern, "repeat", copy, None, axes_lengths)
-    return ops.run_transform("repeat", tensor, pattern, None, copy, axes_lengths)
+    return run_transform("repeat", tensor, pattern, None, copy, axes_lengths)
 
 

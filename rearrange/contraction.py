@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping, Sequence, overload
 
 import numpy as np
 
-from . import backends, calls
+from . import backends, calls, front
 from .calls import ArrayT
 from .backends import ndarray
 from .backends import tensor as tensor_backend
@@ -1315,13 +1315,12 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
             hook(backend, "assert_sizes")(checks)
         return backend.einsum(subscripts, *tensors)
     plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
-    operands = [t if p is None else backends.run_transform(
-                    backend, t, "rearrange", p.pattern, None, None, dict(p.axes_lengths))
+    operands = [t if p is None else front.run_transform(
+                    "rearrange", t, p.pattern, None, None, dict(p.axes_lengths))
                 for t, p in zip(tensors, plan.preparations or (None,) * len(tensors))]
     result = backend.einsum(plan.subscripts, *operands)
     if plan.output_pattern is not None:
-        result = backends.run_transform(backend, result, "rearrange", plan.output_pattern,
-                                        None, None, {})
+        result = front.run_transform("rearrange", result, plan.output_pattern, None, None, {})
     return result
 
 

@@ -25,17 +25,16 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..caching import PLANS
-from .protocol import hook
 from ..calls import (SUPPORTED_ARRAYS, check_reduction, no_view_error, parse_first, plan_for,
                      plan_layout, with_context)
-from ..errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
+from ..errors import ArgumentTypeError, RearrangeError
 from ..layout import Layout
 from ..plan import Plan
 from ..symbolic import SymbolicPlan, plan_symbolic
 from ..tensor import Tensor
+from .protocol import hook
 
-__all__ = ["ArrayInfo", "backend_for", "run_transform", "plan_for_array", "asnumpy",
+__all__ = ["ArrayInfo", "backend_for", "plan_for_array", "asnumpy",
            "SUPPORTED_ARRAYS"]
 
 
@@ -136,10 +135,6 @@ def asnumpy(x: Any) -> np.ndarray:
 
 # ---------------------------------------------------------------------- runners
 
-# Entries of the plan cache made here: (op, backend module, pattern, reduction, copy,
-# backend.cache_key(x), canonical axis lengths) -> runner. ``cache_key`` holds all of
-# the array a runner depends on: shape and dtype always, strides and device for torch
-# (the view-or-copy proof and where the copy runs).
 
 
 def plan_for_array(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
@@ -192,35 +187,6 @@ def refusal(plan: Plan) -> Callable[[Any], Any] | None:
     def refuse(x: Any) -> Any:
         raise error
     return refuse
-
-
-def run_transform(backend: Any, x: Any, op: str, pattern: str, reduction: Any,
-                  copy: bool | None, axes_lengths: Mapping[str, Any]) -> Any:
-    """rearrange / reduce / repeat of a foreign array, through its backend's ops."""
-    key = (op, backend, pattern, reduction, copy, backend.cache_key(x))
-    if axes_lengths:
-        key += tuple(axes_lengths.items())
-    # (an unhashable key: lengths or a reduction, which planning reports, or traced sizes)
-    runner = PLANS.get(key)
-    if runner is None and _is_traced(backend, x, axes_lengths):
-        # never cached: a runner made for one trace's sizes would bake them into another
-        runner = backend.lower_symbolic(
-            plan_traced(x, op, pattern, reduction, copy, axes_lengths), reduction)
-    elif runner is None:
-        plan = plan_for_array(backend, x, op, pattern, reduction, copy, axes_lengths)
-        if copy is False and not plan.is_view:
-            raise no_view_error(plan)
-        runner = backend.lower(plan, reduction, x)
-        PLANS.put(key, runner)      # (an unhashable key: used once, not kept)
-    try:
-        return runner(x)
-    except RearrangeError as error:  # a reduction that failed on these values
-        raise with_context(error, pattern, tuple(x.shape), axes_lengths, op) from None
-    except (MemoryError, RuntimeError) as error:
-        if not is_out_of_memory(error):
-            raise
-        raise with_context(OutOfMemoryError(f"not enough memory for the result: {error}"),
-                            pattern, tuple(x.shape), axes_lengths, op) from None
 
 
 def is_out_of_memory(error: BaseException) -> bool:
