@@ -40,6 +40,7 @@ __all__ = ["backend_of", "run_transform"]
 _PLAIN_INT = frozenset({int})
 _by_type = backends.by_type     # a foreign type -> its backend, once seen
 _ndarray = np.ndarray
+_entries = PLANS.entries
 
 
 def backend_of(x: Any, op: str) -> tuple[Any, Any]:
@@ -71,9 +72,15 @@ def run_transform(op: str, x: Any, pattern: str, reduction: Any, copy: bool | No
     key = (op, backend, pattern, reduction, copy, backend.cache_key(array),
            *axes_lengths.items())
     # (an unhashable key — lengths or a reduction, which planning reports, or traced
-    # sizes — is a miss that is never kept)
-    runner = PLANS.get(key)
-    if runner is None:
+    # sizes — is a miss that is never kept); PLANS.get, inline on the warm path
+    try:
+        runner = _entries.get(key)
+    except TypeError:
+        runner = None
+    if runner is not None:
+        PLANS.hits += 1
+    else:
+        PLANS.misses += 1
         if hook(backend, "traced")(array, axes_lengths):
             # never cached: a runner made for one trace's sizes would bake them into another
             runner = backend.lower_symbolic(
