@@ -963,20 +963,21 @@ def _built_recipe(names: Sequence[str], left: Sequence[_BuiltGroup],
     dots: list[int] = []            # the recipe axes '...' stands for
     input_groups: list[tuple[int, ...]] = []
     input_spans: list[tuple[int, int]] = []
-    for group in left_side.groups:
-        if group.members and type(group.members[0]) is EllipsisAxis:
+    for (_, members), group in zip(left, left_side.groups):
+        if members == (None,):       # '...': a dim for each of its axes
             for k in range(ellipsis_dims):
                 dots.append(len(axes))
                 axes.append(ElementaryAxis(f"{ELLIPSIS_PREFIX}{k}", group.start, group.end))
                 input_groups.append((dots[-1],))
                 input_spans.append((group.start, group.end))
             continue
-        members = []
-        for member in group.members:
-            index[len(index)] = len(axes)
-            members.append(len(axes))
-            axes.append(ElementaryAxis(member.name, member.start, member.end))
-        input_groups.append(tuple(members))
+        group_axes = []
+        for member, node in zip(members, group.members):
+            assert member is not None   # '...' is a dim of its own on the left
+            index[member] = len(axes)
+            group_axes.append(len(axes))
+            axes.append(ElementaryAxis(names[member], node.start, node.end))
+        input_groups.append(tuple(group_axes))
         input_spans.append((group.start, group.end))
     output_groups: list[tuple[int, ...]] = []
     output_spans: list[tuple[int, int]] = []
@@ -1058,7 +1059,7 @@ def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int], text:
         changes = True
     if not changes:
         return None, kept, notes
-    right = [(False, (member,)) for _, members in left for member in members]
+    right = [(False, (axis,)) for _, axes in left for axis in axes]
     recipe = _built_recipe(names, left, right, ellipsis_dims, fixed)
     plan = calls.plan_recipe(recipe, operand.layout, {}, None, operand.dtype,
                              operand.itemsize, operand.unit)
