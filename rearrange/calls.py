@@ -21,7 +21,7 @@ from .kernel.plan import CopyKernel, plan_copy
 from .layout import Layout
 from .parsing import parse_transform, pattern_error, shorten
 from .plan import REDUCTION_NAMES, Plan, plan_transform
-from .recipe import build_recipe, is_symbolic
+from .recipe import Recipe, build_recipe, is_symbolic
 from .tensor import Storage, Tensor, numpy_dtype
 
 _PLAIN_INT = frozenset({int})
@@ -98,17 +98,28 @@ def plan_for(
     parse_first(pattern, op, layout.shape, axes_lengths)
     if copy is not None and copy is not True and copy is not False:
         raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
+    try:
+        recipe = build_recipe(parse_transform(pattern, op), layout.ndim)
+        return plan_recipe(recipe, layout, axes_lengths, copy, dtype, itemsize, stride_unit,
+                           op=op, reduction=reduction)
+    except PatternError as error:
+        raise with_context(error, pattern, layout.shape, axes_lengths, op) from None
+
+
+def plan_recipe(
+    recipe: Recipe, layout: Layout, axes_lengths: Mapping[str, Any], copy: bool | None,
+    dtype: str | None, itemsize: int | None, stride_unit: str = "elements",
+    op: str = "rearrange", reduction: str | None = None,
+) -> Plan:
+    """The plan of a recipe made without text (einsum builds its rearranges' recipes
+    directly), with the copy kernel's account of any copy step, as :func:`plan_for`
+    gives it. No context is added to a PatternError: the caller knows the call."""
     describe_copy = None
     if dtype is not None and itemsize:
         describe_copy = _copy_describer(dtype, itemsize, stride_unit)
-    try:
-        parsed = parse_transform(pattern, op)
-        recipe = build_recipe(parsed, layout.ndim)
-        return plan_transform(recipe, layout, axes_lengths, op=op, reduction=reduction,
-                              copy=copy, dtype=dtype, itemsize=itemsize,
-                              stride_unit=stride_unit, describe_copy=describe_copy)
-    except PatternError as error:
-        raise with_context(error, pattern, layout.shape, axes_lengths, op) from None
+    return plan_transform(recipe, layout, axes_lengths, op=op, reduction=reduction,
+                          copy=copy, dtype=dtype, itemsize=itemsize,
+                          stride_unit=stride_unit, describe_copy=describe_copy)
 
 
 def no_view_error(plan: Plan) -> NoViewError:

@@ -28,14 +28,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
 import string
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, overload
 
 import numpy as np
 
-from . import backends, calls, front
+from . import backends, calls
 from .calls import ArrayT
 from .backends import ndarray
 from .backends import tensor as tensor_backend
@@ -50,6 +49,7 @@ from .parsing import (
     Group,
     Member,
     Side,
+    TransformPattern,
     get_parser,
     invalid_name_reason,
     syntax_error,
@@ -57,7 +57,7 @@ from .parsing import (
     shorten,
 )
 from .plan import JsonDump, Plan, layout_dict
-from .recipe import SizeCheck, is_symbolic, shapes_check
+from .recipe import ELLIPSIS_PREFIX, ElementaryAxis, Recipe, SizeCheck, is_symbolic, shapes_check
 from .tensor import Tensor
 
 __all__ = ["einsum", "explain_einsum", "parse_einsum", "EinsumPattern", "EinsumPlan", "EinsumStep"]
@@ -265,10 +265,9 @@ class EinsumStep:
 class InputPreparation:
     """The ``rearrange`` that brings one input to its elementary axes."""
 
-    pattern: str                              # generated; names valid for rearrange
-    axes_lengths: tuple[tuple[str, int], ...]  # what rearrange needs to split the groups
-    plan: Plan                                # rearrange's own plan for this input
-    renamed: tuple[tuple[str, str], ...] = ()  # (generated name, the pattern's axis name)
+    pattern: str   # display text, in the einsum's own names (explain, to_dict): the
+                   # planner built its recipe as objects, and nothing parses this
+    plan: Plan     # rearrange's plan for this input: splits and unit dims dropped, a view
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,14 +498,15 @@ def matmul_form(plan: EinsumPlan) -> MatmulForm | None:
 
 @dataclass(frozen=True, slots=True)
 class _Operand:
-    """What planning knows of one input: its layout and dtype, and what to hand to
-    ``rearrange.explain`` (the array itself, or None for a bare shape)."""
+    """What planning knows of one input: its layout and dtype, and, for a foreign array,
+    its backend's account of copies bound to it (``describe_copy(plan, x, info)``), which
+    its rearrange's plan goes through as ``backends.plan_for_array``'s does."""
 
     layout: Layout
     dtype: str | None
     itemsize: int | None
     unit: str
-    source: Any
+    describe_copy: Callable[[Plan], Plan] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,18 +547,18 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
     # Letters in order of first appearance over the elementary axes, as einops assigns them.
     letter_of = {name: _LETTERS[k] for k, name in enumerate(pattern.names)}
     names = list(pattern.names)
-    reserved = set(names)
     preparations = []
     input_subscripts = []
     steps: list[EinsumStep] = []
     for k, (side, operand) in enumerate(zip(pattern.inputs, operands)):
-        preparation, kept, notes = _prepare_input(side, operand, lengths, reserved, text)
+        preparation, kept, notes = _prepare_input(side, operand, lengths, text)
         preparations.append(preparation)
         input_subscripts.append("".join("..." if n is None else letter_of[n] for n in kept))
         if preparation is not None:
             for number, step in enumerate(preparation.plan.steps):
-                reason = _with_axis_names(step.reason, dict(preparation.renamed))
-                reason += "; " + "; ".join(notes) if notes and number == 0 else ""
+                reason = step.reason
+                if notes and number == 0:
+                    reason += "; " + "; ".join(notes)
                 steps.append(EinsumStep(step.op, f"x{k}", step.layout,
                                         "copy" if step.is_copy else "view", reason))
 
@@ -598,12 +598,13 @@ def _plan(pattern: EinsumPattern, operands: Sequence[_Operand],
     output_layout = contraction
     if any(not g.members or (g.bracketed and (len(g.members) > 1 or _has_ellipsis(g)))
            for g in pattern.output.groups):
-        output_pattern, renamed = _output_pattern(pattern.output, reserved)
-        output_plan = _plan_rearrange(contraction.shape, output_pattern, dtype=dtype)
+        recipe = _output_recipe(pattern.output, len(ellipsis_shape))
+        output_pattern = recipe.pattern.text
+        output_plan = calls.plan_recipe(recipe, contraction, {}, None, dtype, itemsize)
         output_layout = output_plan.output
         for step in output_plan.steps:
             steps.append(EinsumStep(step.op, "out", step.layout, "copy" if step.is_copy
-                                    else "view", _with_axis_names(step.reason, renamed)))
+                                    else "view", step.reason))
     return EinsumPlan(
         pattern=text,
         inputs=tuple(o.layout for o in operands),
@@ -904,114 +905,167 @@ def _group_text(group: Group) -> str:
     return names[0] if len(names) == 1 and not group.bracketed else "(" + " ".join(names) + ")"
 
 
-def _rearrange_name(name: str, used: set[str], reserved: set[str],
-                    renamed: dict[str, str]) -> str:
-    """``name`` if rearrange accepts it and it is not taken in this pattern, else a
-    fresh ``axisN`` that no axis of the einsum pattern uses (recorded in ``renamed``)."""
-    if invalid_name_reason(name) is None and name not in used:
-        used.add(name)
-        return name
-    number = 0
-    while f"axis{number}" in used or f"axis{number}" in reserved:
-        number += 1
-    alias = f"axis{number}"
-    used.add(alias)
-    renamed[alias] = name
-    return alias
+# One dim of a rearrange the planner builds: whether it is bracketed, and its members,
+# each an axis of that rearrange (an index into its display names) or None for '...'.
+# A bare dim with no members is a unit dim, shown as ``1``.
+_BuiltGroup = tuple[bool, tuple[int | None, ...]]
 
 
-def _with_axis_names(reason: str, renamed: Mapping[str, str]) -> str:
-    """A rearrange step's reason with the generated ``axisN`` names spelt as the pattern's."""
-    if not renamed:
-        return reason
-    return re.sub(r"\baxis\d+\b", lambda m: renamed.get(m.group(), m.group()), reason)
+def _built_recipe(names: Sequence[str], left: Sequence[_BuiltGroup],
+                  right: Sequence[_BuiltGroup], ellipsis_dims: int,
+                  fixed: Mapping[int, int]) -> Recipe:
+    """The recipe of the rearrange ``left -> right``, built as objects: nothing is
+    written to be parsed, so its axes may bear any einsum name (``_``, a fused ``(h d)``,
+    or one name twice: the two occurrences of a diagonal are two axes).
+
+    Axis ``i`` of this rearrange is shown as ``names[i]``; ``left`` holds each axis once,
+    in order ``0, 1, ...``, with ``...`` only as a dim of its own; ``right`` holds each
+    axis once; ``...`` stands for ``ellipsis_dims`` dims (named ``…0``, ``…1``, ... as
+    :func:`rearrange.recipe.build_recipe` names them); ``fixed`` gives the lengths of
+    axes by index, which the recipe takes as it takes the numbers of ``(h 2)``. The
+    pattern's text is a rendering for explain and messages, its nodes' spans into it.
+    """
+    pieces: list[str] = []
+    position = 0
+
+    def write(piece: str) -> tuple[int, int]:
+        nonlocal position
+        pieces.append(piece)
+        position += len(piece)
+        return position - len(piece), position
+
+    def side(groups: Sequence[_BuiltGroup]) -> Side:
+        empty_at = position
+        built = []
+        for k, (bracketed, members) in enumerate(groups):
+            if k:
+                write(" ")
+            start = position
+            write("(" if bracketed else "")
+            nodes: list[Member] = []
+            for j, member in enumerate(members):
+                if j:
+                    write(" ")
+                if member is None:
+                    nodes.append(EllipsisAxis(*write("...")))
+                else:
+                    nodes.append(AxisName(names[member], *write(names[member])))
+            write(")" if bracketed else "" if members else "1")
+            built.append(Group(tuple(nodes), bracketed, start, position))
+        return Side(tuple(built), built[0].start, built[-1].end) if built \
+            else Side((), empty_at, empty_at)
+
+    left_side = side(left)
+    write(" -> ")
+    right_side = side(right)
+    axes: list[ElementaryAxis] = []
+    index: dict[int, int] = {}      # this rearrange's axis -> its recipe axis
+    dots: list[int] = []            # the recipe axes '...' stands for
+    input_groups: list[tuple[int, ...]] = []
+    input_spans: list[tuple[int, int]] = []
+    for (_, members), group in zip(left, left_side.groups):
+        if members == (None,):       # '...': a dim for each of its axes
+            for k in range(ellipsis_dims):
+                dots.append(len(axes))
+                axes.append(ElementaryAxis(f"{ELLIPSIS_PREFIX}{k}", group.start, group.end))
+                input_groups.append((dots[-1],))
+                input_spans.append((group.start, group.end))
+            continue
+        group_axes = []
+        for member, node in zip(members, group.members):
+            assert member is not None   # '...' is a dim of its own on the left
+            index[member] = len(axes)
+            group_axes.append(len(axes))
+            axes.append(ElementaryAxis(names[member], node.start, node.end))
+        input_groups.append(tuple(group_axes))
+        input_spans.append((group.start, group.end))
+    output_groups: list[tuple[int, ...]] = []
+    output_spans: list[tuple[int, int]] = []
+    for (bracketed, members), group in zip(right, right_side.groups):
+        axes_of = [dots if m is None else [index[m]] for m in members]
+        if bracketed or not members or members[0] is not None:
+            output_groups.append(tuple(i for found in axes_of for i in found))
+            output_spans.append((group.start, group.end))
+        else:                       # a bare '...': a dim for each of its axes
+            output_groups.extend((i,) for i in dots)
+            output_spans.extend((group.start, group.end) for _ in dots)
+    return Recipe(
+        pattern=TransformPattern("".join(pieces), left_side, right_side),
+        ndim=len(input_groups),
+        axes=tuple(axes),
+        input_groups=tuple(input_groups),
+        output_groups=tuple(output_groups),
+        input_spans=tuple(input_spans),
+        output_spans=tuple(output_spans),
+        fixed_lengths=tuple((index[axis], length) for axis, length in fixed.items()),
+    )
 
 
-def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int],
-                   reserved: set[str], text: str,
+def _prepare_input(side: Side, operand: _Operand, lengths: dict[str, int], text: str,
                    ) -> tuple[InputPreparation | None, list[str | None], list[str]]:
     """The rearrange of one input to its elementary axes (None when it has them already),
     the elementary axes it keeps in order (None for '...'), and notes on the broadcast
     dims it drops."""
     shape = operand.layout.shape
     ellipsis_dims = len(shape) - sum(1 for g in side.groups if not _is_bare_ellipsis(g))
-    used: set[str] = set()
-    left: list[str] = []
-    right: list[str] = []
+    names: list[str] = []           # the rearrange's axes, in order: their einsum names
+    left: list[_BuiltGroup] = []
+    fixed: dict[int, int] = {}      # the lengths that split the groups, by axis
     kept: list[str | None] = []
-    given: dict[str, int] = {}
     notes: list[str] = []
-    renamed: dict[str, str] = {}
     changes = False
     dim = 0
     for group in side.groups:
         if _is_bare_ellipsis(group):
-            left.append("...")
-            right.append("...")
+            left.append((False, (None,)))
             kept.append(None)
             dim += ellipsis_dims
             continue
         size = shape[dim]
         dim += 1
         if not group.members:  # a unit dim: rearrange drops it
-            left.append("1")
+            left.append((False, ()))
             changes = True
             continue
         if not group.bracketed or len(group.members) == 1:  # `h` or `(h)`: no split
             name = group.members[0].name
             if not group.bracketed and size == 1 and lengths[name] != 1:
                 # Broadcast: constant along this axis, so the input need not carry it.
-                left.append("1")
+                left.append((False, ()))
                 notes.append(f"{name} has size 1 here and broadcasts to {lengths[name]}")
                 changes = True
                 continue
-            alias = _rearrange_name(name, used, reserved, renamed)
-            left.append(alias)
-            right.append(alias)
+            left.append((False, (len(names),)))
+            names.append(name)
             kept.append(name)
             continue
-        aliases = []
+        members = []
         zero_length = []
         for member in group.members:
-            alias = _rearrange_name(member.name, used, reserved, renamed)
-            aliases.append(alias)
-            kept.append(member.name)
             if lengths[member.name]:
-                given[alias] = lengths[member.name]
-            else:  # rearrange takes positive lengths only: it infers this one
+                fixed[len(names)] = lengths[member.name]
+            else:  # left for the recipe to infer from the dim, as rearrange does a 0
                 zero_length.append(member.name)
+            members.append(len(names))
+            names.append(member.name)
+            kept.append(member.name)
         if len(zero_length) > 1:
             raise pattern_error(
                 f"cannot split {_group_text(group)}: {' and '.join(zero_length)} have length "
                 "0, and rearrange infers at most one unknown axis per group",
                 text, group.start, group.end,
             )
-        left.append("(" + " ".join(aliases) + ")")
-        right.extend(aliases)
+        left.append((True, tuple(members)))
         changes = True
     if not changes:
         return None, kept, notes
-    rearrange_pattern = " ".join(left) + " -> " + " ".join(right)
-    if operand.source is not None:
-        plan = _plan_rearrange(operand.source, rearrange_pattern, **given)
-    else:
-        plan = _plan_rearrange(operand.layout.shape, rearrange_pattern,
-                               strides=operand.layout.strides, dtype=operand.dtype, **given)
-    return (InputPreparation(rearrange_pattern, tuple(given.items()), plan,
-                             tuple(renamed.items())), kept, notes)
-
-
-def _plan_rearrange(x_or_shape: Any, pattern: str, *, strides: Sequence[int] | None = None,
-                    dtype: Any = None, **axes_lengths: int) -> Plan:
-    """The rearrange plan for an operand (an array of any type, or a shape with strides and
-    dtype), as ``rearrange.explain`` makes it."""
-    if not isinstance(x_or_shape, (np.ndarray, Tensor, tuple, list)):
-        backend = backends.backend_for(x_or_shape)
-        if backend is not None:
-            return backends.plan_for_array(backend, x_or_shape, "rearrange", pattern, None,
-                                           None, axes_lengths)
-    layout, dtype_name, itemsize, unit = calls.layout_from(x_or_shape, strides, dtype)
-    return calls.plan_for(pattern, layout, axes_lengths, None, dtype_name, itemsize, unit)
+    right = [(False, (axis,)) for _, axes in left for axis in axes]
+    recipe = _built_recipe(names, left, right, ellipsis_dims, fixed)
+    plan = calls.plan_recipe(recipe, operand.layout, {}, None, operand.dtype,
+                             operand.itemsize, operand.unit)
+    if operand.describe_copy is not None:
+        plan = operand.describe_copy(plan)
+    return InputPreparation(recipe.pattern.text, plan), kept, notes
 
 
 def _check_keyword_lengths_kept(pattern: EinsumPattern, operands: Sequence[_Operand],
@@ -1039,26 +1093,27 @@ def _check_keyword_lengths_kept(pattern: EinsumPattern, operands: Sequence[_Oper
         )
 
 
-def _output_pattern(output: Side, reserved: set[str]) -> tuple[str, dict[str, str]]:
-    """The rearrange from numpy.einsum's elementary result to the output's groups, and
-    the names it generated for axes rearrange would not accept."""
-    used: set[str] = set()
-    renamed: dict[str, str] = {}
-    alias = {}
-    for name in output.names:
-        alias[name] = _rearrange_name(name, used, reserved, renamed)
-    left: list[str] = []
-    right: list[str] = []
+def _output_recipe(output: Side, ellipsis_dims: int) -> Recipe:
+    """The rearrange from numpy.einsum's elementary result (one dim per axis, ``...``'s
+    dims in place) to the output's groups: it only composes consecutive dims and inserts
+    unit dims."""
+    names: list[str] = []
+    left: list[_BuiltGroup] = []
+    right: list[_BuiltGroup] = []
     for group in output.groups:
-        parts = ["..." if type(m) is EllipsisAxis else alias[m.name] for m in group.members]
-        left.extend(parts)
-        if not parts:
-            right.append("1")
-        elif group.bracketed:
-            right.append("(" + " ".join(parts) + ")")
-        else:
-            right.extend(parts)
-    return " ".join(left) + " -> " + " ".join(right), renamed
+        members: list[int | None] = []
+        for member in group.members:
+            if type(member) is EllipsisAxis:
+                members.append(None)
+            else:
+                members.append(len(names))
+                names.append(member.name)
+            left.append((False, (members[-1],)))
+        if group.bracketed and members:
+            right.append((True, tuple(members)))
+        else:       # a bare axis, a bare '...', or a unit dim
+            right.append((False, tuple(members)))
+    return _built_recipe(names, left, right, ellipsis_dims, {})
 
 
 def _pairwise_dtype(dtype: str | None) -> bool:
@@ -1315,12 +1370,13 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
             hook(backend, "assert_sizes")(checks)
         return backend.einsum(subscripts, *tensors)
     plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
-    operands = [t if p is None else front.run_transform(
-                    "rearrange", t, p.pattern, None, None, dict(p.axes_lengths))
+    # Each rearrange's plan, lowered by the backend: its steps carry their shapes and
+    # axis orders, so they run on any layout the library's einsum returns.
+    operands = [t if p is None else backend.lower(p.plan, None, t)(t)
                 for t, p in zip(tensors, plan.preparations or (None,) * len(tensors))]
     result = backend.einsum(plan.subscripts, *operands)
-    if plan.output_pattern is not None:
-        result = front.run_transform("rearrange", result, plan.output_pattern, None, None, {})
+    if plan.output_plan is not None:
+        result = backend.lower(plan.output_plan, None, result)(result)
     return result
 
 
@@ -1424,13 +1480,21 @@ def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,
            *axes_lengths.items())
     plan = PLANS.get(key)
     if plan is None:
-        infos = [backend.describe(t) for t in tensors]
-        operands = [_Operand(info.layout, _numpy_name(info.dtype), info.itemsize, "elements", None)
-                    for info in infos]
+        describe_copy = hook(backend, "describe_copy")
+        operands = []
+        for tensor in tensors:
+            info = backend.describe(tensor)
+            operands.append(_Operand(
+                info.layout, _numpy_name(info.dtype), info.itemsize, "elements",
+                functools.partial(_described, describe_copy, x=tensor, info=info)))
         plan = _plan_with_context(pattern, operands, axes_lengths)
         plan = hook(backend, "describe_einsum")(plan, tensors)
         PLANS.put(key, plan)
     return plan
+
+
+def _described(describe_copy: Callable[..., Plan], plan: Plan, x: Any, info: Any) -> Plan:
+    return describe_copy(plan, x, info)
 
 
 def with_engine(plan: EinsumPlan, engine: str, how: str) -> EinsumPlan:
@@ -1494,9 +1558,9 @@ def _check_dtype(k: int, dtype: np.dtype | calls.ElementType) -> None:
 
 def _describe(tensor: Any) -> _Operand:
     if isinstance(tensor, Tensor):
-        return _Operand(tensor.layout, tensor.dtype.name, tensor.element_size(), "elements", tensor)
+        return _Operand(tensor.layout, tensor.dtype.name, tensor.element_size(), "elements")
     layout, unit = calls.numpy_layout(tensor)
-    return _Operand(layout, tensor.dtype.name, tensor.itemsize, unit, tensor)
+    return _Operand(layout, tensor.dtype.name, tensor.itemsize, unit)
 
 
 def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[Any] | None = None,
@@ -1534,12 +1598,11 @@ def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[An
     for k, item in enumerate(items):
         layout, name, itemsize, unit = calls.layout_from(
             item, None if strides is None else strides[k], dtypes[k])
-        source = item if isinstance(item, (np.ndarray, Tensor)) else None
-        if source is not None:
-            _check_dtype(k, source.dtype)
+        if isinstance(item, (np.ndarray, Tensor)):
+            _check_dtype(k, item.dtype)
         elif dtypes[k] is not None:
             _check_dtype(k, calls.dtype_of(dtypes[k]))
-        operands.append(_Operand(layout, name, itemsize, unit, source))
+        operands.append(_Operand(layout, name, itemsize, unit))
     return _plan_with_context(pattern, operands, calls.canonical_lengths(axes_lengths))
 
 

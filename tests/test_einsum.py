@@ -709,3 +709,112 @@ def test_bad_arguments(call, message) -> None:
         call()
     assert str(caught.value) == message
     assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
+
+
+# Plans with compositions, unit dims, ellipses, a diagonal and `_` (a name rearrange
+# refuses), each with an oracle of plain numpy calls.
+OBJECT_PLANS = [
+    ("b (h d), (h d) e -> b h e", [(2, 12), (12, 5)], {"h": 3},
+     lambda x, w: np.einsum("bhd,hde->bhe", x.reshape(2, 3, 4), w.reshape(3, 4, 5))),
+    ("a () b, b c -> a 1 c", [(2, 1, 3), (3, 4)], {},
+     lambda x, y: np.einsum("ab,bc->ac", x[:, 0], y)[:, None]),
+    ("... (i j), (i j) -> (... i) j", [(4, 2, 6), (6,)], {"j": 2},
+     lambda x, y: np.einsum("...ij,ij->...ij", x.reshape(4, 2, 3, 2),
+                            y.reshape(3, 2)).reshape(24, 2)),
+    ("(i j) i, j -> (j i)", [(6, 3), (2,)], {},
+     lambda x, y: np.einsum("iji,j->ji", x.reshape(3, 2, 3), y).reshape(6)),
+    ("(_ i) j, j -> (i _)", [(6, 4), (4,)], {"i": 3},
+     lambda x, y: np.einsum("aij,j->ia", x.reshape(2, 3, 4), y).reshape(6)),
+]
+
+
+def _refuse_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make every parser but einsum's fail, recording what it was asked to parse."""
+    import rearrange.calls
+    import rearrange.parsing
+
+    asked: list[str] = []
+    get_parser = rearrange.parsing.get_parser
+
+    def refuse(text, *rest):
+        asked.append(text)
+        raise AssertionError(f"pattern text parsed while planning an einsum: {text!r}")
+
+    def einsum_parser_only(start: str):
+        if start != "einsum":
+            refuse(start)
+        return get_parser(start)
+
+    ra.cache_clear()     # every plan below is made afresh
+    for module, name in [(rearrange.parsing, "parse_transform_cached"),
+                         (rearrange.parsing, "_build_transform"),
+                         (rearrange.parsing, "_parse_pack_cached"),
+                         (rearrange.parsing, "_parse_shape_pattern_cached"),
+                         (rearrange.calls, "parse_transform"),
+                         (rearrange.calls, "build_recipe")]:
+        monkeypatch.setattr(module, name, refuse)
+    monkeypatch.setattr(rearrange.parsing, "get_parser", einsum_parser_only)
+    return asked
+
+
+@pytest.mark.parametrize(("pattern", "shapes", "lengths", "oracle"), OBJECT_PLANS,
+                         ids=[p[0] for p in OBJECT_PLANS])
+def test_planning_parses_no_rearrange_pattern(pattern, shapes, lengths, oracle,
+                                              monkeypatch) -> None:
+    # The einsum planner builds its rearranges as recipes, and foreign einsum lowers their
+    # plans: no text is written to be parsed again, for any array type.
+    import array_api_strict
+    import dask.array as da
+
+    arrays = [np.arange(math.prod(s), dtype=np.float64).reshape(s) + k
+              for k, s in enumerate(shapes)]
+    expected = oracle(*arrays)
+    def rearranges(plan: EinsumPlan) -> list:
+        return [(s.op, s.on, s.layout.shape, s.reason) for s in plan.steps if s.op != "einsum"]
+
+    asked = _refuse_parsing(monkeypatch)
+    plan = explain_einsum(shapes, pattern, dtype="float64", **lengths)
+    assert any(p is not None for p in plan.preparations) or plan.output_plan is not None
+    assert str(plan) and plan.to_dict()["input_patterns"]
+    terms = [term.replace(".", "") for term in plan.subscripts.split("->")[0].split(",")]
+    diagonal = any(len(set(term)) != len(term) for term in terms)
+    for kind, convert in [("numpy", lambda a: a), ("tensor", ra.from_numpy),
+                          ("torch", torch.from_numpy),
+                          ("dask", lambda a: da.from_array(a, chunks=2)),
+                          ("array-api", array_api_strict.asarray)]:
+        if kind == "array-api" and diagonal:
+            continue    # array_api_strict has no einsum: a diagonal is refused
+        inputs = [convert(a) for a in arrays]
+        explained = explain_einsum(inputs, pattern, **lengths)
+        assert rearranges(explained) == rearranges(plan), kind
+        result = np.asarray(ra.asnumpy(ra.einsum(*inputs, pattern, **lengths)))
+        np.testing.assert_array_equal(result, expected, err_msg=kind)
+    assert asked == []
+
+
+def test_axis_names_rearrange_refuses_are_planned_and_shown_as_written() -> None:
+    # `_` is an einsum name (as in einops) that rearrange reserves, `axis0` a name the
+    # old generated patterns used for aliases, `(h d)` the name of a fused run: none is
+    # renamed, in the steps, the preparations or the output's rearrange.
+    plan = explain_einsum([(2, 6), (3, 2)], "axis0 (_ h), _ h -> (h axis0)")
+    data = plan.to_dict()
+    assert data["input_patterns"] == ["axis0 (_ h) -> axis0 _ h", None]
+    assert data["output_pattern"] == "h axis0 -> (h axis0)"
+    assert [s.reason for s in plan.steps if s.op != "einsum"] == [
+        "(_ h) -> _ h: always a view", "compose (h axis0): every group passes the stride test"]
+    assert dict(plan.letters) == {"a": "axis0", "b": "_", "c": "h"}
+
+    diagonal = explain_einsum([(6, 3, 3)], "(_ j) _ _ -> (j _)", j=2)
+    assert diagonal.to_dict()["input_patterns"] == ["(_ j) _ _ -> _ j _ _"]
+    assert diagonal.subscripts == "abaa->ba"
+    assert diagonal.steps[0].reason == "(_ j) -> _ j: always a view"
+    x = np.arange(54.0).reshape(6, 3, 3)
+    expected = np.einsum("ajaa->ja", x.reshape(3, 2, 3, 3)).reshape(6)
+    np.testing.assert_array_equal(ra.einsum(x, "(_ j) _ _ -> (j _)", j=2), expected)
+    np.testing.assert_array_equal(
+        ra.einsum(torch.from_numpy(x), "(_ j) _ _ -> (j _)", j=2).numpy(), expected)
+
+    fused = explain_einsum([(2, 12, 1), (12, 5)], "b (h d) 1, (h d) e -> b e")
+    assert dict(fused.axis_lengths)["(h d)"] == 12
+    assert fused.to_dict()["input_patterns"] == ["b (h d) 1 -> b (h d)", None]
+    assert "sum over (h d)" in str(fused)
