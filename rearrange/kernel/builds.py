@@ -54,8 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RearrangeError
-from .jit import (UNIT_DTYPES, cache_directory, cache_warning, cache_writable, prepare,
-                  source_stamp)
+from .jit import (UNIT_DTYPES, KernelUnavailable, cache_directory, cache_warning,
+                  cache_writable, prepare, source_stamp, unavailable)
 from .loops import RUNS, runner
 
 __all__ = ["MODES", "set_jit_mode", "get_jit_mode", "runner_for", "status", "describe",
@@ -199,8 +199,16 @@ def runner_for(family: str, unit: int) -> Any:
     run = _ready.get(key)
     if run is not None:
         return run
+    if unavailable() is not None:   # numba cannot be used in this process
+        return None
     if mode == "eager":
-        return build_here(key)
+        if _pending.get(key, "").startswith("failed"):
+            return None
+        try:
+            return build_here(key)
+        except Exception as error:  # noqa: BLE001 — never raised in a copy: numpy's copy
+            _fail(key, error)
+            return None
     with _lock:
         if key in _pending:
             return None
@@ -218,6 +226,17 @@ def runner_for(family: str, unit: int) -> Any:
             return run
     _get_service().submit(key)
     return None
+
+
+def _fail(key: Key, error: BaseException) -> None:
+    """``key``'s runner could not be loaded or compiled: copies of its kind use the
+    array library's copy for the rest of the process (one warning per process, said by
+    .jit already when numba itself is the reason)."""
+    with _lock:
+        _pending[key] = f"failed: {error}"
+    if not isinstance(error, KernelUnavailable):
+        cache_warning(f"rearrange: compiling the {_name(key)} copy kernel failed "
+                      f"({error}); copies of that kind use the array library's copy")
 
 
 def _publish(key: Key, run: Any) -> None:
@@ -337,10 +356,6 @@ def build_everything(parallel: int = 1, load: bool = True) -> list[str]:
     return names
 
 
-def _warn_once(message: str) -> None:
-    warnings.warn(message, RuntimeWarning, stacklevel=4)
-
-
 # --------------------------------------------------------------------------- the service
 
 
@@ -369,10 +384,15 @@ def _spawn_worker(keys: list[Key], locked_fd: int | None = None,
                             start_new_session=True)
 
 
+# A worker's exit status when this numba has no disk cache (.numba_private's public
+# path): it compiled nothing, and its parent compiles in memory instead.
+NO_DISK_CACHE = 3
+
+
 def _finish_worker(worker: subprocess.Popen) -> None:
     """Wait for a worker (without the GIL) and reap it; raise what it reported."""
     _, errors = worker.communicate()
-    if worker.returncode != 0:
+    if worker.returncode not in (0, NO_DISK_CACHE):
         lines = [line for line in (errors or "").splitlines() if line.strip()]
         raise RuntimeError(lines[-1] if lines else
                            f"the compile worker exited with {worker.returncode}")
@@ -422,10 +442,7 @@ class _Service:
                     continue
                 busy.discard(key)
             except Exception as error:  # noqa: BLE001 — reported, never raised in a copy
-                with _lock:
-                    _pending[key] = f"failed: {error}"
-                _warn_once(f"rearrange: compiling the {_name(key)} copy kernel failed "
-                           f"({error}); copies of that kind use the array library's copy")
+                _fail(key, error)
             with self.idle:
                 self.outstanding -= 1
                 self.idle.notify_all()
@@ -434,6 +451,8 @@ class _Service:
         """Load or compile ``key``'s runner and publish it; False (nothing done) when
         another process holds its lock and ``wait`` is False."""
         global compiles_started
+        if unavailable() is not None:
+            raise KernelUnavailable(unavailable())
         if cache_directory() is None or not cache_writable():
             if cache_directory() is None:
                 _warn_no_cache()
@@ -454,7 +473,11 @@ class _Service:
             lock.release()
         # The worker holds the lock now (it shares the open file) until it is done.
         if worker is not None:
-            prepare()               # numba, while it compiles: the load after takes ~5 ms
+            try:
+                prepare()           # numba, while it compiles: the load after takes ~5 ms
+            except BaseException:
+                worker.communicate()        # (it fails the same way: reaped, not read)
+                raise
             _finish_worker(worker)
             run = _load(key, compile=False)
             if run is None:
