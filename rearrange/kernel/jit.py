@@ -133,6 +133,7 @@ def materialise() -> None:
         try:
             import numba
 
+            from . import loops  # noqa: F401 — every kernel registered before wrapping
             from . import numba_private
             from .intrinsics import define_intrinsics, stage_words_table
 
