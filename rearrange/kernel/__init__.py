@@ -24,11 +24,11 @@ The kernel is a package by stage, each module importing only the ones before it:
   loaded: never in a copy by default (a copy whose runner is not ready uses numpy's copy
   while a thread loads it from the disk cache, or a worker process compiles it), once per
   machine (a lock beside the disk cache); :mod:`.worker` is that process.
-* :mod:`.copies` — :func:`copy_into`, which runs a plan: small copies and object arrays
-  go to ``np.copyto``, everything else to the compiled kernel once its runner is ready.
-  Served lazily from here, like :func:`warmup`, :func:`compiled_runner`,
-  :func:`path_now` and :func:`wait`: ``import rearrange`` loads none of the above but
-  :mod:`.plan`, :mod:`.threads` and :mod:`.modes`.
+* here — :func:`copy_into`, which runs a plan: small copies and object arrays go to
+  ``np.copyto``, everything else to the compiled kernel once its runner is ready.
+  ``import rearrange`` loads :mod:`.plan`, :mod:`.threads`, :mod:`.pages`, :mod:`.abi`
+  and :mod:`.modes` of the above; the rest (:mod:`.builds`, :mod:`.lowering`,
+  :mod:`.loops`, :mod:`.jit`) loads with the first copy that may run compiled loops.
 
 Fresh destinations: a destination of 24 MiB or more that the process has not touched
 yet (a new ``np.empty`` of that size is a fresh mapping, ``mincore`` says) is page-faulted
@@ -43,11 +43,14 @@ stream past the caches. Each was the fastest way for its case here.
 
 from __future__ import annotations
 
-from typing import Any
+import numpy as np
 
+from ..errors import ArgumentTypeError, RearrangeError
 from .modes import get_jit_mode, set_jit_mode
-from .plan import CopyKernel, plan_copy
-from .threads import get_num_threads, set_num_threads, set_spin_seconds, spin_seconds
+from .pages import untouched
+from .plan import LINE, NONTEMPORAL_MIN_BYTES, CopyKernel, lowbit, plan_aligned, plan_copy
+from .threads import (execute, find_pool_runner_with, get_num_threads, set_num_threads,
+                      set_spin_seconds, spin_seconds)
 
 __all__ = [
     "CopyKernel",
@@ -65,23 +68,152 @@ __all__ = [
     "wait",
 ]
 
-# Served on first use (``kernel.copy_into``): the copy's machinery — builds, lowering,
-# the loops' registration — loads with the first copy that may need it, not with
-# ``import rearrange``.
-_LAZY = {"copy_into": "copies", "compiled_runner": "copies", "path_now": "copies",
-         "warmup": "copies", "wait": "builds"}
+
+def _pool_runner():
+    from .builds import POOL_KEY, runner_for
+
+    return runner_for(*POOL_KEY)
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module_name}", __name__), name)
-    globals()[name] = value  # later lookups skip this hook
-    return value
+find_pool_runner_with(_pool_runner)
 
 
-def __dir__():
-    return sorted({*globals(), *_LAZY})
+def _families() -> dict[str, str]:
+    from .loops import FAMILIES      # (registers the loops: with the first copy, not import)
+
+    return FAMILIES
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Block until every runner asked for so far is ready (or failed); True if none is
+    still compiling or loading. For tests, benchmarks and scripts that want the kernel's
+    speed."""
+    from .builds import wait as wait_for_builds
+
+    return wait_for_builds(timeout)
+
+
+def compiled_runner(kernel: CopyKernel):
+    """The compiled runner a copy planned as ``kernel`` would run now, or None: a plan
+    that needs no compiled loops, or a runner not ready yet (see :mod:`.builds`; in the
+    background mode this starts its compilation)."""
+    from .builds import runner_for
+
+    family = _families().get(kernel.variant)
+    return None if family is None else runner_for(family, kernel.unit_bytes)
+
+
+def path_now(kernel: CopyKernel) -> str | None:
+    """What a copy planned as ``kernel`` does now and why (explain's ``now`` line); None
+    for plans that never use compiled loops. Reads the state, changes nothing."""
+    from .builds import describe
+
+    family = _families().get(kernel.variant)
+    return None if family is None else describe(family, kernel.unit_bytes, kernel.fallback)
+
+
+def warmup(parallel: int = 1, load: bool = True, progress=None) -> list[str]:
+    """Compile (or load from the disk cache) every copy-kernel runner now: in this
+    process, or spread over ``parallel`` worker processes and then loaded here (with
+    ``load=False``: left on disk for the processes that copy). Returns their names;
+    ``progress(name, ready, total)`` is told as each is ready (name None: starting)."""
+    from .builds import build_everything
+
+    return build_everything(parallel, load, progress)
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
+    """Write ``src`` (any strides: negative, zero, unaligned) into ``dst`` (C-contiguous,
+    writeable, same shape and dtype, not overlapping ``src``).
+
+    ``kernel`` is a plan from :func:`plan_copy` for this source layout (it saves the
+    planning, a few microseconds); without one the copy is planned here.
+
+    >>> import numpy as np
+    >>> x = np.arange(12.0).reshape(3, 4)
+    >>> out = np.empty((4, 3))
+    >>> copy_into(out, x.T)
+    >>> bool((out == x.T).all())
+    True
+    """
+    if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
+        raise ArgumentTypeError(f"copy_into: dst and src must be numpy arrays, got "
+                                f"{type(dst).__name__} and {type(src).__name__}")
+    if dst.shape != src.shape or dst.dtype != src.dtype:
+        raise RearrangeError(f"copy_into: dst {dst.shape} {dst.dtype} does not match "
+                             f"src {src.shape} {src.dtype}")
+    if not dst.flags.c_contiguous or not dst.flags.writeable:
+        raise RearrangeError("copy_into: dst must be C-contiguous and writeable")
+    dtype = src.dtype
+    # Native code runs only on a plan made for this very source: a plan handed in for
+    # another shape, stride or item size (a stale cache entry, a caller's mistake) is
+    # set aside and the source planned here, so the loops never leave its bounds.
+    # The same check covers plans from this module's own cache.
+    signature = (src.shape, src.strides, dtype.itemsize)
+    if kernel is None or kernel.source != signature:
+        kind = "O" if dtype.hasobject else dtype.kind
+        threads = get_num_threads()
+        key = (src.shape, src.strides, dtype.itemsize, kind, threads)
+        kernel = _plans.get(key)
+        if kernel is None or kernel.source != signature:
+            if len(_plans) >= 256:
+                _plans.clear()
+            kernel = _plans[key] = plan_aligned(src.shape, src.strides, dtype.itemsize,
+                                                kind, threads, LINE)
+    if kernel.variant == "numpy" or dtype.hasobject:
+        np.copyto(dst, src, casting="no")
+        return
+    if kernel.variant == "empty":
+        return
+    saddr = src.__array_interface__["data"][0]
+    daddr = dst.__array_interface__["data"][0]
+    aligned = not (saddr | daddr) % kernel.unit_bytes
+    if not aligned:
+        kernel = plan_aligned(src.shape, src.strides, dtype.itemsize, dtype.kind,
+                              kernel.threads, lowbit(saddr | daddr))
+        if kernel.variant in ("numpy", "empty"):
+            np.copyto(dst, src, casting="no")
+            return
+    if kernel.variant == "contiguous-memcpy" and kernel.threads == 1:
+        np.copyto(dst, src, casting="no")           # numpy's memcpy: the same thing
+        return
+    from .builds import runner_for
+    from .lowering import lower
+
+    run = runner_for(_families()[kernel.variant], kernel.unit_bytes)
+    if run is None:         # not compiled yet (or kernels off): numpy's copy, at once
+        np.copyto(dst, src, casting="no")
+        return
+    # A destination the process has not touched yet (a fresh np.empty of this size is a
+    # new mapping) is page-faulted as it is written; the faults zero its lines into the
+    # caches. Rows and panels then use regular stores (non-temporal ones would first
+    # have to evict those lines); transposes have their pages populated first instead
+    # (all of them, across the copy's threads), then stream past the caches.
+    populate = False
+    fresh = (kernel.variant != "contiguous-memcpy" and
+             dst.nbytes >= NONTEMPORAL_MIN_BYTES and untouched(daddr, dst.nbytes))
+    if fresh and kernel.variant in POPULATE_FIRST:
+        populate, fresh = True, False
+    if aligned:     # plans are kept (by the caller, or in _plans): so are their lowerings
+        key = (id(kernel), daddr % LINE, fresh)
+        low = _lowered.get(key)
+        if low is None or low[0] is not kernel:
+            if len(_lowered) >= 256:
+                _lowered.clear()
+            low = _lowered[key] = (kernel,) + lower(kernel, daddr % LINE, fresh)
+        low = low[1:]
+    else:
+        low = lower(kernel, daddr % LINE, fresh)
+    execute(low, run, daddr, saddr, dst.nbytes if populate else 0)
+
+
+# The plan variants whose fresh destinations are populated first and then streamed to
+# (bench/fresh_ab.py measures the ways); every other variant writes fresh pages with
+# regular stores as they fault.
+POPULATE_FIRST = frozenset({"tiled-transpose", "staged-transpose"})
+# Plans made by copy_into itself: (shape, strides, itemsize, kind, threads) -> plan.
+_plans: dict[tuple, CopyKernel] = {}
+# Lowered plans: (id(plan), destination address mod LINE, fresh) -> (plan, lowering). The
+# entry holds the plan, so its id cannot be reused while the entry lives; every plan
+# looked up here was checked against its source by copy_into.
+_lowered: dict[tuple[int, int], tuple] = {}
