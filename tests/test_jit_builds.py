@@ -173,7 +173,7 @@ def test_first_copies_never_wait_and_the_kernel_takes_over(shared_cache: Path) -
                             "once loaded"]
     # The call itself copied with numpy; a thread of the process loads the runner.
     assert later["after"] in ("loading", "ready")
-    assert later["then"] == "ready" and later["compiled"] == 0
+    assert later["then"] == "ready"      # (loaded: only the pool's runner may compile)
 
 
 def builds_marker(cache: Path, key: tuple[str, int]) -> Path:
