@@ -150,15 +150,41 @@ def _write(path: str, text: str) -> None:
 
 
 def _warmup(args: argparse.Namespace) -> int:
-    """Compile every copy-kernel runner now (and cache it on disk)."""
+    """Compile every copy-kernel runner now (and cache it on disk). On a terminal one
+    line shows what is ready and how many are left; otherwise a plain line per runner."""
     import time
 
     from . import kernel
+    from .kernel.jit import KernelUnavailable, disk_cache_supported
 
     start = time.perf_counter()
+    try:
+        if not disk_cache_supported():
+            print("rearrange: this numba cannot cache the copy kernels on disk: each "
+                  "process compiles the ones it needs, in the background", file=sys.stderr)
+            return 0
+    except KernelUnavailable as error:
+        print(f"rearrange: no copy kernels here: {error}", file=sys.stderr)
+        return 1
+    terminal = sys.stdout.isatty()
+
+    def progress(name: str | None, ready: int, total: int) -> None:
+        left = total - ready
+        if terminal:
+            last = f"; last: {name}" if name else ""
+            print(f"\r\x1b[Kcompiling {total} kernel runners ({args.parallel} "
+                  f"process{'es' if args.parallel != 1 else ''}): {ready} ready, {left} "
+                  f"left{last}", end="", flush=True)
+        elif name is None:
+            print(f"compiling {total} kernel runners", flush=True)
+        else:
+            print(f"ready {ready}/{total}: {name} ({left} left)", flush=True)
+
     # This process ends here: the runners the workers compiled are left on disk for
     # the processes that copy, not loaded into this one.
-    compiled = kernel.warmup(parallel=args.parallel, load=False)
+    compiled = kernel.warmup(parallel=args.parallel, load=False, progress=progress)
+    if terminal:
+        print()
     print(f"{len(compiled)} kernel runners ready in {time.perf_counter() - start:.1f} s "
           f"({args.parallel} compile process{'es' if args.parallel != 1 else ''}; cached "
           f"on disk; threads: {kernel.get_num_threads()})")

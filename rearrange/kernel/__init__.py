@@ -15,14 +15,20 @@ The kernel is a package by stage, each module importing only the ones before it:
   spin for their next copy).
 * :mod:`.pages` — what the OS says about a destination's pages (``mincore``) and
   ``madvise``.
-* :mod:`.jit` — numba, imported on the first copy that needs a kernel (never at import),
-  and the disk cache; :mod:`.intrinsics` — the LLVM building blocks; :mod:`.loops` — the
-  compiled loop nests and :func:`warmup`.
-* :mod:`.builds` — when runners are compiled: never in a copy by default (a copy whose
-  runner is not ready uses numpy's copy while a worker process compiles it), once per
+* :mod:`.jit` — numba, imported when a runner is first loaded or compiled (never at
+  import, and in the default mode never in the caller's thread), and the disk cache
+  (:mod:`.sealed`: its verified files); :mod:`.numba_private` — every use of numba's
+  private API, with a fallback to its public one; :mod:`.intrinsics` — the LLVM
+  building blocks; :mod:`.loops` — the compiled loop nests.
+* :mod:`.modes` — ``REARRANGE_JIT``; :mod:`.builds` — when runners are compiled or
+  loaded: never in a copy by default (a copy whose runner is not ready uses numpy's copy
+  while a thread loads it from the disk cache, or a worker process compiles it), once per
   machine (a lock beside the disk cache); :mod:`.worker` is that process.
 * here — :func:`copy_into`, which runs a plan: small copies and object arrays go to
   ``np.copyto``, everything else to the compiled kernel once its runner is ready.
+  ``import rearrange`` loads :mod:`.plan`, :mod:`.threads`, :mod:`.pages`, :mod:`.abi`
+  and :mod:`.modes` of the above; the rest (:mod:`.builds`, :mod:`.lowering`,
+  :mod:`.loops`, :mod:`.jit`) loads with the first copy that may run compiled loops.
 
 Fresh destinations: a destination of 24 MiB or more that the process has not touched
 yet (a new ``np.empty`` of that size is a fresh mapping, ``mincore`` says) is page-faulted
@@ -41,16 +47,11 @@ import numpy as np
 
 from ..caching import CacheLevel
 from ..errors import ArgumentTypeError, RearrangeError
-from .builds import (POOL_KEY, build_everything, describe, get_jit_mode, runner_for,
-                     set_jit_mode, wait)
-from .lowering import lower
-from .loops import FAMILIES
+from .modes import get_jit_mode, set_jit_mode
 from .pages import untouched
 from .plan import LINE, NONTEMPORAL_MIN_BYTES, CopyKernel, lowbit, plan_aligned, plan_copy
 from .threads import (execute, find_pool_runner_with, get_num_threads, set_num_threads,
                       set_spin_seconds, spin_seconds)
-
-find_pool_runner_with(lambda: runner_for(*POOL_KEY))
 
 __all__ = [
     "CopyKernel",
@@ -69,26 +70,57 @@ __all__ = [
 ]
 
 
+def _pool_runner():
+    from .builds import POOL_KEY, runner_for
+
+    return runner_for(*POOL_KEY)
+
+
+find_pool_runner_with(_pool_runner)
+
+
+def _families() -> dict[str, str]:
+    from .loops import FAMILIES      # (registers the loops: with the first copy, not import)
+
+    return FAMILIES
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Block until every runner asked for so far is ready (or failed); True if none is
+    still compiling or loading. For tests, benchmarks and scripts that want the kernel's
+    speed."""
+    from .builds import wait as wait_for_builds
+
+    return wait_for_builds(timeout)
+
+
 def compiled_runner(kernel: CopyKernel):
     """The compiled runner a copy planned as ``kernel`` would run now, or None: a plan
     that needs no compiled loops, or a runner not ready yet (see :mod:`.builds`; in the
     background mode this starts its compilation)."""
-    family = FAMILIES.get(kernel.variant)
+    from .builds import runner_for
+
+    family = _families().get(kernel.variant)
     return None if family is None else runner_for(family, kernel.unit_bytes)
 
 
 def path_now(kernel: CopyKernel) -> str | None:
     """What a copy planned as ``kernel`` does now and why (explain's ``now`` line); None
     for plans that never use compiled loops. Reads the state, changes nothing."""
-    family = FAMILIES.get(kernel.variant)
+    from .builds import describe
+
+    family = _families().get(kernel.variant)
     return None if family is None else describe(family, kernel.unit_bytes, kernel.fallback)
 
 
-def warmup(parallel: int = 1, load: bool = True) -> list[str]:
+def warmup(parallel: int = 1, load: bool = True, progress=None) -> list[str]:
     """Compile (or load from the disk cache) every copy-kernel runner now: in this
     process, or spread over ``parallel`` worker processes and then loaded here (with
-    ``load=False``: left on disk for the processes that copy). Returns their names."""
-    return build_everything(parallel, load)
+    ``load=False``: left on disk for the processes that copy). Returns their names;
+    ``progress(name, ready, total)`` is told as each is ready (name None: starting)."""
+    from .builds import build_everything
+
+    return build_everything(parallel, load, progress)
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
@@ -149,7 +181,10 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if kernel.variant == "contiguous-memcpy" and kernel.threads == 1:
         np.copyto(dst, src, casting="no")           # numpy's memcpy: the same thing
         return
-    run = runner_for(FAMILIES[kernel.variant], kernel.unit_bytes)
+    from .builds import runner_for
+    from .lowering import lower
+
+    run = runner_for(_families()[kernel.variant], kernel.unit_bytes)
     if run is None:         # not compiled yet (or kernels off): numpy's copy, at once
         np.copyto(dst, src, casting="no")
         return

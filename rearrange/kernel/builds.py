@@ -45,37 +45,25 @@ in memory — in eager mode in the call, in background mode in a thread of this 
 from __future__ import annotations
 
 import os
-import queue
-import subprocess
 import sys
 import threading
-import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import RearrangeError
-from .jit import (UNIT_DTYPES, cache_directory, cache_warning, cache_writable, prepare,
-                  source_stamp)
-from .loops import RUNS, runner
+from .jit import (UNIT_DTYPES, KernelUnavailable, cache_directory, cache_warning,
+                  cache_writable, prepare, source_stamp, unavailable)
+from .modes import MODES, get_jit_mode, set_jit_mode
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["MODES", "set_jit_mode", "get_jit_mode", "runner_for", "status", "describe",
            "wait", "build_here", "build_everything", "marker_path", "lock_path", "POOL_KEY"]
 
-MODES = ("background", "eager", "off")
 
 Key = tuple[str, int]          # (panel family, unit bytes)
 
 
-def _mode_from_environment() -> str:
-    value = os.environ.get("REARRANGE_JIT", "background").strip().lower() or "background"
-    if value not in MODES:
-        warnings.warn(f"REARRANGE_JIT={value!r} is not one of {', '.join(MODES)}: "
-                      f"using 'background'", RuntimeWarning, stacklevel=3)
-        return "background"
-    return value
-
-
-_mode = _mode_from_environment()
 _lock = threading.Lock()
 _ready: dict[Key, Any] = {}          # runners usable in this process
 _pending: dict[Key, str] = {}        # asked for, not ready: "compiling" or "failed: ..."
@@ -83,23 +71,6 @@ _service: "_Service | None" = None
 _lock_fds: set[int] = set()          # lock files this process holds open (see fork)
 # Runners this process compiled, itself or through its worker (not loads): a diagnostic.
 compiles_started = 0
-
-
-def set_jit_mode(mode: str) -> None:
-    """Choose when copy kernels are compiled: ``"background"`` (default: never in a
-    call; numpy copies until the kernel is ready), ``"eager"`` (in the first call that
-    needs one) or ``"off"`` (never: numpy's copy). ``REARRANGE_JIT`` sets the initial
-    mode."""
-    global _mode
-    if mode not in MODES:
-        raise RearrangeError(f"set_jit_mode: mode must be one of {', '.join(map(repr, MODES))}, "
-                             f"got {mode!r}")
-    _mode = mode
-
-
-def get_jit_mode() -> str:
-    """The current mode: ``"background"``, ``"eager"`` or ``"off"``."""
-    return _mode
 
 
 def _name(key: Key) -> str:
@@ -186,38 +157,51 @@ class _FileLock:
 
 
 def _load(key: Key, compile: bool) -> Any:
+    from .loops import runner        # (registers the loops: only where runners load)
+
     return runner(key[1], key[0], compile=compile)
 
 
 def runner_for(family: str, unit: int) -> Any:
     """The compiled runner for ``family`` and ``unit``-byte units if a copy may use it
     now, else None (the caller copies another way); see the module's docstring."""
-    mode = _mode
+    mode = get_jit_mode()
     if mode == "off":               # numpy's (or torch's) copy, even if a runner is loaded
         return None
     key = (family, unit)
     run = _ready.get(key)
     if run is not None:
         return run
+    if unavailable() is not None:   # numba cannot be used in this process
+        return None
     if mode == "eager":
-        return build_here(key)
+        if _pending.get(key, "").startswith("failed"):
+            return None
+        try:
+            return build_here(key)
+        except Exception as error:  # noqa: BLE001 — never raised in a copy: numpy's copy
+            _fail(key, error)
+            return None
+    # Background: this thread never imports numba nor loads a runner. One on disk is
+    # loaded by the service's thread (numba's import, ~0.4 s, then ~10 ms a runner);
+    # any other is compiled by a worker process. Until then: the array library's copy.
     with _lock:
         if key in _pending:
             return None
-        _pending[key] = "compiling"
-    if _on_disk(key):
-        try:
-            # (a damaged entry is discarded by .jit, and comes back None: not on disk)
-            run = _load(key, compile=False)
-        except Exception as error:  # noqa: BLE001 — never raised in a copy: compiled aside
-            run = None
-            cache_warning(f"rearrange: loading the {_name(key)} copy kernel failed "
-                          f"({error!r}); compiling it again in the background")
-        if run is not None:
-            _publish(key, run)
-            return run
+        _pending[key] = "loading" if _on_disk(key) else "compiling"
     _get_service().submit(key)
     return None
+
+
+def _fail(key: Key, error: BaseException) -> None:
+    """``key``'s runner could not be loaded or compiled: copies of its kind use the
+    array library's copy for the rest of the process (one warning per process, said by
+    .jit already when numba itself is the reason)."""
+    with _lock:
+        _pending[key] = f"failed: {error}"
+    if not isinstance(error, KernelUnavailable):
+        cache_warning(f"rearrange: compiling the {_name(key)} copy kernel failed "
+                      f"({error}); copies of that kind use the array library's copy")
 
 
 def _publish(key: Key, run: Any) -> None:
@@ -267,7 +251,8 @@ def build_shared(keys: list[Key]) -> None:
 def status(family: str, unit: int) -> str:
     """Where ``family``'s runner for ``unit``-byte units stands in this process:
     ``"ready"``, ``"on disk"`` (compiled on this machine: loads at first use),
-    ``"compiling"``, ``"failed: ..."`` or ``"not compiled"``."""
+    ``"loading"`` (from the disk cache, in the background), ``"compiling"``,
+    ``"failed: ..."`` or ``"not compiled"``."""
     key = (family, unit)
     if key in _ready:
         return "ready"
@@ -279,20 +264,28 @@ def status(family: str, unit: int) -> str:
 
 def describe(family: str, unit: int, fallback: str = "numpy's copy") -> str:
     """What a copy of this family and unit does now, and why (explain's "now" line)."""
-    if _mode == "off":
+    if get_jit_mode() == "off":
         return f"{fallback}: kernels are off (REARRANGE_JIT=off)"
     state = status(family, unit)
     if state == "ready":
         return "the compiled kernel"
-    if state == "on disk":
-        return "the kernel, compiled on this machine before (loads from the disk cache " \
-               "at first use)"
-    if _mode == "eager":
-        return "the kernel, compiled in the first call that needs it (REARRANGE_JIT=eager)"
-    if state == "compiling":
-        return f"{fallback}: kernel compiling in the background"
     if state.startswith("failed"):
         return f"{fallback}: the kernel {state}"
+    why = unavailable()
+    if why is not None:
+        return f"{fallback}: no kernel in this process ({why})"
+    if get_jit_mode() == "eager":
+        if state == "on disk":
+            return "the kernel, compiled on this machine before (loaded from the disk " \
+                   "cache in the first call that needs it)"
+        return "the kernel, compiled in the first call that needs it (REARRANGE_JIT=eager)"
+    if state == "on disk":
+        return f"{fallback} at first; the kernel, compiled on this machine before, is " \
+               "loaded from the disk cache in the background and used once loaded"
+    if state == "loading":
+        return f"{fallback}: kernel loading from the disk cache in the background"
+    if state == "compiling":
+        return f"{fallback}: kernel compiling in the background"
     return f"{fallback} at first; the kernel is compiled in the background and used " \
            "once it is ready"
 
@@ -302,7 +295,7 @@ def wait(timeout: float | None = None) -> bool:
     still compiling. For tests, benchmarks and scripts that want the kernel's speed."""
     service = _service
     if service is None:
-        return not any(state == "compiling" for state in _pending.values())
+        return not any(state in ("compiling", "loading") for state in _pending.values())
     return service.join(timeout)
 
 
@@ -316,29 +309,47 @@ _WARMUP_ORDER = ("tiles", "transpose", "rows")
 POOL_KEY: Key = ("pool", 8)
 
 
-def build_everything(parallel: int = 1, load: bool = True) -> list[str]:
+def build_everything(parallel: int = 1, load: bool = True, progress=None) -> list[str]:
     """Compile (or load) every runner for every unit size now: in this process with
     ``parallel == 1``, else shared out among ``parallel`` worker processes as they go
     (:func:`build_shared`) and then loaded here — or, with ``load=False``, only checked
     to be on disk (the command line's warmup, whose process ends there). Returns their
-    names, as ``warmup`` reports them."""
+    names, as ``warmup`` reports them. ``progress(name, ready, total)``, if given, is
+    called once at the start (name None) and as each runner is ready."""
+    import time
+
     keys = [(family, u) for family in _WARMUP_ORDER for u in UNIT_DTYPES] + [POOL_KEY]
+    names = {key: f"{key[0]}[{UNIT_DTYPES[key[1]].__name__}]" for key in keys}
+    done: set[Key] = set()
+
+    def ready(key: Key) -> None:
+        if key not in done:
+            done.add(key)
+            if progress is not None:
+                progress(names[key], len(done), len(keys))
+
+    if progress is not None:
+        progress(None, 0, len(keys))
     if parallel > 1 and cache_directory() is not None:
         todo = [k for k in keys if k not in _ready and not _on_disk(k)]
+        for key in keys:
+            if key not in todo:
+                ready(key)
         if todo:
             workers = [_spawn_worker(todo, shared=True) for _ in range(parallel)]
+            # Each runner is reported as its marker lands (the workers write it last).
+            while any(worker.poll() is None for worker in workers):
+                for key in todo:
+                    if key not in done and _on_disk(key):
+                        ready(key)
+                time.sleep(0.1)
             for worker in workers:
                 _finish_worker(worker)
-    names = []
     for key in keys:
         if load or not _on_disk(key):
             build_here(key)
-        names.append(f"{key[0]}[{UNIT_DTYPES[key[1]].__name__}]")
-    return names
-
-
-def _warn_once(message: str) -> None:
-    warnings.warn(message, RuntimeWarning, stacklevel=4)
+        ready(key)
+    return [names[key] for key in keys]
 
 
 # --------------------------------------------------------------------------- the service
@@ -350,6 +361,8 @@ def _spawn_worker(keys: list[Key], locked_fd: int | None = None,
     With ``locked_fd`` (one key): the worker inherits that lock, held for it, so it
     stays held until the worker is done even if this process exits first. ``shared``:
     workers given the same keys share them out as they go (:func:`build_shared`)."""
+    import subprocess
+
     env = dict(os.environ)
     env["REARRANGE_CACHE_DIR"] = cache_directory() or ""
     env["REARRANGE_JIT"] = "eager"
@@ -369,10 +382,15 @@ def _spawn_worker(keys: list[Key], locked_fd: int | None = None,
                             start_new_session=True)
 
 
+# A worker's exit status when this numba has no disk cache (.numba_private's public
+# path): it compiled nothing, and its parent compiles in memory instead.
+NO_DISK_CACHE = 3
+
+
 def _finish_worker(worker: subprocess.Popen) -> None:
     """Wait for a worker (without the GIL) and reap it; raise what it reported."""
     _, errors = worker.communicate()
-    if worker.returncode != 0:
+    if worker.returncode not in (0, NO_DISK_CACHE):
         lines = [line for line in (errors or "").splitlines() if line.strip()]
         raise RuntimeError(lines[-1] if lines else
                            f"the compile worker exited with {worker.returncode}")
@@ -384,6 +402,8 @@ class _Service:
     the thread itself)."""
 
     def __init__(self) -> None:
+        import queue
+
         self.jobs: queue.Queue[Key] = queue.Queue()
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
@@ -422,10 +442,7 @@ class _Service:
                     continue
                 busy.discard(key)
             except Exception as error:  # noqa: BLE001 — reported, never raised in a copy
-                with _lock:
-                    _pending[key] = f"failed: {error}"
-                _warn_once(f"rearrange: compiling the {_name(key)} copy kernel failed "
-                           f"({error}); copies of that kind use the array library's copy")
+                _fail(key, error)
             with self.idle:
                 self.outstanding -= 1
                 self.idle.notify_all()
@@ -434,6 +451,22 @@ class _Service:
         """Load or compile ``key``'s runner and publish it; False (nothing done) when
         another process holds its lock and ``wait`` is False."""
         global compiles_started
+        if unavailable() is not None:
+            raise KernelUnavailable(unavailable())
+        if _on_disk(key):
+            # No lock needed to load: entries are renamed into place whole (.sealed).
+            try:
+                run = _load(key, compile=False)
+            except KernelUnavailable:
+                raise
+            except Exception as error:  # noqa: BLE001 — compiled again below
+                run = None
+                cache_warning(f"rearrange: loading the {_name(key)} copy kernel failed "
+                              f"({error!r}); compiling it again in the background")
+            if run is not None:
+                _publish(key, run)
+                return True
+            # (damaged, discarded by .jit; or compiled for another CPU): compiled below
         if cache_directory() is None or not cache_writable():
             if cache_directory() is None:
                 _warn_no_cache()
@@ -449,12 +482,18 @@ class _Service:
             run = _load(key, compile=False) if _on_disk(key) else None
             if run is None:
                 compiles_started += 1
+                with _lock:
+                    _pending[key] = "compiling"
                 worker = _spawn_worker([key], lock.fd)
         finally:
             lock.release()
         # The worker holds the lock now (it shares the open file) until it is done.
         if worker is not None:
-            prepare()               # numba, while it compiles: the load after takes ~5 ms
+            try:
+                prepare()           # numba, while it compiles: the load after takes ~5 ms
+            except BaseException:
+                worker.communicate()        # (it fails the same way: reaped, not read)
+                raise
             _finish_worker(worker)
             run = _load(key, compile=False)
             if run is None:

@@ -6,8 +6,10 @@ first) and writes its ready marker; exits 0, or 1 with the reason as the last li
 stderr. ``--locked=FD``: one runner, whose lock this process inherited already held
 (its parent may exit meanwhile: the lock stays held until this process is done); else
 each runner's lock is taken here. ``--shared``: other workers were given the same
-runners, each compiled by whichever takes it first (:func:`.builds.build_shared`). Runs at a lower priority than the processes whose
-copies it compiles for.
+runners, each compiled by whichever takes it first (:func:`.builds.build_shared`). Runs
+at a lower priority than the processes whose copies it compiles for. Exits
+:data:`.builds.NO_DISK_CACHE` (3) at once when this numba cannot cache runners on disk
+(:mod:`.numba_private`'s public path): its parent compiles in memory instead.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ def main(argv: list[str]) -> int:
             pass
     locked = any(arg.startswith("--locked=") for arg in argv)
     try:
+        from .jit import disk_cache_supported
+
+        if not disk_cache_supported():
+            # This numba has no disk cache (.numba_private): nothing could be handed back.
+            print("this numba cannot cache kernels on disk", file=sys.stderr)
+            return builds.NO_DISK_CACHE
         keys = [(family, int(unit)) for family, unit in
                 (arg.split(":") for arg in argv if not arg.startswith("--"))]
         if "--shared" in argv:
