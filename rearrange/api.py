@@ -25,7 +25,8 @@ from .caching import remember
 from .calls import (ArrayT, as_array, canonical_lengths, context_line, is_shape,
                     keyword_axes, layout_from, parse_first, plan_for)
 from .errors import ArgumentTypeError, PatternError, RearrangeError
-from .parsing import parse_transform, parse_transform_cached
+from . import parsing
+from .parsing import parse_transform
 from .plan import Plan
 from .recipe import build_recipe
 from .tensor import Tensor
@@ -79,7 +80,7 @@ class CacheInfo(NamedTuple):
 
 def cache_info() -> CacheInfo:
     """Sizes and hit counts of the three caches (pattern, recipe, plan)."""
-    parsed = parse_transform_cached.cache_info()
+    parsed = parsing.cache_info()
     recipes = build_recipe.cache_info()
     return CacheInfo(
         CacheLevel(parsed.hits, parsed.misses, parsed.maxsize, parsed.currsize),
@@ -96,7 +97,7 @@ def cache_clear() -> None:
         _plans.clear()
         _last_seen.clear()
         _plan_misses = 0
-    parse_transform_cached.cache_clear()
+    parsing.cache_clear()
     build_recipe.cache_clear()
     backends.cache_clear()
     import sys
