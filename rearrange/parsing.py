@@ -138,6 +138,11 @@ class TransformPattern:
     left: Side
     right: Side
 
+    def __hash__(self) -> int:
+        # The text decides the sides, so equal patterns have equal texts: hashing the
+        # text alone keeps recipe cache keys cheap (no walk of the tree).
+        return hash(self.text)
+
 
 # --------------------------------------------------------------------------- errors
 
@@ -501,6 +506,31 @@ def invalid_name_reason(name: str) -> str | None:
     return None
 
 
+def _plainly_valid(left: Side, right: Side, op: str) -> bool:
+    """True only for patterns that pass every check below: axis names alone (no number,
+    no '...'), each a valid name, none twice on a side, and on both sides wherever ``op``
+    needs them there. False says nothing: the checks then run in text order, and raise
+    the first problem (or pass). The commonest patterns are decided here in one pass."""
+    names: list[list[str]] = [[], []]
+    for side, found in ((left, names[0]), (right, names[1])):
+        for group in side.groups:
+            for member in group.members:
+                if type(member) is not AxisName:
+                    return False
+                name = member.name
+                if not name.isidentifier() or name[0] == "_" or name[-1] == "_":
+                    return False  # invalid_name_reason(name) is not None
+                found.append(name)
+    left_set, right_set = set(names[0]), set(names[1])
+    if len(left_set) != len(names[0]) or len(right_set) != len(names[1]):
+        return False
+    if op == "rearrange":
+        return left_set == right_set
+    if op == "reduce":
+        return right_set <= left_set
+    return left_set <= right_set  # repeat
+
+
 def _check_side(side: Side, label: str, text: str) -> tuple[set[str], bool]:
     """Checks one side alone: names, lengths, duplicates, ellipsis count and place.
     Returns the side's names and whether it has an ellipsis."""
@@ -661,6 +691,8 @@ def _build_transform(text: str, op: str) -> TransformPattern:
 def _checked_transform(text: str, op: str, sides: tuple[Side, Side]) -> TransformPattern:
     """The pattern of these sides once every shape-free check for ``op`` has passed."""
     left, right = sides
+    if _plainly_valid(left, right, op):
+        return TransformPattern(text, left, right)
     left_names, left_ellipsis = _check_side(left, "left", text)
     right_names, right_ellipsis = _check_side(right, "right", text)
     _check_sides_agree(
