@@ -508,27 +508,29 @@ class Layout:
         dims take any stride. ``new_shape`` must hold exactly ``numel`` elements.
         """
         new_shape = as_int_tuple(new_shape, "shape")
-        if math.prod(new_shape) != self.numel or any(s < 0 for s in new_shape):
+        shape, strides = self.shape, self.strides
+        numel = math.prod(shape)
+        if math.prod(new_shape) != numel or min(new_shape, default=0) < 0:
             raise LayoutError(
-                f"shape '{format_int_list(new_shape)}' is invalid for input of size {self.numel}"
+                f"shape '{format_int_list(new_shape)}' is invalid for input of size {numel}"
             )
-        if self.ndim == 0:
+        if not shape:
             return Layout(new_shape, (1,) * len(new_shape), self.offset)
-        if self.numel == 0:
-            if new_shape == self.shape:
+        if numel == 0:
+            if new_shape == shape:
                 return self
             return Layout(new_shape, row_major_strides(new_shape), self.offset)
 
         new_strides = [0] * len(new_shape)
         view_d = len(new_shape) - 1
-        chunk_base_stride = self.strides[-1]
+        chunk_base_stride = strides[-1]
         tensor_numel = 1
         view_numel = 1
-        for tensor_d in range(self.ndim - 1, -1, -1):
-            tensor_numel *= self.shape[tensor_d]
+        for tensor_d in range(len(shape) - 1, -1, -1):
+            tensor_numel *= shape[tensor_d]
             chunk_ends = tensor_d == 0 or (
-                self.shape[tensor_d - 1] != 1
-                and self.strides[tensor_d - 1] != tensor_numel * chunk_base_stride
+                shape[tensor_d - 1] != 1
+                and strides[tensor_d - 1] != tensor_numel * chunk_base_stride
             )
             if not chunk_ends:
                 continue
@@ -539,7 +541,7 @@ class Layout:
             if view_numel != tensor_numel:
                 return None
             if tensor_d > 0:
-                chunk_base_stride = self.strides[tensor_d - 1]
+                chunk_base_stride = strides[tensor_d - 1]
                 tensor_numel = 1
                 view_numel = 1
         if view_d != -1:

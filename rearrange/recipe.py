@@ -58,15 +58,10 @@ class Recipe:
     added: tuple[int, ...] = ()                  # output axes absent from the input
     fixed_lengths: tuple[tuple[int, int], ...] = ()  # (axis, length) of numbers like (h 2)
     names: tuple[str, ...] = ()                  # axes[i].name for every axis, in order
-
-    @property
-    def permutation(self) -> tuple[int, ...]:
-        """The input's axes in the order the plan permutes them to: the kept ones in
-        output order, then the reduced ones in input order (so a reduction runs over
-        trailing axes and leaves its result already in output order)."""
-        added = set(self.added)
-        kept = tuple(i for group in self.output_groups for i in group if i not in added)
-        return kept + self.reduced
+    # The input's axes in the order the plan permutes them to: the kept ones in output
+    # order, then the reduced ones in input order (so a reduction runs over trailing
+    # axes and leaves its result already in output order).
+    permutation: tuple[int, ...] = ()
 
     def group_text(self, group: tuple[int, ...]) -> str:
         """``(h d)`` for a composed group, ``h`` for a single axis, ``()`` for a unit."""
@@ -167,6 +162,7 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
     output_spans: list[tuple[int, int]] = []
     expand(pattern.right.groups, output_groups, output_spans, False)
     kept = {i for group in output_groups for i in group}
+    reduced = tuple([i for i in range(left_count) if i not in kept])
     return Recipe(
         pattern=pattern,
         ndim=ndim,
@@ -175,10 +171,12 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
         output_groups=tuple(output_groups),
         input_spans=tuple(input_spans),
         output_spans=tuple(output_spans),
-        reduced=tuple(i for i in range(left_count) if i not in kept),
+        reduced=reduced,
         added=tuple(range(left_count, len(axes))),
         fixed_lengths=tuple(fixed),
         names=tuple(names),
+        permutation=tuple([i for group in output_groups for i in group if i < left_count])
+        + reduced,
     )
 
 
@@ -232,6 +230,9 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 pattern_error(message(*values), text, start, end)), quoted))
 
     for dim, (group, size) in enumerate(zip(recipe.input_groups, shape)):
+        if len(group) == 1 and lengths[group[0]] is None:
+            lengths[group[0]] = size  # one unknown axis: the dim's size (the commonest)
+            continue
         start, end = recipe.input_spans[dim]
         if not group:
             require(size, "==", 1, lambda size: f"a unit axis matches input dim {dim}, which "
@@ -406,7 +407,10 @@ def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | 
         raise pattern_error(
             f"the left side splits the input into {left_count} axes; arrays have at most "
             f"{MAX_DIMS} dims (numpy's limit)", text, left.start, max(left.end, left.start + 1))
-    unmerged = tuple(lengths[i] for group in recipe.output_groups for i in group)
+    unmerged = tuple([lengths[i] for group in recipe.output_groups for i in group])
+    if (len(unmerged) <= MAX_DIMS and len(recipe.output_groups) <= MAX_DIMS
+            and 0 < math.prod(unmerged) * (itemsize or 1) <= MAX_SIZE):
+        return  # no size 0 (the product is positive), so every size and count is below it
     problem = (size_problem(unmerged, itemsize or 1)
                or size_problem(tuple(1 for _ in recipe.output_groups)))
     if problem is not None:
