@@ -365,10 +365,12 @@ def _parse_with_lark(text: str, start: str, special: Any = None) -> Any:
 # The alternatives and their order are the grammar's terminals in lark's lexer order
 # (INT.2 before NAME, then the fixed strings); whitespace is common.WS, ignored; every
 # state of the transform rule accepts NAME, INT and ELLIPSIS, so lark's contextual lexer
-# cuts the text exactly as this one does. A match is never empty, and matches are
-# contiguous but for trailing whitespace (which no match covers).
+# cuts the text exactly as this one does. Matches are contiguous from the start of the
+# text to its end, where the last match holds no token (``\Z``): no position is tried
+# twice, so the scan is linear however much whitespace there is (the whitespace run is
+# possessive: nothing backtracks into it).
 _SCAN = re.compile(
-    r"([ \t\f\r\n]*)(?:(\d+(?!\w)|\w+|\.\.\.|->|\(|\))|([^ \t\f\r\n]))", re.DOTALL
+    r"([ \t\f\r\n]*+)(?:(\d+(?!\w)|\w+|\.\.\.|->|\(|\))|([^ \t\f\r\n])|\Z)", re.DOTALL
 ).findall
 _LPAR, _RPAR, _ARROW = 1, 2, 3
 _PUNCTUATION = {"(": _LPAR, ")": _RPAR, "->": _ARROW}
@@ -388,8 +390,10 @@ def _scan_transform(text: str) -> tuple[Side, Side] | None:
     position = 0                         # where the next match starts
     member_end = -1                      # where the previous member token ended
     for space, token, unknown in _SCAN(text):
-        if unknown:
-            return None
+        if not token:
+            if unknown:
+                return None
+            break  # the end of the text
         start = position + len(space)
         position = end = start + len(token)
         kind = _PUNCTUATION.get(token)

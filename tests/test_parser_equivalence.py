@@ -170,3 +170,13 @@ def test_no_private_lark_attributes():
     for path in (REPO_ROOT / "rearrange").rglob("*.py"):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             assert not any(name in line for name in private), f"{path.name}:{number}: {line}"
+
+
+@pytest.mark.parametrize("text", [
+    "a b -> (b a)" + " " * 100_000,       # trailing whitespace: the scan stays linear
+    " \t\n" * 30_000 + "a -> a",
+    "a b -> (b a)" + " " * 50_000 + "$",
+    " ".join(f"ax{i}" for i in range(5000)) + " -> " + " ".join(f"ax{i}" for i in range(5000)),
+])
+def test_long_patterns(text):
+    assert_equivalent(text)
