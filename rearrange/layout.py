@@ -642,9 +642,9 @@ class Layout:
 # (already checked) values and from sizes it has checked itself. The slots are set
 # through their descriptors, as the frozen dataclass's own __init__ does.
 _new_object = object.__new__
-_set_shape = Layout.shape.__set__  # type: ignore[attr-defined]
-_set_strides = Layout.strides.__set__  # type: ignore[attr-defined]
-_set_offset = Layout.offset.__set__  # type: ignore[attr-defined]
+_set_shape = Layout.__dict__["shape"].__set__      # the slots' member descriptors
+_set_strides = Layout.__dict__["strides"].__set__
+_set_offset = Layout.__dict__["offset"].__set__
 
 
 def canonical_layout(shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> Layout:

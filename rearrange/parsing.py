@@ -1010,7 +1010,8 @@ def cache_clear() -> None:
 
 
 # The cache functions under the names they had when each kind had a cache of its own.
+_function: Any
 for _function in (parse_transform, parse_transform_cached, parse_pack, parse_shape_pattern):
-    _function.cache_info = cache_info  # type: ignore[attr-defined]
-    _function.cache_clear = cache_clear  # type: ignore[attr-defined]
+    _function.cache_info = cache_info
+    _function.cache_clear = cache_clear
 del _function

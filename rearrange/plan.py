@@ -53,7 +53,10 @@ class Step:
     def reason(self) -> str:
         """Why this step is (or can stay) a view, or needs a copy: one line."""
         why = self.why
-        return why if type(why) is str else why[0](*why[1:])
+        if isinstance(why, str):
+            return why
+        words, *values = why
+        return words(*values)
 
     @property
     def kind(self) -> str:

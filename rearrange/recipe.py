@@ -138,14 +138,13 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
                 continue
             dim: list[int] = []
             for member in members:
-                kind = type(member)
-                if kind is AxisName:
+                if isinstance(member, AxisName):
                     name = member.name
                     if on_left or name not in index_of:
                         dim.append(new_axis(name, member.start, member.end))
                     else:
                         dim.append(index_of[name])
-                elif kind is EllipsisAxis:
+                elif isinstance(member, EllipsisAxis):
                     for name in ellipsis_names:
                         dim.append(index_of[name] if not on_left else
                                    new_axis(name, member.start, member.end))
