@@ -90,5 +90,5 @@ def test_the_public_caches_report_and_clear_it():
         parse_pack("b * d")
         module.cache_clear()
         assert counts() == (0, 0, 0)
-    ra.parse_shape(x, "a b")
+    ra.parse_shape(x, "rows cols")     # a pattern no other test gives parse_shape
     assert counts()[2] == 1
