@@ -24,6 +24,7 @@ from .caching import PLANS, CacheLevel
 from .calls import (ArrayT, as_array, canonical_lengths, context_line, is_shape,
                     keyword_axes, layout_from, parse_first, plan_for)
 from .errors import ArgumentTypeError, PatternError, RearrangeError
+from . import parsing
 from .front import run_transform
 from .parsing import parse_transform
 from .plan import Plan
@@ -73,11 +74,11 @@ def cache_info() -> CacheInfo:
     """Sizes and hit counts of the four caches: parsed patterns, recipes, plans (every
     operation, every array type) and the copy kernel's."""
     from .kernel import cache_info as kernel_cache_info
-    from .parsing import parse_cache_info
 
+    parsed = parsing.cache_info()
     recipes = build_recipe.cache_info()
     return CacheInfo(
-        parse_cache_info(),
+        CacheLevel(parsed.hits, parsed.misses, parsed.maxsize, parsed.currsize),
         CacheLevel(recipes.hits, recipes.misses, recipes.maxsize, recipes.currsize),
         PLANS.info(),
         kernel_cache_info(),
@@ -87,10 +88,9 @@ def cache_info() -> CacheInfo:
 def cache_clear() -> None:
     """Empty every cache: parsed patterns, recipes, plans and the copy kernel's."""
     from .kernel import cache_clear as kernel_cache_clear
-    from .parsing import parse_cache_clear
 
     PLANS.clear()
-    parse_cache_clear()
+    parsing.cache_clear()
     build_recipe.cache_clear()
     kernel_cache_clear()
 

@@ -52,6 +52,8 @@ from .parsing import (
     TransformPattern,
     get_parser,
     invalid_name_reason,
+    parse_cached,
+    register_kind,
     syntax_error,
     pattern_error,
     shorten,
@@ -102,11 +104,10 @@ def parse_einsum(text: str) -> EinsumPattern:
     """
     if not isinstance(text, str):
         raise ArgumentTypeError(f"an einsum pattern must be a str, not {type(text).__name__}")
-    return _parse_einsum_cached(text)
+    return parse_cached("einsum", text)
 
 
-@functools.lru_cache(maxsize=1024)
-def _parse_einsum_cached(text: str) -> EinsumPattern:
+def _parse_einsum_uncached(text: str, op: None = None) -> EinsumPattern:
     parser = get_parser("einsum")
     from .parsing import LARK_ERRORS  # bound once the parser exists
 
@@ -128,6 +129,9 @@ def _parse_einsum_cached(text: str) -> EinsumPattern:
     pattern = EinsumPattern(text, tuple(inputs), output)
     _check_pattern(pattern)
     return pattern
+
+
+register_kind("einsum", _parse_einsum_uncached)  # cached in parsing's one parse cache
 
 
 def _build_side(tree: Any, text: str, empty_at: int) -> Side:

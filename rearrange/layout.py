@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 from .errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeError
 
 __all__ = ["Layout", "row_major_strides", "wrap_dim", "infer_size", "format_int_list",
-           "MAX_DIMS", "MAX_SIZE", "size_problem"]
+           "MAX_DIMS", "MAX_SIZE", "size_problem", "canonical_layout"]
 
 
 _PLAIN_INT = frozenset({int})
@@ -199,6 +199,8 @@ class Layout:
     def contiguous(cls, shape: Sequence[int], offset: int = 0) -> Layout:
         """The C-contiguous (row-major) layout of ``shape``."""
         shape = as_int_tuple(shape, "shape")
+        if cls is Layout and type(offset) is int and min(shape, default=0) >= 0:
+            return canonical_layout(shape, row_major_strides(shape), offset)
         return cls(shape, row_major_strides(shape), offset)
 
     # ------------------------------------------------------------------ inspection
@@ -312,9 +314,9 @@ class Layout:
         order = as_int_tuple(dims, "dims")
         if sorted(order) != list(range(self.ndim)):     # negative, duplicate or missing dims
             order = self._wrapped_permutation(order)
-        return Layout(
-            tuple(self.shape[d] for d in order), tuple(self.strides[d] for d in order), self.offset
-        )
+        shape, strides = self.shape, self.strides
+        return canonical_layout(tuple([shape[d] for d in order]),
+                                tuple([strides[d] for d in order]), self.offset)
 
     def _wrapped_permutation(self, dims: tuple[int, ...]) -> list[int]:
         """``dims`` with negative dims wrapped; refuses a wrong count or a duplicate."""
@@ -470,10 +472,10 @@ class Layout:
                 f"{format_int_list(sizes)}: the sizes must multiply to {self.shape[dim]}"
             )
         stride = self.strides[dim]
-        pieces = [stride * s for s in row_major_strides(sizes)]
-        return Layout(
+        pieces = tuple([stride * s for s in row_major_strides(sizes)])
+        return canonical_layout(
             self.shape[:dim] + sizes + self.shape[dim + 1 :],
-            self.strides[:dim] + tuple(pieces) + self.strides[dim + 1 :],
+            self.strides[:dim] + pieces + self.strides[dim + 1 :],
             self.offset,
         )
 
@@ -506,27 +508,29 @@ class Layout:
         dims take any stride. ``new_shape`` must hold exactly ``numel`` elements.
         """
         new_shape = as_int_tuple(new_shape, "shape")
-        if math.prod(new_shape) != self.numel or any(s < 0 for s in new_shape):
+        shape, strides = self.shape, self.strides
+        numel = math.prod(shape)
+        if math.prod(new_shape) != numel or min(new_shape, default=0) < 0:
             raise LayoutError(
-                f"shape '{format_int_list(new_shape)}' is invalid for input of size {self.numel}"
+                f"shape '{format_int_list(new_shape)}' is invalid for input of size {numel}"
             )
-        if self.ndim == 0:
+        if not shape:
             return Layout(new_shape, (1,) * len(new_shape), self.offset)
-        if self.numel == 0:
-            if new_shape == self.shape:
+        if numel == 0:
+            if new_shape == shape:
                 return self
             return Layout(new_shape, row_major_strides(new_shape), self.offset)
 
         new_strides = [0] * len(new_shape)
         view_d = len(new_shape) - 1
-        chunk_base_stride = self.strides[-1]
+        chunk_base_stride = strides[-1]
         tensor_numel = 1
         view_numel = 1
-        for tensor_d in range(self.ndim - 1, -1, -1):
-            tensor_numel *= self.shape[tensor_d]
+        for tensor_d in range(len(shape) - 1, -1, -1):
+            tensor_numel *= shape[tensor_d]
             chunk_ends = tensor_d == 0 or (
-                self.shape[tensor_d - 1] != 1
-                and self.strides[tensor_d - 1] != tensor_numel * chunk_base_stride
+                shape[tensor_d - 1] != 1
+                and strides[tensor_d - 1] != tensor_numel * chunk_base_stride
             )
             if not chunk_ends:
                 continue
@@ -537,12 +541,12 @@ class Layout:
             if view_numel != tensor_numel:
                 return None
             if tensor_d > 0:
-                chunk_base_stride = self.strides[tensor_d - 1]
+                chunk_base_stride = strides[tensor_d - 1]
                 tensor_numel = 1
                 view_numel = 1
         if view_d != -1:
             return None
-        return Layout(new_shape, tuple(new_strides), self.offset)
+        return canonical_layout(new_shape, tuple(new_strides), self.offset)
 
     # ------------------------------------------------------------------ indexing
 
@@ -630,3 +634,23 @@ class Layout:
                     f"Variables are valid indices (got {type(item).__name__})"
                 )
         return layout
+
+
+# A Layout from values that are canonical by construction — tuples of plain ints of equal
+# length, sizes >= 0, an int offset — without the constructor's checks (which cost more
+# than the rest of most layout ops). Every caller derives its values from a Layout's own
+# (already checked) values and from sizes it has checked itself. The slots are set
+# through their descriptors, as the frozen dataclass's own __init__ does.
+_new_object = object.__new__
+_set_shape = Layout.__dict__["shape"].__set__      # the slots' member descriptors
+_set_strides = Layout.__dict__["strides"].__set__
+_set_offset = Layout.__dict__["offset"].__set__
+
+
+def canonical_layout(shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> Layout:
+    """``Layout(shape, strides, offset)`` for values known to be canonical (see above)."""
+    layout = _new_object(Layout)
+    _set_shape(layout, shape)
+    _set_strides(layout, strides)
+    _set_offset(layout, offset)
+    return layout

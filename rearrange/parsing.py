@@ -15,8 +15,10 @@ rearrange.PatternError: axis 'w' appears only on the right side; rearrange needs
   b h -> b (h w)
               ^
 
-Lark is imported and the parser is built on the first parse, never at ``import
-rearrange``; parsed patterns are cached (bounded LRU), so a warm call is one lookup.
+Lark is imported and its parser built only when a pattern needs it (any pack, shape or
+einsum pattern, a transform pattern with a syntax error), never at ``import rearrange``;
+every parsed pattern is kept in one bounded LRU cache (:func:`cache_info`), so a warm call
+is one lookup.
 """
 
 from __future__ import annotations
@@ -24,10 +26,9 @@ from __future__ import annotations
 import functools
 import pathlib
 import re
-import threading
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Callable
 
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 
@@ -48,6 +49,9 @@ __all__ = [
     "SHAPE_OPS",
     "parse_pack",
     "parse_shape_pattern",
+    "parse_cached",
+    "cache_info",
+    "cache_clear",
 ]
 
 # The operations whose patterns are transforms ("lhs -> rhs").
@@ -133,6 +137,11 @@ class TransformPattern:
     text: str
     left: Side
     right: Side
+
+    def __hash__(self) -> int:
+        # The text decides the sides, so equal patterns have equal texts: hashing the
+        # text alone keeps recipe cache keys cheap (no walk of the tree).
+        return hash(self.text)
 
 
 # --------------------------------------------------------------------------- errors
@@ -231,15 +240,6 @@ def _found(token: Any) -> str:
     return repr(token.value)
 
 
-def _raise_syntax_error(text: str, start: str) -> NoReturn:
-    """Let lark parse ``text`` (which the fast path rejected) and raise its error as ours."""
-    try:
-        get_parser(start).parse(text)
-    except LARK_ERRORS as error:
-        raise syntax_error(error, text) from None
-    raise AssertionError(f"lark accepts {text!r} as a {start} pattern, the fast path does not")
-
-
 def syntax_error(error: Exception, text: str) -> PatternError:
     """Map lark's UnexpectedCharacters / UnexpectedToken to a message about patterns."""
     token = getattr(error, "token", None)
@@ -293,17 +293,23 @@ def syntax_error(error: Exception, text: str) -> PatternError:
 
 # --------------------------------------------------------------------------- the parser
 #
-# Two ways through the same LALR tables, which lark builds from grammar/pattern.lark:
+# Lark parses every pattern that has a syntax error, and every pattern of the pack, shape
+# and einsum start rules: grammar/pattern.lark is the one definition of the syntax.
+# Transform patterns ("lhs -> rhs", the commonest by far) first try `_scan_transform`, a
+# hand-written scanner for the `transform` start rule that is a few times cheaper than
+# lark's runtime. Its contract, which tests/test_parser_equivalence.py checks against
+# `_transform_sides_lark` on every pattern of the einops corpus and of the tests and on
+# fuzzed malformed text:
 #
-# * the fast path (`_Recognizer` + `_build_transform`): one regex made of the grammar's
-#   terminals splits the text; each token steps a memoised copy of lark's automaton (so
-#   the grammar alone decides what is accepted), while a linear pass over the tokens
-#   builds the AST: a few times cheaper than lark's general-purpose runtime.
-# * lark itself, only once the fast path has met a token the grammar does not allow
-#   there: it raises its UnexpectedInput, which `syntax_error` turns into our message.
+#     _scan_transform(text) is None          whenever _transform_sides_lark(text) raises,
+#     _scan_transform(text) == _transform_sides_lark(text)   whenever it returns;
+#
+# so a pattern is parsed, and refused with the same error, whichever runs. The scanner
+# says None for anything it does not fully vouch for (any syntax error, and the spacing
+# and digit-count errors raised after a successful parse): lark then decides, and words
+# the error. Valid patterns never import lark.
 
-_PARSERS: dict[str, Any] = {}  # start rule -> lark.Lark; empty until the first parse
-_RECOGNIZERS: dict[str, _Recognizer] = {}  # start rule -> its fast-path recognizer
+_PARSERS: dict[str, Any] = {}  # start rule -> lark.Lark; empty until lark is first needed
 LARK_ERRORS: tuple[type[Exception], ...] = ()  # lark's UnexpectedInput, once lark is imported
 
 
@@ -343,165 +349,143 @@ def get_parser(start: str) -> Any:
     return parser
 
 
-def _get_recognizer(start: str) -> _Recognizer:
-    recognizer = _RECOGNIZERS.get(start)
-    if recognizer is None:
-        recognizer = _RECOGNIZERS[start] = _Recognizer(get_parser(start), start)
-    return recognizer
+def _parse_with_lark(text: str, start: str, special: Any = None) -> Any:
+    """Lark's tree of ``text`` for the start rule ``start``; a syntax error is raised as
+    ``special(error, text)`` or, when that gives None (or there is no ``special``), the
+    general message."""
+    parser = get_parser(start)
+    try:
+        return parser.parse(text)
+    except LARK_ERRORS as error:
+        raise ((special and special(error, text)) or syntax_error(error, text)) from None
 
 
-_ACCEPT = -1  # a step that completes the start rule (only on $END)
-_REJECT = -2  # a step the tables have no action for: a syntax error
+# The scanner's tokens, as lark's lexer cuts them for the transform start rule: each
+# match is (whitespace before the token, the token, a character no terminal matches).
+# The alternatives and their order are the grammar's terminals in lark's lexer order
+# (INT.2 before NAME, then the fixed strings); whitespace is common.WS, ignored; every
+# state of the transform rule accepts NAME, INT and ELLIPSIS, so lark's contextual lexer
+# cuts the text exactly as this one does. Matches are contiguous from the start of the
+# text to its end, where the last match holds no token (``\Z``): no position is tried
+# twice, so the scan is linear however much whitespace there is (the whitespace run is
+# possessive: nothing backtracks into it).
+_SCAN = re.compile(
+    r"([ \t\f\r\n]*+)(?:(\d+(?!\w)|\w+|\.\.\.|->|\(|\))|([^ \t\f\r\n])|\Z)", re.DOTALL
+).findall
+_LPAR, _RPAR, _ARROW = 1, 2, 3
+_PUNCTUATION = {"(": _LPAR, ")": _RPAR, "->": _ARROW}
 
 
-class _Recognizer:
-    """Lark's LALR automaton for one start rule, as a memoised step function.
+def _scan_transform(text: str) -> tuple[Side, Side] | None:
+    """The two sides of a transform pattern, or None: see the contract above.
 
-    ``step(stack_id, terminal)`` runs lark's shift/reduce actions for one token on the
-    parser stack numbered ``stack_id`` and returns the new stack's number, _ACCEPT or
-    _REJECT; each (stack, terminal) pair is worked out once. The grammar nests one level
-    only, so the reachable stacks are few and the memo stays small (it is capped anyway).
-    ``tokens(text)`` yields regex matches named after the grammar's terminals, tried in
-    the order lark's lexer tries them; a character no terminal matches is named
-    ``_NO_TERMINAL``, which no table entry accepts.
+    The grammar, as this walks it: ``side ARROW side``; a side is a row of terms; a term
+    is NAME, INT, ELLIPSIS or ``LPAR member* RPAR`` (members: NAME, INT, ELLIPSIS).
     """
-
-    _MAX_STACKS = 4096
-
-    def __init__(self, parser: Any, start: str) -> None:
-        terminals = sorted(  # lark's BasicLexer order: priority, then longest
-            parser.terminals,
-            key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
-        )
-        alternatives = [f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals]
-        self.tokens = re.compile("|".join([*alternatives, "(?P<_NO_TERMINAL>.)"]), re.DOTALL).finditer
-        self.ignore = frozenset(parser.lexer_conf.ignore)  # set whether or not loaded from cache
-
-        table = parser.parser.parser._parse_table  # Lark -> ParsingFrontend -> LALR_Parser
-        self._actions: dict[Any, dict[str, Any]] = {}  # state -> terminal -> shift target | (size, rule)
-        self._goto: dict[Any, dict[str, Any]] = {}  # state -> rule name -> state after reducing
-        for state, row in table.states.items():
-            actions = self._actions[state] = {}
-            goto = self._goto[state] = {}
-            for symbol, (action, argument) in row.items():
-                if action.name == "Shift":
-                    (actions if symbol.isupper() else goto)[str(symbol)] = argument
-                else:
-                    actions[str(symbol)] = (len(argument.expansion), str(argument.origin.name))
-        self._end = table.end_states[start]
-        self._stacks: list[tuple[Any, ...]] = [(table.start_states[start],)]
-        self._stack_ids: dict[tuple[Any, ...], int] = {self._stacks[0]: 0}
-        self.next: list[dict[str, int]] = [{}]  # next[stack_id][terminal]: the memo
-        self._lock = threading.Lock()
-
-    def step(self, stack_id: int, terminal: str) -> int:
-        with self._lock:  # a memo miss: rare, so the lock costs nothing on the hot path
-            return self._step(stack_id, terminal)
-
-    def _step(self, stack_id: int, terminal: str) -> int:
-        stack = list(self._stacks[stack_id])
-        while True:
-            action = self._actions[stack[-1]].get(terminal)
-            if action is None:
-                result = _REJECT
-                break
-            if type(action) is not tuple:  # shift
-                stack.append(action)
-                result = self._stack_id(tuple(stack))
-                break
-            size, rule = action
-            if size:
-                del stack[-size:]
-            state = self._goto[stack[-1]][rule]
-            if state == self._end:
-                result = _ACCEPT
-                break
-            stack.append(state)
-        self.next[stack_id][terminal] = result
-        return result
-
-    def _stack_id(self, stack: tuple[Any, ...]) -> int:
-        stack_id = self._stack_ids.get(stack)
-        if stack_id is None:
-            if len(self._stacks) >= self._MAX_STACKS:
-                raise RuntimeError("pattern parser: too many parser stacks (grammar nests deeply?)")
-            stack_id = self._stack_ids[stack] = len(self._stacks)
-            self._stacks.append(stack)
-            self.next.append({})
-        return stack_id
-
-
-_MEMBER_TERMINALS = frozenset({"NAME", "INT", "ELLIPSIS"})
-
-
-def _build_transform(text: str) -> tuple[Side, Side] | None:
-    """The two sides of a transform pattern, or None if the grammar rejects the text.
-
-    Relies on what the recognizer has already accepted: sides split at the one ARROW,
-    groups are LPAR member* RPAR, every other NAME / INT / ELLIPSIS is a bare group.
-    """
-    recognizer = _get_recognizer("transform")
-    ignore, next_steps, step = recognizer.ignore, recognizer.next, recognizer.step
-    stack_id = 0
-    left: tuple[Group, ...] = ()
+    left: list[Group] | None = None
     arrow_start = arrow_end = 0
     groups: list[Group] = []
     members: list[Member] | None = None  # the open group's members; None outside "( )"
-    opening = 0  # where the open group starts
-    previous: Any = None  # the previous token's match, for the spacing check
-    for match in recognizer.tokens(text):
-        kind = match.lastgroup
-        if kind in ignore:
-            previous = None
-            continue
-        known = next_steps[stack_id]
-        stack_id = known[kind] if kind in known else step(stack_id, kind)  # type: ignore[arg-type]
-        if stack_id < 0:
-            return None
-        start, end = match.span()
-        if kind in _MEMBER_TERMINALS:
-            if previous is not None and previous.lastgroup in _MEMBER_TERMINALS:
-                # "a..." lexes as `a` then `...`; einops reads one identifier "a…" and
-                # rejects it. Word runs swallow each other, so only `...` can touch a term.
-                raise pattern_error(
-                    f"expected a space between {previous.group()!r} and {match.group()!r}",
-                    text,
-                    previous.start(),
-                    end,
-                )
-            value = match.group()
-            if kind == "NAME":
-                member: Member | None = AxisName(value, start, end)
-            elif kind == "ELLIPSIS":
-                member = EllipsisAxis(start, end)
-            else:
-                if len(value) > 18:  # also keeps int() below Python's digit limit
-                    raise pattern_error(
-                        f"anonymous axis of {len(value)} digits; expected an axis length of "
-                        "at most 18 digits",
-                        text,
-                        start,
-                        end,
-                    )
-                number = int(value)
+    opening = 0                          # where the open group starts
+    position = 0                         # where the next match starts
+    member_end = -1                      # where the previous member token ended
+    for space, token, unknown in _SCAN(text):
+        if not token:
+            if unknown:
+                return None
+            break  # the end of the text
+        start = position + len(space)
+        position = end = start + len(token)
+        kind = _PUNCTUATION.get(token)
+        if kind is None:  # NAME, INT or ELLIPSIS
+            if start == member_end:  # "a..." : the spacing error, lark's path raises it
+                return None
+            member_end = end
+            if token == "...":
+                member: Member | None = EllipsisAxis(start, end)
+            elif token.isdecimal():  # \d is Unicode's Nd, as isdecimal: an INT token
+                if len(token) > 18:  # the digit-count error, lark's path raises it
+                    return None
+                number = int(token)
                 member = None if number == 1 else AnonymousAxis(number, start, end)
-            if members is not None:
-                if member is not None:  # a 1 inside a group is dropped
-                    members.append(member)
             else:
+                member = AxisName(token, start, end)
+            if members is None:
                 groups.append(Group(() if member is None else (member,), False, start, end))
-        elif kind == "LPAR":
+            elif member is not None:  # a 1 inside a group is dropped
+                members.append(member)
+        elif kind == _LPAR:
+            if members is not None:
+                return None
             members, opening = [], start
-        elif kind == "RPAR":
-            groups.append(Group(tuple(members), True, opening, end))  # type: ignore[arg-type]
+        elif kind == _RPAR:
+            if members is None:
+                return None
+            groups.append(Group(tuple(members), True, opening, end))
             members = None
         else:  # ARROW
-            left, arrow_start, arrow_end = tuple(groups), start, end
+            if members is not None or left is not None:
+                return None
+            left, arrow_start, arrow_end = groups, start, end
             groups = []
-        previous = match
-    if step(stack_id, "$END") != _ACCEPT:
+    if members is not None or left is None:
         return None
-    return _side(left, arrow_start), _side(tuple(groups), arrow_end)
+    return _side(tuple(left), arrow_start), _side(tuple(groups), arrow_end)
+
+
+def _transform_sides_lark(text: str) -> tuple[Side, Side]:
+    """The two sides of a transform pattern as lark parses it (the reference the scanner
+    must equal); raises PatternError for a syntax error, then for two terms with no space
+    between them and for a number of more than 18 digits, in the order of the text."""
+    tree = _parse_with_lark(text, "transform")
+    left, arrow, right = tree.children
+    previous: list[Any] = [None]  # the previous member token, for the spacing check
+    return (_side_from_tree(left, text, arrow.start_pos, previous),
+            _side_from_tree(right, text, arrow.end_pos, previous))
+
+
+def _side_from_tree(tree: Any, text: str, empty_at: int, previous: list[Any]) -> Side:
+    """A Side from lark's ``side`` tree; ``previous[0]`` is the member token before it."""
+    groups = []
+    for node in tree.children:
+        if hasattr(node, "children"):  # group: LPAR member* RPAR
+            tokens = node.children
+            members = []
+            for token in tokens[1:-1]:
+                member = _member_from_token(token, text, previous)
+                if member is not None:
+                    members.append(member)
+            groups.append(Group(tuple(members), True, tokens[0].start_pos, tokens[-1].end_pos))
+        else:
+            member = _member_from_token(node, text, previous)
+            groups.append(Group(() if member is None else (member,), False,
+                                node.start_pos, node.end_pos))
+    return _side(tuple(groups), empty_at)
+
+
+def _member_from_token(token: Any, text: str, previous: list[Any]) -> Member | None:
+    """The AST node of one NAME / INT / ELLIPSIS token (None for the number 1), after the
+    checks a parse leaves to the tree: a space between terms, at most 18 digits."""
+    before, previous[0] = previous[0], token
+    if before is not None and before.end_pos == token.start_pos:
+        # "a..." lexes as `a` then `...`; einops reads one identifier "a…" and rejects it.
+        # (Two word runs never touch: one would have swallowed the other.)
+        raise pattern_error(
+            f"expected a space between {before.value!r} and {token.value!r}",
+            text, before.start_pos, token.end_pos,
+        )
+    start, end = token.start_pos, token.end_pos
+    if token.type == "NAME":
+        return AxisName(token.value, start, end)
+    if token.type == "ELLIPSIS":
+        return EllipsisAxis(start, end)
+    if len(token.value) > 18:  # also keeps int() below Python's digit limit
+        raise pattern_error(
+            f"anonymous axis of {len(token.value)} digits; expected an axis length of at most "
+            "18 digits", text, start, end,
+        )
+    value = int(token.value)
+    return None if value == 1 else AnonymousAxis(value, start, end)
 
 
 def _side(groups: tuple[Group, ...], empty_at: int) -> Side:
@@ -524,6 +508,31 @@ def invalid_name_reason(name: str) -> str | None:
     if name[0] == "_" or name[-1] == "_":
         return "axis names must not start or end with '_'"
     return None
+
+
+def _plainly_valid(left: Side, right: Side, op: str) -> bool:
+    """True only for patterns that pass every check below: axis names alone (no number,
+    no '...'), each a valid name, none twice on a side, and on both sides wherever ``op``
+    needs them there. False says nothing: the checks then run in text order, and raise
+    the first problem (or pass). The commonest patterns are decided here in one pass."""
+    names: list[list[str]] = [[], []]
+    for side, found in ((left, names[0]), (right, names[1])):
+        for group in side.groups:
+            for member in group.members:
+                if type(member) is not AxisName:
+                    return False
+                name = member.name
+                if not name.isidentifier() or name[0] == "_" or name[-1] == "_":
+                    return False  # invalid_name_reason(name) is not None
+                found.append(name)
+    left_set, right_set = set(names[0]), set(names[1])
+    if len(left_set) != len(names[0]) or len(right_set) != len(names[1]):
+        return False
+    if op == "rearrange":
+        return left_set == right_set
+    if op == "reduce":
+        return right_set <= left_set
+    return left_set <= right_set  # repeat
 
 
 def _check_side(side: Side, label: str, text: str) -> tuple[set[str], bool]:
@@ -659,7 +668,8 @@ def _check_sides_agree(
 def parse_transform(text: str, op: str = "rearrange") -> TransformPattern:
     """Parse and check a transform pattern ``"lhs -> rhs"`` for ``op`` (one of
     ``"rearrange"``, ``"reduce"``, ``"repeat"``), raising PatternError for anything that
-    is wrong without knowing shapes. Results are cached (``parse_transform.cache_info()``).
+    is wrong without knowing shapes. Results are kept in the parse cache
+    (:func:`cache_info`).
 
     >>> p = parse_transform("b (h w) -> b h w")
     >>> p.left.names, p.right.names, p.left.groups[1].bracketed
@@ -667,17 +677,26 @@ def parse_transform(text: str, op: str = "rearrange") -> TransformPattern:
     """
     if not isinstance(text, str):
         raise ArgumentTypeError(f"a pattern must be a str, not {type(text).__name__}")
-    return parse_transform_cached(text, op)
+    return _parse_cached("transform", text, op)
 
 
-@functools.lru_cache(maxsize=1024)
 def parse_transform_cached(text: str, op: str) -> TransformPattern:
+    """:func:`parse_transform` for a ``text`` known to be a str (the parse cache's
+    transform entries; its ``cache_info``/``cache_clear`` are the parse cache's)."""
+    return _parse_cached("transform", text, op)
+
+
+def _build_transform(text: str, op: str) -> TransformPattern:
     if op not in TRANSFORM_OPS:
         raise RearrangeError(f"op must be one of {', '.join(map(repr, TRANSFORM_OPS))}, not {op!r}")
-    sides = _build_transform(text)
-    if sides is None:
-        _raise_syntax_error(text, "transform")
+    return _checked_transform(text, op, _scan_transform(text) or _transform_sides_lark(text))
+
+
+def _checked_transform(text: str, op: str, sides: tuple[Side, Side]) -> TransformPattern:
+    """The pattern of these sides once every shape-free check for ``op`` has passed."""
     left, right = sides
+    if _plainly_valid(left, right, op):
+        return TransformPattern(text, left, right)
     left_names, left_ellipsis = _check_side(left, "left", text)
     right_names, right_ellipsis = _check_side(right, "right", text)
     _check_sides_agree(
@@ -691,10 +710,6 @@ def parse_transform_cached(text: str, op: str) -> TransformPattern:
     return TransformPattern(text, left, right)
 
 
-parse_transform.cache_info = parse_transform_cached.cache_info  # type: ignore[attr-defined]
-parse_transform.cache_clear = parse_transform_cached.cache_clear  # type: ignore[attr-defined]
-
-
 # --------------------------------------------------------------------------- one-tensor patterns
 #
 # Patterns of one tensor: ``"b * d"`` (pack, unpack) and ``"b _ (h w) c"`` (parse_shape,
@@ -703,6 +718,7 @@ parse_transform.cache_clear = parse_transform_cached.cache_clear  # type: ignore
 # with clearer words first for what only these start rules meet.
 
 SHAPE_OPS = ("parse_shape", "check_shape")
+_MEMBER_TERMINALS = frozenset({"NAME", "INT", "ELLIPSIS"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -755,11 +771,10 @@ def parse_pack(text: str) -> PackPattern:
     """
     if not isinstance(text, str):
         raise ArgumentTypeError(f"a pattern must be a str, not {type(text).__name__}")
-    return _parse_pack_cached(text)
+    return _parse_cached("pack", text, None)
 
 
-@functools.lru_cache(maxsize=1024)
-def _parse_pack_cached(text: str) -> PackPattern:
+def _build_pack(text: str) -> PackPattern:
     tree = _parse_with_lark(text, "pack", _pack_syntax_error)
     before: list[AxisName] = []
     after: list[AxisName] = []
@@ -840,11 +855,10 @@ def parse_shape_pattern(text: str, op: str = "parse_shape") -> ShapePattern:
     """
     if not isinstance(text, str):
         raise ArgumentTypeError(f"a pattern must be a str, not {type(text).__name__}")
-    return _parse_shape_pattern_cached(text, op)
+    return _parse_cached("shape", text, op)
 
 
-@functools.lru_cache(maxsize=1024)
-def _parse_shape_pattern_cached(text: str, op: str) -> ShapePattern:
+def _build_shape_pattern(text: str, op: str) -> ShapePattern:
     if op not in SHAPE_OPS:
         raise RearrangeError(f"op must be one of {', '.join(map(repr, SHAPE_OPS))}, not {op!r}")
     tree = _parse_with_lark(text, "shape", _shape_syntax_error)
@@ -950,36 +964,54 @@ def _shape_syntax_error(error: Exception, text: str) -> PatternError | None:
     return None
 
 
-def _parse_with_lark(text: str, start: str, special: Any) -> Any:
-    """Lark's tree of ``text`` for the start rule ``start``; a syntax error is raised as
-    ``special(error, text)`` or, when that gives None, the general message."""
-    parser = get_parser(start)
-    try:
-        return parser.parse(text)
-    except LARK_ERRORS as error:
-        raise (special(error, text) or syntax_error(error, text)) from None
+# --------------------------------------------------------------------------- the parse cache
+#
+# One bounded LRU cache holds every parsed pattern, keyed by (kind, text, op): kind is a
+# start rule of the grammar ("transform", "pack", "shape", "einsum"), op the operation
+# whose checks the pattern passed (None where the kind has one set of checks). A pattern
+# that fails to parse is not kept: its error is raised afresh on every call.
+
+_PARSE_CACHE_SIZE = 4096
+
+# kind -> build(text, op): the uncached parse. contraction.py adds "einsum" (the module
+# that defines EinsumPattern) through register_kind when it is imported.
+_BUILDERS: dict[str, Callable[[str, Any], Any]] = {
+    "transform": _build_transform,
+    "pack": lambda text, op: _build_pack(text),
+    "shape": _build_shape_pattern,
+}
 
 
-parse_pack.cache_info = _parse_pack_cached.cache_info  # type: ignore[attr-defined]
-parse_pack.cache_clear = _parse_pack_cached.cache_clear  # type: ignore[attr-defined]
-parse_shape_pattern.cache_info = (  # type: ignore[attr-defined]
-    _parse_shape_pattern_cached.cache_info)
-parse_shape_pattern.cache_clear = (  # type: ignore[attr-defined]
-    _parse_shape_pattern_cached.cache_clear)
+def register_kind(kind: str, build: Callable[[str, Any], Any]) -> None:
+    """Let ``parse_cached(kind, text, op)`` parse with ``build(text, op)``."""
+    _BUILDERS[kind] = build
 
 
-def parse_cache_info() -> Any:
-    """The parse cache's hits, misses, bound and size (every kind of pattern), as a
-    :class:`rearrange.caching.CacheLevel`."""
-    from .caching import CacheLevel
-
-    levels = [f.cache_info() for f in (parse_transform_cached, _parse_pack_cached,
-                                       _parse_shape_pattern_cached)]
-    return CacheLevel(*(sum(getattr(level, name) for level in levels)
-                        for name in ("hits", "misses", "maxsize", "currsize")))
+@functools.lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _parse_cached(kind: str, text: str, op: Any) -> Any:
+    return _BUILDERS[kind](text, op)
 
 
-def parse_cache_clear() -> None:
-    """Empty the parse cache."""
-    for f in (parse_transform_cached, _parse_pack_cached, _parse_shape_pattern_cached):
-        f.cache_clear()
+def parse_cached(kind: str, text: str, op: Any = None) -> Any:
+    """The parsed and checked pattern ``text`` of ``kind`` for ``op``, from the one parse
+    cache (``text`` must be a str: the public parse functions check that first)."""
+    return _parse_cached(kind, text, op)
+
+
+def cache_info() -> Any:
+    """The parse cache's counts, for every kind of pattern: a named tuple ``(hits,
+    misses, maxsize, currsize)``, as ``functools.lru_cache`` gives."""
+    return _parse_cached.cache_info()
+
+
+def cache_clear() -> None:
+    """Empty the parse cache and zero its counts."""
+    _parse_cached.cache_clear()
+
+
+# The cache functions under the names they had when each kind had a cache of its own.
+_function: Any
+for _function in (parse_transform, parse_transform_cached, parse_pack, parse_shape_pattern):
+    _function.cache_info = cache_info
+    _function.cache_clear = cache_clear
+del _function

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import operator
+from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Mapping
 
 from .errors import NoViewError, RearrangeError
-from .layout import Layout
+from .layout import Layout, canonical_layout, row_major_strides
 from .recipe import Recipe, check_result_size, solve_lengths
+
+_PLAIN_INT = frozenset({int})
 
 __all__ = ["Step", "Plan", "JsonDump", "plan_transform"]
 
@@ -37,10 +40,23 @@ class Step:
     op: str                      # split | permute | reduce | expand | copy | merge
     layout: Layout               # the layout after this step
     is_copy: bool                # the one step that copies data into a fresh array
-    reason: str                  # why this step is (or can stay) a view, or needs a copy
+    # Why this step is (or can stay) a view, or needs a copy: the text, or, as the planner
+    # gives it, ``(words, *values)`` with ``words(*values)`` the text — worded only when
+    # someone reads ``reason`` (explain, errors), never on the call path. A function of
+    # the plan's own inputs, so steps compare without it.
+    why: str | tuple[Any, ...] = field(compare=False)
     args: tuple[int, ...] = ()   # split/merge/expand: the new shape; permute: the dim
                                  # order; reduce: the reduced (trailing) dims
     kernel: Any = None           # copy: how the executor copies (rearrange.kernel.CopyKernel)
+
+    @property
+    def reason(self) -> str:
+        """Why this step is (or can stay) a view, or needs a copy: one line."""
+        why = self.why
+        if isinstance(why, str):
+            return why
+        words, *values = why
+        return words(*values)
 
     @property
     def kind(self) -> str:
@@ -322,46 +338,47 @@ def plan_transform(
     strided source will be copied (the planner itself knows no kernels).
     """
     lengths = solve_lengths(recipe, layout.shape, axes_lengths)
+    if not _PLAIN_INT.issuperset(map(type, lengths)):
+        lengths = tuple(map(operator.index, lengths))  # sizes torch traces, as ints
     check_result_size(recipe, lengths, itemsize)
     names = recipe.names
     steps: list[Step] = []
     current = layout
+    # Every layout below is built from `layout`'s (checked) values and the lengths that
+    # solve_lengths checked against them: canonical_layout skips the checks.
 
     # split: decompose every input dim into its elementary axes (units vanish).
     left_count = len(recipe.axes) - len(recipe.added)
     elementary_shape = tuple(lengths[:left_count])
     if elementary_shape != current.shape:
-        for dim in range(len(recipe.input_groups) - 1, -1, -1):
-            group = recipe.input_groups[dim]
-            if not group:
-                current = current.squeeze(dim)
-            elif len(group) > 1:
-                current = current.split(dim, tuple(lengths[i] for i in group))
-        parts = [f"{recipe.group_text(g)} -> {' '.join(names[i] for i in g)}"
-                 for g in recipe.input_groups if len(g) > 1]
-        units = sum(1 for g in recipe.input_groups if not g)
-        if units:
-            parts.append(f"drop {units} unit dim{'s' if units > 1 else ''}")
-        steps.append(Step("split", current, False, "; ".join(parts) + ": always a view",
-                          elementary_shape))
+        shape: list[int] = []
+        strides: list[int] = []
+        for group, size, stride in zip(recipe.input_groups, current.shape, current.strides):
+            if len(group) == 1 or (not group and size != 1):
+                shape.append(size)
+                strides.append(stride)
+            elif group:  # a row-major walk of the dim, as Layout.split
+                sizes = tuple([lengths[i] for i in group])
+                shape.extend(sizes)
+                strides.extend([stride * piece for piece in row_major_strides(sizes)])
+        current = canonical_layout(tuple(shape), tuple(strides), current.offset)
+        steps.append(Step("split", current, False, (_split_reason, recipe), elementary_shape))
 
     # permute: kept axes into output order, reduced axes last.
     order = recipe.permutation
     if order != tuple(range(len(order))):
-        current = current.permute(order)
-        reason = "axes to output order " + " ".join(names[i] for i in order[:len(order) - len(recipe.reduced)])
-        if recipe.reduced:
-            reason += ", reduced axes last"
-        steps.append(Step("permute", current, False, reason, order))
+        shape_now, strides_now = current.shape, current.strides
+        current = canonical_layout(tuple([shape_now[d] for d in order]),
+                                   tuple([strides_now[d] for d in order]), current.offset)
+        steps.append(Step("permute", current, False, (_permute_reason, recipe, order), order))
 
     # reduce: the trailing axes, into a fresh C-contiguous array of the kept axes.
     if recipe.reduced:
         kept = len(order) - len(recipe.reduced)
         reduced_dims = tuple(range(kept, len(order)))
         current = Layout.contiguous(current.shape[:kept])
-        reduced_names = " ".join(names[i] for i in recipe.reduced)
-        steps.append(Step("reduce", current, False,
-                          f"{reduction} over {reduced_names}: a new array", reduced_dims))
+        steps.append(Step("reduce", current, False, (_reduce_reason, recipe, reduction),
+                          reduced_dims))
 
     # unsqueeze + expand: each new axis of repeat, as a stride-0 dim.
     axis_order = order[:len(order) - len(recipe.reduced)]   # axes of `current`, in order
@@ -377,54 +394,46 @@ def plan_transform(
                 size, stride = next(source)
                 shape.append(size)
                 strides.append(stride)
-        new_names = " ".join(names[i] for i in recipe.added)
-        current = Layout(tuple(shape), tuple(strides), current.offset)
-        steps.append(Step("unsqueeze", current, False,
-                          f"a size-1 dim for each new axis {new_names}: always a view",
+        current = canonical_layout(tuple(shape), tuple(strides), current.offset)
+        steps.append(Step("unsqueeze", current, False, (_unsqueeze_reason, recipe),
                           current.shape))
         expanded = tuple(lengths[i] for i in axis_order)
         if expanded != current.shape:
             current = current.expand(expanded)
-            steps.append(Step("expand", current, False,
-                              f"new axes {new_names} repeat with stride 0: a view",
-                              expanded))
+            steps.append(Step("expand", current, False, (_expand_reason, recipe), expanded))
 
-    # merge: compose output groups; each must pass the stride test or a copy comes first.
-    output_shape = tuple(math.prod(lengths[i] for i in g) for g in recipe.output_groups)
-    obstacles = []
-    position = 0
-    for group in recipe.output_groups:
-        obstacle = current.merge_obstacle(position, position + len(group))
-        if obstacle is not None:
-            outer, inner = obstacle
-            outer_name, inner_name = names[axis_order[outer]], names[axis_order[inner]]
-            obstacles.append(
-                f"cannot merge {recipe.group_text(group)}: "
-                f"stride({outer_name})={current.strides[outer]} != "
-                f"stride({inner_name})*size({inner_name})="
-                f"{current.strides[inner] * current.shape[inner]}"
-            )
-        position += len(group)
+    # merge: compose output groups; each must pass the stride test or a copy comes first:
+    # consecutive non-unit dims i, j of a group need stride(i) == stride(j) * size(j)
+    # (Layout.merge_obstacle; a zero-element layout merges anywhere).
+    output_shape = tuple([math.prod([lengths[i] for i in g]) for g in recipe.output_groups])
+    obstacles = []  # (group, outer axis, inner axis, stride(outer), stride(inner) * size(inner))
+    if 0 not in current.shape:
+        shape_now, strides_now = current.shape, current.strides
+        position = 0
+        for group in recipe.output_groups:
+            stop = position + len(group)
+            outer = -1  # the previous non-unit dim of the group
+            for dim in range(position, stop) if len(group) > 1 else ():
+                if shape_now[dim] == 1:
+                    continue
+                if outer >= 0 and strides_now[outer] != strides_now[dim] * shape_now[dim]:
+                    obstacles.append((group, axis_order[outer], axis_order[dim],
+                                      strides_now[outer], strides_now[dim] * shape_now[dim]))
+                    break
+                outer = dim
+            position = stop
 
     if obstacles:
         kernel = describe_copy(current) if describe_copy else None
         current = Layout.contiguous(current.shape)
-        steps.append(Step("copy", current, True, "; ".join(obstacles), kernel=kernel))
+        steps.append(Step("copy", current, True, (_copy_reason, recipe, tuple(obstacles)),
+                          kernel=kernel))
     if output_shape != current.shape:
         merged = current.try_view(output_shape)
         if merged is None:  # pragma: no cover - the merge test above is exact
             raise AssertionError(f"planner bug: no view for {output_shape} from {current}")
-        parts = [f"compose {recipe.group_text(g)}" for g in recipe.output_groups if len(g) > 1]
-        units = sum(1 for g in recipe.output_groups if not g)
-        if units:
-            parts.append(f"insert {units} unit dim{'s' if units > 1 else ''}")
-        if obstacles or recipe.reduced and not recipe.added:
-            why = "contiguous after the copy" if obstacles else "contiguous after the reduction"
-        elif any(len(g) > 1 for g in recipe.output_groups):
-            why = "every group passes the stride test"
-        else:
-            why = "always a view"
-        steps.append(Step("merge", merged, False, f"{', '.join(parts)}: {why}", output_shape))
+        steps.append(Step("merge", merged, False,
+                          (_merge_reason, recipe, bool(obstacles)), output_shape))
         current = merged
 
     if copy and not obstacles and not recipe.reduced:
@@ -446,6 +455,65 @@ def plan_transform(
         stride_unit=stride_unit,
         reduction=reduction if recipe.reduced else None,
     )
+
+
+# The words of each step's reason (Step.why): called only when the reason is read.
+
+def _split_reason(recipe: Recipe) -> str:
+    names = recipe.names
+    parts = [f"{recipe.group_text(g)} -> {' '.join(names[i] for i in g)}"
+             for g in recipe.input_groups if len(g) > 1]
+    units = sum(1 for g in recipe.input_groups if not g)
+    if units:
+        parts.append(f"drop {units} unit dim{'s' if units > 1 else ''}")
+    return "; ".join(parts) + ": always a view"
+
+
+def _permute_reason(recipe: Recipe, order: tuple[int, ...]) -> str:
+    names = recipe.names
+    reason = "axes to output order " + " ".join(
+        names[i] for i in order[:len(order) - len(recipe.reduced)])
+    if recipe.reduced:
+        reason += ", reduced axes last"
+    return reason
+
+
+def _reduce_reason(recipe: Recipe, reduction: str | None) -> str:
+    return f"{reduction} over {' '.join(recipe.names[i] for i in recipe.reduced)}: a new array"
+
+
+def _unsqueeze_reason(recipe: Recipe) -> str:
+    new_names = " ".join(recipe.names[i] for i in recipe.added)
+    return f"a size-1 dim for each new axis {new_names}: always a view"
+
+
+def _expand_reason(recipe: Recipe) -> str:
+    new_names = " ".join(recipe.names[i] for i in recipe.added)
+    return f"new axes {new_names} repeat with stride 0: a view"
+
+
+def _copy_reason(recipe: Recipe, obstacles: tuple[tuple[Any, ...], ...]) -> str:
+    names = recipe.names
+    return "; ".join(
+        f"cannot merge {recipe.group_text(group)}: "
+        f"stride({names[outer]})={outer_stride} != "
+        f"stride({names[inner]})*size({names[inner]})={inner_extent}"
+        for group, outer, inner, outer_stride, inner_extent in obstacles
+    )
+
+
+def _merge_reason(recipe: Recipe, copied: bool) -> str:
+    parts = [f"compose {recipe.group_text(g)}" for g in recipe.output_groups if len(g) > 1]
+    units = sum(1 for g in recipe.output_groups if not g)
+    if units:
+        parts.append(f"insert {units} unit dim{'s' if units > 1 else ''}")
+    if copied or recipe.reduced and not recipe.added:
+        why = "contiguous after the copy" if copied else "contiguous after the reduction"
+    elif any(len(g) > 1 for g in recipe.output_groups):
+        why = "every group passes the stride test"
+    else:
+        why = "always a view"
+    return f"{', '.join(parts)}: {why}"
 
 
 # ---------------------------------------------------------------------- printing

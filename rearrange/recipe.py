@@ -57,19 +57,22 @@ class Recipe:
     reduced: tuple[int, ...] = ()                # left-side axes absent from the output
     added: tuple[int, ...] = ()                  # output axes absent from the input
     fixed_lengths: tuple[tuple[int, int], ...] = ()  # (axis, length) of numbers like (h 2)
+    names: tuple[str, ...] = ()                  # axes[i].name for every axis, in order
+    # The input's axes in the order the plan permutes them to: the kept ones in output
+    # order, then the reduced ones in input order (so a reduction runs over trailing
+    # axes and leaves its result already in output order).
+    permutation: tuple[int, ...] = ()
 
-    @property
-    def permutation(self) -> tuple[int, ...]:
-        """The input's axes in the order the plan permutes them to: the kept ones in
-        output order, then the reduced ones in input order (so a reduction runs over
-        trailing axes and leaves its result already in output order)."""
-        added = set(self.added)
-        kept = tuple(i for group in self.output_groups for i in group if i not in added)
-        return kept + self.reduced
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(axis.name for axis in self.axes)
+    def __post_init__(self) -> None:
+        # names and permutation follow from the axes and groups; a builder that leaves
+        # them out (einsum builds its recipes from objects) gets them derived here
+        if self.axes and not self.names:
+            object.__setattr__(self, "names", tuple(axis.name for axis in self.axes))
+        if self.axes and not self.permutation:
+            left_count = len(self.axes) - len(self.added)
+            object.__setattr__(self, "permutation", tuple(
+                [i for group in self.output_groups for i in group if i < left_count])
+                + self.reduced)
 
     def group_text(self, group: tuple[int, ...]) -> str:
         """``(h d)`` for a composed group, ``h`` for a single axis, ``()`` for a unit."""
@@ -77,39 +80,17 @@ class Recipe:
         return names[0] if len(names) == 1 else "(" + " ".join(names) + ")"
 
 
-def _expand_side(
-    text: str, groups: tuple[Group, ...], ellipsis_names: tuple[str, ...]
-) -> list[tuple[list[tuple[str | AnonymousAxis, int, int]], tuple[int, int]]]:
-    """Each group as ``([(name, start, end), ...], span)``, the ellipsis expanded.
-
-    A bare ``...`` becomes one group per covered dim; ``(... h)`` puts the covered dims
-    inside the one group. An anonymous axis stands as its AnonymousAxis node: each one
-    is an axis of its own.
-    """
-    expanded = []
-    for group in groups:
-        span = (group.start, group.end)
-        if not group.bracketed and len(group.members) == 1 and isinstance(group.members[0], EllipsisAxis):
-            member = group.members[0]
-            expanded.extend(([(name, member.start, member.end)], span) for name in ellipsis_names)
-            continue
-        names = []
-        for member in group.members:
-            if isinstance(member, EllipsisAxis):
-                names.extend((name, member.start, member.end) for name in ellipsis_names)
-            elif isinstance(member, AxisName):
-                names.append((member.name, member.start, member.end))
-            else:  # AnonymousAxis: parse_transform allows them only where the op may
-                names.append((member, member.start, member.end))
-        expanded.append((names, span))
-    return expanded
-
-
 @lru_cache(maxsize=1024)
 def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
     """The recipe of a parsed rearrange pattern for an input of rank ``ndim``."""
     left = pattern.left
-    fixed_groups = sum(1 for g in left.groups if not _is_bare_ellipsis(g))
+    left_groups = left.groups
+    bare_ellipsis = 0  # 1 when the left side holds a bare "..." (at most one: parsing)
+    for group in left_groups:
+        if not group.bracketed and len(group.members) == 1 and \
+                type(group.members[0]) is EllipsisAxis:
+            bare_ellipsis = 1
+    fixed_groups = len(left_groups) - bare_ellipsis
     if left.has_ellipsis:
         if ndim < fixed_groups:
             raise pattern_error(
@@ -119,61 +100,94 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
             )
         ellipsis_names = tuple(f"{ELLIPSIS_PREFIX}{k}" for k in range(ndim - fixed_groups))
     else:
-        if ndim != len(left.groups):
+        if ndim != len(left_groups):
             raise pattern_error(
                 f"the input has {ndim} dim{'s' if ndim != 1 else ''}, but the left side "
-                f"describes {len(left.groups)}: one group per input dim is expected",
+                f"describes {len(left_groups)}: one group per input dim is expected",
                 pattern.text, left.start, max(left.end, left.start + 1),
             )
         ellipsis_names = ()
 
-    left_groups = _expand_side(pattern.text, left.groups, ellipsis_names)
-    right_groups = _expand_side(pattern.text, pattern.right.groups, ellipsis_names)
-
+    # One pass per side, in text order: every left-side axis (a number is an axis of its
+    # own, "..." stands for ellipsis_names) gets the next index; the right side reuses
+    # the index of a name seen on the left, and appends an axis for anything else.
     axes: list[ElementaryAxis] = []
+    names: list[str] = []
     index_of: dict[str, int] = {}
     fixed: list[tuple[int, int]] = []
     anonymous_seen: dict[int, int] = {}
 
-    def new_axis(name: str | AnonymousAxis, start: int, end: int) -> int:
-        if isinstance(name, AnonymousAxis):
-            # Each number is its own axis; its name (a number, so never an identifier
-            # the caller could pass) only labels it in plans.
-            count = anonymous_seen[name.value] = anonymous_seen.get(name.value, 0) + 1
-            label = str(name.value) if count == 1 else f"{name.value}#{count}"
-            fixed.append((len(axes), name.value))
-            axes.append(ElementaryAxis(label, start, end))
-            return len(axes) - 1
+    def new_axis(name: str, start: int, end: int) -> int:
         index_of[name] = len(axes)
+        names.append(name)
         axes.append(ElementaryAxis(name, start, end))
-        return index_of[name]
+        return len(axes) - 1
 
-    input_groups = [tuple(new_axis(*member) for member in names) for names, _ in left_groups]
+    def new_number(member: AnonymousAxis) -> int:
+        # Each number is its own axis; its name (a number, so never an identifier the
+        # caller could pass) only labels it in plans.
+        value = member.value
+        count = anonymous_seen[value] = anonymous_seen.get(value, 0) + 1
+        label = str(value) if count == 1 else f"{value}#{count}"
+        fixed.append((len(axes), value))
+        names.append(label)
+        axes.append(ElementaryAxis(label, member.start, member.end))
+        return len(axes) - 1
+
+    def expand(groups: tuple[Group, ...], dims: list[tuple[int, ...]],
+               spans: list[tuple[int, int]], on_left: bool) -> None:
+        for group in groups:
+            span = (group.start, group.end)
+            members = group.members
+            if not group.bracketed and len(members) == 1 and type(members[0]) is EllipsisAxis:
+                # a bare "...": one dim per covered axis
+                member = members[0]
+                for name in ellipsis_names:
+                    dims.append((index_of[name] if not on_left else
+                                 new_axis(name, member.start, member.end),))
+                    spans.append(span)
+                continue
+            dim: list[int] = []
+            for member in members:
+                if isinstance(member, AxisName):
+                    name = member.name
+                    if on_left or name not in index_of:
+                        dim.append(new_axis(name, member.start, member.end))
+                    else:
+                        dim.append(index_of[name])
+                elif isinstance(member, EllipsisAxis):
+                    for name in ellipsis_names:
+                        dim.append(index_of[name] if not on_left else
+                                   new_axis(name, member.start, member.end))
+                else:  # AnonymousAxis: parse_transform allows them only where the op may
+                    dim.append(new_number(member))
+            dims.append(tuple(dim))
+            spans.append(span)
+
+    input_groups: list[tuple[int, ...]] = []
+    input_spans: list[tuple[int, int]] = []
+    expand(left_groups, input_groups, input_spans, True)
     left_count = len(axes)
-    output_groups = [
-        tuple(index_of[name] if isinstance(name, str) and name in index_of
-              else new_axis(name, start, end)
-              for name, start, end in names)
-        for names, _ in right_groups
-    ]
+    output_groups: list[tuple[int, ...]] = []
+    output_spans: list[tuple[int, int]] = []
+    expand(pattern.right.groups, output_groups, output_spans, False)
     kept = {i for group in output_groups for i in group}
+    reduced = tuple([i for i in range(left_count) if i not in kept])
     return Recipe(
         pattern=pattern,
         ndim=ndim,
         axes=tuple(axes),
         input_groups=tuple(input_groups),
         output_groups=tuple(output_groups),
-        input_spans=tuple(span for _, span in left_groups),
-        output_spans=tuple(span for _, span in right_groups),
-        reduced=tuple(i for i in range(left_count) if i not in kept),
+        input_spans=tuple(input_spans),
+        output_spans=tuple(output_spans),
+        reduced=reduced,
         added=tuple(range(left_count, len(axes))),
         fixed_lengths=tuple(fixed),
+        names=tuple(names),
+        permutation=tuple([i for group in output_groups for i in group if i < left_count])
+        + reduced,
     )
-
-
-def _is_bare_ellipsis(group: Group) -> bool:
-    return (not group.bracketed and len(group.members) == 1
-            and isinstance(group.members[0], EllipsisAxis))
 
 
 def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[str, int],
@@ -226,6 +240,9 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 pattern_error(message(*values), text, start, end)), quoted))
 
     for dim, (group, size) in enumerate(zip(recipe.input_groups, shape)):
+        if len(group) == 1 and lengths[group[0]] is None:
+            lengths[group[0]] = size  # one unknown axis: the dim's size (the commonest)
+            continue
         start, end = recipe.input_spans[dim]
         if not group:
             require(size, "==", 1, lambda size: f"a unit axis matches input dim {dim}, which "
@@ -400,7 +417,10 @@ def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | 
         raise pattern_error(
             f"the left side splits the input into {left_count} axes; arrays have at most "
             f"{MAX_DIMS} dims (numpy's limit)", text, left.start, max(left.end, left.start + 1))
-    unmerged = tuple(lengths[i] for group in recipe.output_groups for i in group)
+    unmerged = tuple([lengths[i] for group in recipe.output_groups for i in group])
+    if (len(unmerged) <= MAX_DIMS and len(recipe.output_groups) <= MAX_DIMS
+            and 0 < math.prod(unmerged) * (itemsize or 1) <= MAX_SIZE):
+        return  # no size 0 (the product is positive), so every size and count is below it
     problem = (size_problem(unmerged, itemsize or 1)
                or size_problem(tuple(1 for _ in recipe.output_groups)))
     if problem is not None:

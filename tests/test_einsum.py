@@ -748,11 +748,12 @@ def _refuse_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     ra.cache_clear()     # every plan below is made afresh
     for module, name in [(rearrange.parsing, "parse_transform_cached"),
                          (rearrange.parsing, "_build_transform"),
-                         (rearrange.parsing, "_parse_pack_cached"),
-                         (rearrange.parsing, "_parse_shape_pattern_cached"),
                          (rearrange.calls, "parse_transform"),
                          (rearrange.calls, "build_recipe")]:
         monkeypatch.setattr(module, name, refuse)
+    for kind in rearrange.parsing._BUILDERS:       # the one parse cache's builders
+        if kind != "einsum":
+            monkeypatch.setitem(rearrange.parsing._BUILDERS, kind, refuse)
     monkeypatch.setattr(rearrange.parsing, "get_parser", einsum_parser_only)
     return asked
 

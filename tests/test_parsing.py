@@ -614,22 +614,19 @@ def lark_accepts(text: str) -> bool:
     return True
 
 
-def recognizer_accepts(text: str) -> bool:
-    """The fast path's verdict on the syntax alone."""
-    recognizer = parsing._get_recognizer("transform")
-    stack = 0
-    for match in recognizer.tokens(text):
-        if match.lastgroup not in recognizer.ignore:
-            stack = recognizer.step(stack, match.lastgroup)
-            if stack < 0:
-                return False
-    return recognizer.step(stack, "$END") == parsing._ACCEPT
+def scanner_agrees_with_lark(text: str) -> bool:
+    """The fast path's contract (tests/test_parser_equivalence.py has the full check)."""
+    try:
+        reference = parsing._transform_sides_lark(text)
+    except rearrange.PatternError:
+        return parsing._scan_transform(text) is None
+    return parsing._scan_transform(text) == reference
 
 
 @given(st.text(alphabet="ab1 0()._->\t,*²…", max_size=14), st.sampled_from(OPS))
 def test_random_text_fast_path_agrees_with_lark(text, op):
     accepted = lark_accepts(text)
-    assert recognizer_accepts(text) == accepted
+    assert scanner_agrees_with_lark(text)
     try:
         parse_transform(text, op)
     except rearrange.PatternError:
@@ -696,9 +693,16 @@ def test_import_builds_no_parser():
         import rearrange
         import rearrange.parsing as parsing
         assert "lark" not in sys.modules, "import rearrange imported lark"
-        assert parsing._PARSERS == {} and parsing._RECOGNIZERS == {}
-        parsing.parse_transform("b h -> h b")
-        assert set(parsing._PARSERS) == {"transform"} and set(parsing._RECOGNIZERS) == {"transform"}
+        assert parsing._PARSERS == {}
+        parsing.parse_transform("b h -> h b")      # valid transform patterns need no lark
+        assert "lark" not in sys.modules and parsing._PARSERS == {}
+        try:
+            parsing.parse_transform("b h -> (h b")
+        except rearrange.PatternError:
+            pass
+        assert set(parsing._PARSERS) == {"transform"}
+        parsing.parse_pack("b * d")
+        assert set(parsing._PARSERS) == {"transform", "pack"}
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -743,20 +747,3 @@ def test_wheel_layout_uses_the_packaged_grammar(tmp_path):
         % str(tmp_path)
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
-
-
-def test_recognizer_memo_is_finite():
-    # Every parser stack reachable by any token sequence: one level of nesting keeps the
-    # stacks shallow, so the memo of (stack, terminal) steps is complete after this.
-    recognizer = parsing._get_recognizer("transform")
-    terminals = {terminal for row in recognizer._actions.values() for terminal in row}
-    seen, todo = {0}, [0]
-    while todo:
-        stack = todo.pop()
-        for terminal in terminals:
-            following = recognizer.step(stack, terminal)
-            if following >= 0 and following not in seen:
-                seen.add(following)
-                todo.append(following)
-        assert len(seen) < 100
-    assert len(recognizer._stacks) == len(seen)

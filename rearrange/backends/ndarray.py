@@ -261,8 +261,16 @@ def is_expected_view(result: np.ndarray, source: np.ndarray, plan: Plan, view: L
         size == 1 or got == want
         for size, got, want in zip(result.shape, result.strides, expected)
     )
-    address = result.__array_interface__["data"][0]
-    return same_strides and address == source.__array_interface__["data"][0]
+    if not same_strides:
+        return False
+    # Same memory: numpy points a view's base at the array that owns the memory, so a
+    # view of `source` has `source` (or the owner `source` itself views) as its base; a
+    # copy never does. Anything else (subclasses may keep longer base chains) compares
+    # the data addresses, which is exact but costs two dicts.
+    base = result.base
+    if base is not None and (base is source or base is source.base):
+        return True
+    return result.__array_interface__["data"][0] == source.__array_interface__["data"][0]
 
 
 @dataclass(frozen=True, slots=True)

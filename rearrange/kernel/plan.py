@@ -270,18 +270,18 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     bits = itemsize | align | 8
     for n, s in zip(shape, strides):
         if n > 1:
-            bits |= lowbit(s)
-    u = min(lowbit(bits), 8)
+            bits |= s & -s if s else 1 << 62   # lowbit(s)
+    u = min(bits & -bits, 8)
     fshape, fstr = _fuse(shape, strides, itemsize, u)
-
-    def make(variant, tile, reason, min_threads_bytes=THREAD_MIN_BYTES, block=0):
-        t = max(1, min(threads, nbytes // min_threads_bytes))
-        return CopyKernel(variant, u, fshape, fstr, tile, t, reason, signature, block=block)
 
     if nbytes < NUMPY_MAX_BYTES or not fshape:
         why = "a single item" if not fshape else f"{nbytes} B < {NUMPY_MAX_BYTES} B"
         return CopyKernel("numpy", u, fshape, fstr, None, 1,
                           f"{why}: np.copyto costs less than a kernel call", signature)
+
+    def make(variant, tile, reason, min_threads_bytes=THREAD_MIN_BYTES, block=0):
+        t = max(1, min(threads, nbytes // min_threads_bytes))
+        return CopyKernel(variant, u, fshape, fstr, tile, t, reason, signature, block=block)
     d = len(fshape)
     nb, sb = fshape[-1], fstr[-1]
     if d == 1 and sb == 1:
@@ -434,14 +434,17 @@ def _fuse(shape, strides, itemsize, u):
     innermost dim of consecutive units, and dims contiguous in both operands fused (the
     destination is C-contiguous, so only the source decides): (n0, s0), (n1, s1) ->
     (n0 * n1, s1) when s0 == s1 * n1."""
-    dims = [(n, s // u) for n, s in zip(shape, strides) if n > 1]
+    sizes: list[int] = []      # the fused dims, innermost first
+    steps: list[int] = []
     if itemsize > u:
-        dims.append((itemsize // u, 1))
-    fused: list[list[int]] = []
-    for n, s in reversed(dims):
-        if fused and fused[-1][1] * fused[-1][0] == s:
-            fused[-1][0] *= n
-        else:
-            fused.append([n, s])
-    fused.reverse()
-    return tuple(n for n, _ in fused), tuple(s for _, s in fused)
+        sizes.append(itemsize // u)
+        steps.append(1)
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n > 1:
+            s //= u
+            if sizes and steps[-1] * sizes[-1] == s:
+                sizes[-1] *= n
+            else:
+                sizes.append(n)
+                steps.append(s)
+    return tuple(reversed(sizes)), tuple(reversed(steps))
