@@ -1286,8 +1286,11 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
     ``"a b, b c -> (a c)"`` — and ``()`` or ``1`` are unit dims; pass as keywords the
     lengths that the shapes do not determine (``h=4``).
 
-    Inputs are numpy arrays (the result is a new numpy array, or a numpy scalar for a 0-d
-    result, as numpy's einsum gives) or ``rearrange.Tensor`` (the result is a new Tensor).
+    Inputs are of one array type: numpy arrays (the result is a new numpy array, or a
+    numpy scalar for a 0-d result, as numpy's einsum gives), ``rearrange.Tensor`` (a new
+    Tensor), torch tensors (torch's einsum or matmul: autograd, devices, torch.compile),
+    dask arrays (lazy) or array-API arrays (the namespace's einsum, or a broadcasting
+    stand-in where it has none).
 
     >>> import numpy as np, rearrange as ra
     >>> x, w = np.ones((2, 12)), np.ones((12, 5))
