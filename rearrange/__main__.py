@@ -155,6 +155,7 @@ def _warmup(args: argparse.Namespace) -> int:
     import time
 
     from . import kernel
+    from .kernel import loops  # noqa: F401 - registers the kernels before numba wraps them
     from .kernel.jit import KernelUnavailable, disk_cache_supported
 
     start = time.perf_counter()

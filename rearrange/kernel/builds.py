@@ -490,6 +490,8 @@ class _Service:
         # The worker holds the lock now (it shares the open file) until it is done.
         if worker is not None:
             try:
+                from . import loops  # noqa: F401 - registers the kernels before numba wraps them
+
                 prepare()           # numba, while it compiles: the load after takes ~5 ms
             except BaseException:
                 worker.communicate()        # (it fails the same way: reaped, not read)

@@ -120,6 +120,9 @@ def materialise() -> None:
     docstring. Nothing is compiled here: a function is compiled when a runner (or a call)
     first needs it. Raises KernelUnavailable (warning once) when numba cannot be
     imported or set up."""
+    # Invariant: the kernel modules (loops, mailbox) are imported — their @jit functions
+    # registered — before this runs; their importers (builds, worker, the CLI) see to
+    # it, as this module cannot import them (they import it).
     global _built, _compiler, _unavailable
     if _built:
         return
@@ -133,7 +136,6 @@ def materialise() -> None:
         try:
             import numba
 
-            from . import loops  # noqa: F401 — every kernel registered before wrapping
             from . import numba_private
             from .intrinsics import define_intrinsics, stage_words_table
 

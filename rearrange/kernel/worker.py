@@ -29,6 +29,7 @@ def main(argv: list[str]) -> int:
             pass
     locked = any(arg.startswith("--locked=") for arg in argv)
     try:
+        from . import loops  # noqa: F401 - registers the kernels before numba wraps them
         from .jit import disk_cache_supported
 
         if not disk_cache_supported():
