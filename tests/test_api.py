@@ -235,7 +235,7 @@ def _same_bytes_other_dtypes() -> list[tuple[np.ndarray, np.ndarray]]:
     return [(z, z.real), (z, z.imag), (wide, narrow), (floats, bytes_)]
 
 
-@pytest.mark.parametrize("first_narrow", [False, True])
+@pytest.mark.parametrize("first_narrow", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_arrays_sharing_byte_layout_but_not_dtype_get_their_own_plans(first_narrow) -> None:
     """A plan keyed without the dtype carries a kernel made for another item size: its
     copy reads the wrong elements or past the buffer. Either order, every cache warm."""
