@@ -141,6 +141,13 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
 #: Tests that fail for a known, open reason (strict: they must start passing when fixed).
 PENDING: dict[tuple[str, str], str] = {}
 
+#: Tests marked ``slow`` (left out of the quick tier, ``pytest -m "not slow"``): each
+#: compiles with torch.compile for tens of seconds. tests/test_torch_compile.py keeps a
+#: quick representative.
+SLOW = {("test_other", "test_torch_compile_for_functions"),
+        ("test_other", "test_torch_compile_for_layers"),
+        ("test_ops", "test_torch_compile_with_dynamic_shape")}
+
 _IMPORT = re.compile(r"^from einops(?:\.einops|\.packing)? import ", re.MULTILINE)
 _TORCH_LAYERS_IMPORT = re.compile(r"^(\s*)from einops\.layers\.torch import ", re.MULTILINE)
 _EINMIX_IMPORT = re.compile(r"^(\s*)from einops\.layers\._einmix import ", re.MULTILINE)
@@ -170,5 +177,7 @@ def load(module: str) -> dict[str, Any]:
                 value = pytest.mark.skip(reason=reason)(value)
             elif pending:
                 value = pytest.mark.xfail(reason=pending, strict=True)(value)
+            if (module, name) in SLOW:
+                value = pytest.mark.slow(value)
             tests[name] = value
     return tests

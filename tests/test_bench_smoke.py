@@ -30,6 +30,7 @@ def ratio_rows(stdout: str) -> list[str]:
             line.endswith("× |")]
 
 
+@pytest.mark.slow
 def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     pytest.importorskip("matplotlib", reason="the bench extra (matplotlib) is not installed")
     if not (BENCH / "run.py").exists():
@@ -76,6 +77,7 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     assert across.count("each run: ") == 2, across
 
 
+@pytest.mark.slow
 def test_transpose_patterns_smoke_run() -> None:
     """bench/transpose_patterns.py runs end to end on a small array (large enough to be
     staged); its transposes are checked against numpy inside the script before anything
@@ -92,6 +94,7 @@ def test_transpose_patterns_smoke_run() -> None:
     assert "1.00× |" in stdout                   # the kernel against itself
 
 
+@pytest.mark.slow
 def test_staged_ab_smoke_run() -> None:
     """bench/staged_ab.py times both plans of a staged transpose and of a staged
     interleave (each checked against numpy first) at 1 and 2 threads, into out= and
@@ -104,6 +107,7 @@ def test_staged_ab_smoke_run() -> None:
         assert len(rows) == 4 and all(row.endswith("× |") for row in rows), stdout
 
 
+@pytest.mark.slow
 def test_fresh_ab_smoke_run() -> None:
     """bench/fresh_ab.py writes fresh results three ways (each checked against numpy
     first), beside numpy and the limit, at 1 and 2 threads: two rows per copy."""
@@ -117,6 +121,7 @@ def test_fresh_ab_smoke_run() -> None:
     assert sum("| populate+stream: regular " in row for row in rows) == 2, stdout
 
 
+@pytest.mark.slow
 def test_fresh_bound_smoke_run() -> None:
     """bench/fresh_bound.py times the ways of a transpose into fresh pages (the banded
     ones checked against numpy first): a row per copy that populates first, the uint8
@@ -139,6 +144,7 @@ def test_pow2_strides_smoke_run() -> None:
     assert len(ratio_rows(stdout)) == 14, stdout
 
 
+@pytest.mark.slow
 def test_tile_geometry_ab_smoke_run() -> None:
     """bench/tile_geometry_ab.py runs each geometry in its own process (each copy checked
     against numpy first there): a row per copy and thread count, with the ratio."""
@@ -159,6 +165,7 @@ def test_transpose_patterns_rejects_a_size_off_its_blocks() -> None:
     assert done.returncode == 2 and "multiple of 256, got 300" in done.stderr
 
 
+@pytest.mark.slow
 def test_checkout_ab_smoke_run() -> None:
     """bench/checkout_ab.py times the suite's copies with each tree's package (each copy
     checked against einops first there): the installed package against itself, a row
@@ -185,6 +192,7 @@ def test_alone_smoke_run() -> None:
     assert [row.split(" | ")[0] for row in rows] == ["| rearrange", "| numpy"], stdout
 
 
+@pytest.mark.slow
 def test_spin_ab_smoke_run() -> None:
     """bench/spin_ab.py times the suite's copies with spinning workers and sleeping
     ones in one process (each copy checked against einops first): a row per copy case

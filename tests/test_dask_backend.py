@@ -558,6 +558,7 @@ OUT_OF_CORE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_out_of_core_transposed_merge_stays_far_below_the_array_size(tmp_path) -> None:
     """A 2 GiB lazy array, rearranged 'b h t d -> b t (h d)' and stored block by block
     into a file: the process's peak memory stays under a quarter of the array (measured:

@@ -136,13 +136,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+# A process each (a second or two): the quick tier (-m "not slow") keeps one refused and
+# one allowed.
 @pytest.mark.parametrize("pattern, shape, extra, refused", [
     ("b h t d -> b t (h d)", "2,8,16,4", [], True),
     ("b h t d -> b h (t d)", "2,8,16,4", [], False),
-    ("h w -> (h w)", "4,6", ["--strides", "1,4"], True),
-    ("h w -> (w h)", "4,6", ["--strides", "1,4"], False),
-    ("h w -> (h 2) w", "4,6", ["--op", "repeat"], True),
-    ("h w -> h w 2", "4,6", ["--op", "repeat"], False),
+    pytest.param("h w -> (h w)", "4,6", ["--strides", "1,4"], True, marks=pytest.mark.slow),
+    pytest.param("h w -> (w h)", "4,6", ["--strides", "1,4"], False, marks=pytest.mark.slow),
+    pytest.param("h w -> (h 2) w", "4,6", ["--op", "repeat"], True, marks=pytest.mark.slow),
+    pytest.param("h w -> h w 2", "4,6", ["--op", "repeat"], False, marks=pytest.mark.slow),
 ])
 def test_cli_copy_never_exits_nonzero_exactly_when_refused(pattern, shape, extra,
                                                            refused) -> None:

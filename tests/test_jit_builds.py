@@ -126,6 +126,7 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("kernels") / "cache"
 
 
+@pytest.mark.slow
 def test_first_copies_never_wait_and_the_kernel_takes_over(shared_cache: Path) -> None:
     """Empty cache, background mode: the four first copies (four dtypes, three runner
     families) return numpy's results at once while their runners compile; the process
@@ -183,6 +184,7 @@ def builds_marker(cache: Path, key: tuple[str, int]) -> Path:
     return cache / f"{key[0]}-u{key[1]}-{source_stamp()}.ready"
 
 
+@pytest.mark.slow
 def test_a_copy_compiles_only_its_own_runner(tmp_path: Path) -> None:
     """A transpose compiles the transpose runner for its unit size, nothing else; once
     it is ready the same copy runs through it, with numpy's result."""
@@ -202,6 +204,7 @@ def test_a_copy_compiles_only_its_own_runner(tmp_path: Path) -> None:
     assert entries and all("_run_transpose_u8" in name for name in entries)
 
 
+@pytest.mark.slow
 def test_concurrent_processes_compile_each_runner_once(tmp_path: Path) -> None:
     """Three processes started together on an empty cache want the same runner: one
     compiles it (holding its lock), the others wait in their background threads, then
@@ -221,6 +224,7 @@ def test_concurrent_processes_compile_each_runner_once(tmp_path: Path) -> None:
     assert (cache / "tiles-u1.lock").exists()
 
 
+@pytest.mark.slow
 def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
     """``rearrange warmup --parallel 2`` on an empty cache: two workers share the twelve
     copy runners and the pool's out and the command reports them all; it does not load them itself, so the
@@ -262,6 +266,7 @@ def test_a_failing_worker_reports_why(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines()[-1] == "KeyError: 'nosuch'"
 
 
+@pytest.mark.slow
 def test_fork_while_compiling(tmp_path: Path) -> None:
     """A child forked while its parent compiles forgets that compile and the parent's
     lock descriptors, copies correctly at once, and gets the kernel itself (waiting on
@@ -297,6 +302,7 @@ def test_fork_while_compiling(tmp_path: Path) -> None:
     assert result["parent"] == "ready" and result["compiled"] == 1
 
 
+@pytest.mark.slow
 def test_read_only_install_works_with_one_warning(tmp_path: Path) -> None:
     """No writable cache directory: copies still run (numpy's at first), the kernel is
     compiled in a thread of this process and used, and one warning says so."""
@@ -321,6 +327,7 @@ def test_read_only_install_works_with_one_warning(tmp_path: Path) -> None:
     assert result["status"] == "ready"
 
 
+@pytest.mark.slow
 def test_off_and_eager_modes(tmp_path: Path) -> None:
     """off: never compiles (explain says so; numpy's result); eager: the first call
     compiles, and the kernel is ready when it returns."""
@@ -361,6 +368,7 @@ def test_a_bad_environment_value_warns_and_falls_back(tmp_path: Path) -> None:
     assert "REARRANGE_JIT='sometimes' is not one of background, eager, off" in out.stderr
 
 
+@pytest.mark.slow
 def test_torch_copies_use_torch_until_the_kernel_is_ready() -> None:
     """A torch tensor's copy whose runner is not ready is torch's own (and says so)."""
     torch = pytest.importorskip("torch")

@@ -222,6 +222,7 @@ def swap_runners(cache: Path) -> None:
     u4.write_bytes(one)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [empty_indexes, halve_data, flip_bytes, swap_runners],
                          ids=["empty-index", "half-data", "flipped-bytes", "swapped-runners"])
 def test_a_damaged_entry_is_discarded_and_compiled_again(populated: Path, tmp_path: Path,
@@ -253,6 +254,7 @@ def test_a_damaged_entry_is_discarded_and_compiled_again(populated: Path, tmp_pa
     assert not list(tmp_path.glob("*/cache/*.tmp"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", ["ENOSPC", "EROFS"])
 def test_an_unwritable_cache_directory_costs_speed_not_a_call(tmp_path: Path,
                                                               code: str) -> None:

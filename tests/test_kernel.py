@@ -142,8 +142,18 @@ LAYOUTS = [
 ]
 
 
+# Every thread count with every threshold fixture; the quick tier (-m "not slow") keeps
+# one thread with cached stores and two threads into fresh pages (streaming stores).
+THREAD_CONFIGS = [
+    pytest.param(threads, thresholds, id=f"{threads}thread{'s' if threads > 1 else ''}-{thresholds}",
+                 marks=() if (threads, thresholds) in ((1, "cached"), (2, "fresh"))
+                 else pytest.mark.slow)
+    for threads in (1, 2) for thresholds in ("cached", "nontemporal", "fresh")]
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize(("name", "shape", "view"), LAYOUTS, ids=[c[0] for c in LAYOUTS])
+@pytest.mark.parametrize(("threads", "small_thresholds"), THREAD_CONFIGS, indirect=True)
 def test_layouts_every_dtype(name, shape, view, dtype, threads, small_thresholds) -> None:
     x = random_array(shape, dtype, np.random.default_rng(len(name)))
     assert_copies(view(x))

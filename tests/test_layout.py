@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, event, given
+from hypothesis import assume, event, example, given, note
 from hypothesis import strategies as st
 
 import rearrange
@@ -489,6 +489,66 @@ def test_merge_obstacle_agrees_with_try_merge(layout, data):
     assert not view_exists(where.reshape(merged_shape(layout.shape, start, inner + 1)))
 
 
+# Merges that are *almost* possible: neighbours of a C-contiguous block, each dim
+# reversed half the time (same stride magnitudes, either sign), sometimes stepped or
+# broadcast (stride 0), sizes 0 and 1 often. The generic strategies above rarely put a
+# reversed dim next to a plain one; here it is the common case.
+DIM_KINDS = ("plain", "reverse", "plain", "reverse", "step", "reverse-step", "broadcast")
+MERGE_SIZES = st.sampled_from((2, 3, 1, 2, 3, 4, 0, 2, 3))
+
+
+@st.composite
+def merge_cases(draw) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """``(base, view, start, stop)``: ``view`` is a numpy view of ``base = arange(n)``,
+    so its values are its storage positions; dims ``start .. stop-1`` are to merge."""
+    shape = draw(st.lists(MERGE_SIZES, min_size=2, max_size=MAX_NDIM))
+    kinds = [draw(st.sampled_from(DIM_KINDS)) for _ in shape]
+    step = {"plain": 1, "reverse": -1, "step": 2, "reverse-step": -2, "broadcast": 1}
+    base_shape = [1 if k == "broadcast" else n * abs(step[k]) for n, k in zip(shape, kinds)]
+    base = np.arange(math.prod(base_shape), dtype=np.int64)
+    view = base.reshape(base_shape)[tuple(slice(None, None, step[k]) for k in kinds)]
+    view = np.broadcast_to(view, shape)
+    if view.ndim >= 2 and draw(st.integers(0, 4)) == 0:   # sometimes two dims swapped
+        d = draw(st.integers(0, view.ndim - 2))
+        view = np.swapaxes(view, d, d + 1)
+    start = draw(st.integers(0, view.ndim - 2))          # at least two dims merge
+    return base, view, start, draw(st.integers(start + 2, view.ndim))
+
+
+def _merge_example(view_of, shape, start, stop):
+    base = np.arange(math.prod(shape), dtype=np.int64)
+    return (base, view_of(base.reshape(shape)), start, stop)
+
+
+@example(_merge_example(lambda a: a[:, ::-1], (2, 3), 0, 2))        # inner reversed
+@example(_merge_example(lambda a: a[::-1, :], (2, 3), 0, 2))        # outer reversed
+@example(_merge_example(lambda a: a[::-1, ::-1], (2, 3), 0, 2))     # both: a view
+@example(_merge_example(lambda a: a[:, ::-1, :], (2, 3, 4), 1, 3))  # reversed then plain
+@example(_merge_example(lambda a: a[:, :, ::-1], (2, 1, 3), 0, 3))  # across a unit dim
+@example(_merge_example(lambda a: a[:, ::-1], (1, 3), 0, 2))        # size 1 never obstructs
+@example(_merge_example(lambda a: a[:, ::-1], (0, 3), 0, 2))        # no elements: merges
+@example(_merge_example(lambda a: a[::-2, :], (4, 3), 0, 2))        # reversed step
+@example(_merge_example(lambda a: np.broadcast_to(a[:, ::-1], (4, 3)), (1, 3), 0, 2))
+@example(_merge_example(lambda a: np.broadcast_to(a[::-1], (2, 3, 2))[::-1], (3, 2), 0, 3))
+@given(merge_cases())
+def test_merge_matches_numpy_reshape_of_arange(case):
+    """merge_obstacle and try_merge against numpy: the merged dims' element order is
+    ``view.reshape(...)`` of the arange view (its values are storage positions); a merge
+    exists iff that order steps through storage by one constant amount."""
+    base, view, start, stop = case
+    layout = layout_of(view, base)
+    note(f"{layout} merge {start}..{stop}")
+    merged = view.reshape(merged_shape(view.shape, start, stop))   # numpy copies if it must
+    exists = view_exists(merged)
+    event("reversed stride" if any(s < 0 for s in layout.strides[start:stop]) else "no reversal")
+    event("view" if exists else "no view")
+    assert (layout.merge_obstacle(start, stop) is None) == exists
+    result = layout.try_merge(start, stop)
+    assert (result is not None) == exists
+    if result is not None:
+        assert_same(result, merged)
+
+
 # A corpus of named cases, each with the answer worked out by hand; the oracle checks
 # the hand answer too.
 TRY_VIEW_CASES = [
@@ -538,6 +598,12 @@ MERGE_OBSTACLE_CASES = [
     pytest.param(Layout((3, 1), (1, 7)), 0, 2, None, id="odd-unit-stride"),
     pytest.param(Layout((0, 3), (1, 5)), 0, 2, None, id="zero-elements"),
     pytest.param(Layout((4, 3), (0, 1)), 0, 2, (0, 1), id="broadcast"),
+    pytest.param(Layout((2, 3), (3, -1), 2), 0, 2, (0, 1), id="inner-reversed"),
+    pytest.param(Layout((2, 3), (-3, 1), 3), 0, 2, (0, 1), id="outer-reversed"),
+    pytest.param(Layout((2, 3), (-3, -1), 5), 0, 2, None, id="both-reversed"),
+    pytest.param(Layout((2, 1, 3), (3, 7, -1), 2), 0, 3, (0, 2), id="reversed-across-unit-dim"),
+    pytest.param(Layout((4, 3), (0, -1), 2), 0, 2, (0, 1), id="broadcast-reversed"),
+    pytest.param(Layout((2, 3), (0, 0)), 0, 2, None, id="fully-broadcast"),
 ]
 
 

@@ -77,6 +77,7 @@ def run_without(hidden: set[str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="hides Linux calls")
 def test_without_madvise_the_kernel_writes_a_byte_per_page():
     # mincore still says the destinations are fresh, so the copies populate their pages:
@@ -89,6 +90,7 @@ def test_without_madvise_the_kernel_writes_a_byte_per_page():
     assert out["huge_pages"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="hides Linux calls")
 def test_without_any_of_the_calls_the_kernel_still_copies():
     out = run_without({"madvise", "mincore", "sched_getaffinity"})

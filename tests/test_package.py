@@ -67,6 +67,7 @@ reveal_type(ra.parse_shape(x, "a b"))  # parse_shape
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mypy") is None and not (
     pathlib.Path(sys.executable).parent / "mypy").exists(), reason="mypy is not installed")
 def test_a_type_checker_sees_the_annotations(tmp_path: pathlib.Path) -> None:

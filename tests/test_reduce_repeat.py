@@ -17,6 +17,17 @@ from corpus import load
 REDUCE = load("reduce")
 REPEAT = load("repeat")
 EINOPS_REDUCTIONS = ("min", "max", "sum", "mean", "prod", "any", "all")
+# reduction -> what einops.reduce is given: its own name, or numpy's function over the
+# reduced axes. An oracle independent of the numpy reducers that numpy arrays and
+# rearrange.Tensor inputs share.
+ORACLE_REDUCTIONS = {
+    **{name: name for name in EINOPS_REDUCTIONS},
+    "var": lambda y, axes: np.var(y, axis=axes),
+    "std": lambda y, axes: np.std(y, axis=axes),
+    "logsumexp": lambda y, axes: np.logaddexp.reduce(y, axis=axes),
+    "count_nonzero": lambda y, axes: np.count_nonzero(y, axis=axes),
+}
+NUMPY_REDUCTIONS = {**ORACLE_REDUCTIONS, "mean": lambda y, axes: np.mean(y, axis=axes)}
 
 
 def _data(shape, dtype=np.float64, seed=0) -> np.ndarray:
@@ -263,23 +274,38 @@ def test_to_source_runs_in_numpy_and_torch(op, pattern, lengths, reduction, dtyp
     plan = ra.explain(x, pattern, op=op, reduction=reduction, **lengths)
     got = ra.reduce(x, pattern, reduction, **lengths) if op == "reduce" else \
         ra.repeat(x, pattern, **lengths)
+    if op == "repeat":
+        expected = einops.repeat(x, pattern, **lengths)
+    elif reduction == "argmax":
+        expected = x.argmax(axis=1)
+    else:   # numpy's function: einops refuses an integer mean
+        expected = einops.reduce(x, pattern, NUMPY_REDUCTIONS[reduction])
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
     from_numpy = eval(plan.to_source("numpy"), {"x": x, "np": np})
     from_torch = eval(plan.to_source("torch"), {"x": torch.from_numpy(x), "torch": torch})
     np.testing.assert_allclose(from_numpy, got, rtol=1e-12)
     np.testing.assert_allclose(from_torch.numpy(), got, rtol=1e-9)
 
 
-def test_tensor_inputs_match_numpy() -> None:
+@pytest.mark.parametrize("reduction", list(ORACLE_REDUCTIONS))
+@pytest.mark.parametrize("pattern", ["b (h 2) w -> w b", "b h w -> h", "b h w -> (w b)"])
+def test_tensor_reductions_match_einops(pattern, reduction) -> None:
     x = _data((2, 6, 4))
     t = ra.from_numpy(x)
-    for reduction in ("sum", "max", "mean"):
-        got = ra.reduce(t, "b (h 2) w -> w b", reduction)
-        assert isinstance(got, ra.Tensor) and got.is_contiguous()
-        np.testing.assert_allclose(got.numpy(), ra.reduce(x, "b (h 2) w -> w b", reduction))
+    got = ra.reduce(t, pattern, reduction)
+    assert isinstance(got, ra.Tensor) and got.is_contiguous()
+    expected = np.asarray(einops.reduce(x, pattern, ORACLE_REDUCTIONS[reduction]))
+    assert got.numpy().dtype == expected.dtype
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
+
+
+def test_tensor_inputs_match_einops() -> None:
+    x = _data((2, 6, 4))
+    t = ra.from_numpy(x)
     view = ra.repeat(t, "b h w -> b h r w", r=3)
     assert isinstance(view, ra.Tensor) and view.stride() == (24, 4, 0, 1)
     assert view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
-    np.testing.assert_array_equal(view.numpy(), ra.repeat(x, "b h w -> b h r w", r=3))
+    np.testing.assert_array_equal(view.numpy(), einops.repeat(x, "b h w -> b h r w", r=3))
     copied = ra.repeat(t, "b h w -> b (h r) w", r=3)
     assert copied.is_contiguous()
     np.testing.assert_array_equal(copied.numpy(), einops.repeat(x, "b h w -> b (h r) w", r=3))

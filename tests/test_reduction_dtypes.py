@@ -152,8 +152,12 @@ CASES = [(backend, dtype, reduction) for backend in BACKENDS for dtype in INTEGE
          if not (backend == "array_api" and dtype == "float16")]   # not in the standard
 
 
-@pytest.mark.parametrize("pattern, axis", [("a b -> a", (1,)), ("a b -> b", (0,)),
-                                           ("a b c -> a", (1, 2))])
+# The quick tier (-m "not slow") keeps the two reduced axes for every backend, dtype and
+# reduction; the single-axis patterns run in the full suite.
+@pytest.mark.parametrize("pattern, axis", [
+    pytest.param("a b -> a", (1,), marks=pytest.mark.slow),
+    pytest.param("a b -> b", (0,), marks=pytest.mark.slow),
+    ("a b c -> a", (1, 2))])
 @pytest.mark.parametrize("backend, dtype, reduction", CASES)
 def test_reduction_values_and_dtypes(backend, dtype, reduction, pattern, axis) -> None:
     if reduction in ("argmax", "argmin") and len(axis) > 1:
@@ -226,9 +230,11 @@ def test_reduction_over_zero_elements(backend, dtype, reduction) -> None:
 # ---------------------------------------------------------------------- jax
 
 JAX_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "float16", "float32", "complex64")
+JAX_QUICK = ("bool", "int32", "float32", "complex64")    # the quick tier's (-m "not slow")
 
 
-@pytest.mark.parametrize("dtype", JAX_DTYPES)
+@pytest.mark.parametrize("dtype", [d if d in JAX_QUICK else pytest.param(d, marks=pytest.mark.slow)
+                                   for d in JAX_DTYPES])
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_jax_without_x64_gives_its_default_dtypes(dtype, reduction) -> None:
     """jax without ``jax_enable_x64`` has no float64 or int64: integer means (var,

@@ -88,6 +88,7 @@ def test_dynamic_compile_is_one_graph_for_all_shapes(name: str) -> None:
     assert ours <= theirs and ours == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_default_compile_builds_no_more_graphs_than_einops(name: str) -> None:
     f = FUNCTIONS[name]
@@ -124,6 +125,7 @@ def test_gradients_through_a_dynamic_graph_match_einops() -> None:
         torch.testing.assert_close(x.grad, x_einops.grad)
 
 
+@pytest.mark.slow
 def test_compiled_first_call_with_rearrange_imported_before_torch() -> None:
     """isort's order: ``import rearrange`` first, then torch; the very first call is a
     compiled one (no eager call has seen a tensor). fullgraph=True fails on any break."""

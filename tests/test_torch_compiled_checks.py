@@ -105,8 +105,12 @@ def _assert_same(ours: Any, expected: Any) -> None:
 
 
 def _compiled_cases() -> list[Any]:
+    """Every case under aot_eager; the inductor subset, of which the quick tier
+    (``-m "not slow"``) keeps the first (each inductor compile takes seconds)."""
     return ([pytest.param(name, "aot_eager", id=f"{name}-aot_eager") for name in CASES]
-            + [pytest.param(name, "inductor", id=f"{name}-inductor") for name in INDUCTOR])
+            + [pytest.param(name, "inductor", id=f"{name}-inductor",
+                            marks=pytest.mark.slow if name != INDUCTOR[0] else ())
+               for name in INDUCTOR])
 
 
 @pytest.mark.parametrize(("name", "backend"), _compiled_cases())

@@ -13,7 +13,7 @@ import math
 
 import einops
 import numpy as np
-from hypothesis import assume, given, note
+from hypothesis import assume, example, given, note
 from hypothesis import strategies as st
 
 import rearrange as ra
@@ -67,8 +67,11 @@ def rearrange_cases(draw: st.DrawFn):
             groups.insert(draw(st.integers(0, len(groups))), [])
         return groups
 
-    left = grouping(draw(st.permutations(names)))
-    right = grouping(draw(st.permutations(names)))
+    left_order = draw(st.permutations(names))
+    left = grouping(left_order)
+    # The output keeps the input's order half the time: merges of neighbours, not only
+    # of axes a transpose brought together.
+    right = grouping(left_order if draw(st.booleans()) else draw(st.permutations(names)))
 
     def spell(groups: list[list[str]], bare_unit: bool) -> str:
         parts = []
@@ -92,10 +95,15 @@ def rearrange_cases(draw: st.DrawFn):
 
     # The input: each dim plain, stepped (maybe reversed) or broadcast, in a random
     # storage order.
-    kinds = [draw(st.sampled_from(["plain", "plain", "step", "reverse", "broadcast"])) for _ in shape]
+    # Reversals are drawn as often as plain dims, and the storage order is the pattern's
+    # own half the time: a reversed dim must often sit next to a plain one in storage and
+    # be merged with it, where |stride| alone would wrongly allow the merge.
+    kinds = [draw(st.sampled_from(["plain", "reverse", "plain", "reverse", "step", "broadcast"]))
+             for _ in shape]
     steps = [{"plain": 1, "step": 2, "reverse": -1, "broadcast": 1}[k] for k in kinds]
     base_shape = [1 if k == "broadcast" else s * abs(step) for s, k, step in zip(shape, kinds, steps)]
-    order = draw(st.permutations(range(len(shape))))
+    order = (list(range(len(shape))) if draw(st.booleans())
+             else draw(st.permutations(range(len(shape)))))
     base = np.arange(math.prod(base_shape), dtype=np.int32).reshape([base_shape[d] for d in order])
     base = base.transpose(np.argsort(order)) if shape else base
     sliced = base[tuple(slice(None, None, step) for step in steps) + (Ellipsis,)]
@@ -103,6 +111,31 @@ def rearrange_cases(draw: st.DrawFn):
     return pattern, given_lengths, x
 
 
+def _arange(shape, view=lambda a: a):
+    return view(np.arange(math.prod(shape), dtype=np.int32).reshape(shape))
+
+
+# Merges next to a reversed, broadcast, size-0 or size-1 dim, always run.
+EXAMPLES = [
+    ("a b -> (a b)", {}, _arange((2, 3), lambda a: a[:, ::-1])),
+    ("a b -> (a b)", {}, _arange((2, 3), lambda a: a[::-1])),
+    ("a b -> (a b)", {}, _arange((2, 3), lambda a: a[::-1, ::-1])),
+    ("a b c -> a (b c)", {}, _arange((2, 3, 4), lambda a: a[:, ::-1])),
+    ("a b c -> (a b c)", {}, _arange((2, 1, 3), lambda a: a[..., ::-1])),
+    ("a (b c) -> (c a) b", {"b": 2}, _arange((3, 4), lambda a: a[::-1])),
+    ("a b -> (b a)", {}, _arange((1, 3), lambda a: np.broadcast_to(a[:, ::-1], (2, 3)))),
+    ("a b -> (a b)", {}, _arange((0, 3), lambda a: a[:, ::-1])),
+    ("a b -> (a b) 1", {}, _arange((1, 3), lambda a: a[:, ::-1])),
+]
+
+
+def with_examples(test):
+    for case in EXAMPLES:
+        test = example(case)(test)
+    return test
+
+
+@with_examples
 @given(rearrange_cases())
 def test_view_exactly_when_strides_exist(case) -> None:
     pattern, lengths, x = case
@@ -117,6 +150,7 @@ def test_view_exactly_when_strides_exist(case) -> None:
             assert want is None or got == want
 
 
+@with_examples
 @given(rearrange_cases())
 def test_values_memory_and_copy_modes(case) -> None:
     pattern, lengths, x = case
@@ -151,6 +185,7 @@ def test_values_memory_and_copy_modes(case) -> None:
             raise AssertionError("copy=False returned although no view exists")
 
 
+@with_examples
 @given(rearrange_cases())
 def test_tensor_input_matches_numpy(case) -> None:
     pattern, lengths, x = case
