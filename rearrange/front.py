@@ -69,8 +69,9 @@ def run_transform(op: str, x: Any, pattern: str, reduction: Any, copy: bool | No
     backend, array = backend_of(x, op)
     if axes_lengths and not _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
         axes_lengths = canonical_lengths(axes_lengths)
-    key = (op, backend, pattern, reduction, copy, backend.cache_key(array),
-           *axes_lengths.items())
+    key = (op, backend, pattern, reduction, copy, backend.cache_key(array))
+    if axes_lengths:    # (a tuple display with *items() costs ~0.15 us more when empty)
+        key += tuple(axes_lengths.items())
     # (an unhashable key — lengths or a reduction, which planning reports, or traced
     # sizes — is a miss that is never kept); PLANS.get, inline on the warm path
     try:
