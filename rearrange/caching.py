@@ -98,13 +98,3 @@ class PlanCache:
 
 #: The one plan cache.
 PLANS = PlanCache(8192)
-
-
-def remember(cache: dict, key: Any, entry: Any, limit: int, lock: threading.Lock) -> None:
-    """Store ``entry`` under ``key`` in a bounded dict of a stage's own (the kernel's
-    copy plans); at ``limit`` entries the oldest is evicted first (insertion order).
-    Raises TypeError for an unhashable key, storing nothing."""
-    with lock:
-        if len(cache) >= limit:
-            cache.pop(next(iter(cache)))
-        cache[key] = entry

@@ -474,18 +474,7 @@ def _member_from_token(token: Any, text: str, previous: list[Any]) -> Member | N
             f"expected a space between {before.value!r} and {token.value!r}",
             text, before.start_pos, token.end_pos,
         )
-    start, end = token.start_pos, token.end_pos
-    if token.type == "NAME":
-        return AxisName(token.value, start, end)
-    if token.type == "ELLIPSIS":
-        return EllipsisAxis(start, end)
-    if len(token.value) > 18:  # also keeps int() below Python's digit limit
-        raise pattern_error(
-            f"anonymous axis of {len(token.value)} digits; expected an axis length of at most "
-            "18 digits", text, start, end,
-        )
-    value = int(token.value)
-    return None if value == 1 else AnonymousAxis(value, start, end)
+    return _token_member(token, text)
 
 
 def _side(groups: tuple[Group, ...], empty_at: int) -> Side:
@@ -888,25 +877,33 @@ def _build_shape_pattern(text: str, op: str) -> ShapePattern:
     return ShapePattern(text, op, side)
 
 
-def _shape_member(token: Any, text: str) -> Member | None:
-    """The AST node of one NAME / INT / ELLIPSIS token; None for the number 1 (a unit)."""
+def _token_member(token: Any, text: str) -> Member | None:
+    """The AST node of one NAME / INT / ELLIPSIS token; None for the number 1 (a unit).
+    A number of more than 18 digits is refused here (it also keeps int() below Python's
+    digit limit); what else a number may be is each kind of pattern's own rule."""
     start, end = token.start_pos, token.end_pos
     if token.type == "NAME":
         return AxisName(token.value, start, end)
     if token.type == "ELLIPSIS":
         return EllipsisAxis(start, end)
-    if len(token.value) > 18:  # also keeps int() below Python's digit limit
+    if len(token.value) > 18:
         raise pattern_error(
             f"anonymous axis of {len(token.value)} digits; expected an axis length of at most "
             "18 digits", text, start, end,
         )
     value = int(token.value)
-    if value == 0:
+    return None if value == 1 else AnonymousAxis(value, start, end)
+
+
+def _shape_member(token: Any, text: str) -> Member | None:
+    """:func:`_token_member`, with a shape pattern's rule: no number 0."""
+    member = _token_member(token, text)
+    if type(member) is AnonymousAxis and member.value == 0:
         raise pattern_error(
             "anonymous axis of length 0; a number in a pattern is an axis length and must be "
-            "at least 1", text, start, end,
+            "at least 1", text, member.start, member.end,
         )
-    return None if value == 1 else AnonymousAxis(value, start, end)
+    return member
 
 
 def _check_shape_side(side: Side, op: str, text: str) -> None:

@@ -18,7 +18,7 @@ from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
 from ..reductions import apply_reduction
-from ..tensor import Storage, Tensor
+from ..tensor import Storage, Tensor, from_numpy
 from . import ArrayInfo, ndarray, refusal
 from .ndarray import before_merge
 
@@ -42,8 +42,8 @@ def describe(x: Tensor) -> ArrayInfo:
 
 
 def _wrap_array(array: np.ndarray) -> Tensor:
-    array = np.ascontiguousarray(array)
-    return Tensor._wrap(Storage(array.reshape(-1)), Layout.contiguous(array.shape))
+    # a fresh copy: numpy's einsum may return a view of an operand
+    return from_numpy(np.array(array, order="C"))
 
 
 def stack(xs: list[Tensor]) -> Tensor:
