@@ -8,13 +8,14 @@ library's reductions with the same rules (docs/reduce.md).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
 
 from .errors import RearrangeError
 
-__all__ = ["apply_reduction", "reduce_values"]
+__all__ = ["apply_reduction", "reduce_values", "plan_by_layout"]
 
 
 def _logsumexp(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
@@ -89,3 +90,106 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
         name = reduction if isinstance(reduction, str) else repr(reduction)
         raise RearrangeError(
             f"reduction {name} over axes of total length 0 failed: {error}") from None
+
+
+# --------------------------------------------------------------------------- by layout
+#
+# numpy reduces every layout one way: an iterator over the output, the reduced axes in
+# the inner loop. Two layouts lose to that by far, and are planned here instead (the
+# result is the same array, value for value, dtype and strides):
+#
+# * a small window (pooling: "b c (h 2) (w 2) -> b c h w"): numpy walks the two reduced
+#   axes of length 2 as its inner loop, a few elements at a time, at a fraction of the
+#   memory's speed. The same maximum is the elementwise maximum of the window's strided
+#   views, each a long loop over the output: ufunc(v0, v1, out), ufunc(out, v2, out), ...
+#   Only for max and min: they are exact in any order (NaN propagates either way), while
+#   a sum in another order may differ in the last place from numpy's.
+# * a large result: the output split into slabs along its outermost long axis, each slab
+#   reduced by numpy's own call into its part of one result, on the kernel's thread count
+#   (numpy releases the GIL in its loops). Each output element is the same sum in the same
+#   order as numpy's one call makes it: a slab keeps the reduced axes' layout whole.
+
+WINDOW_MAX = 16               # the most elements in a window reduced as views
+WINDOW_MIN_OUTPUT = 4096      # and the fewest outputs: below, numpy's call is as fast
+PARALLEL_MIN_BYTES = 1 << 22  # inputs smaller than this are reduced in one thread
+_WINDOW_UFUNCS = {"max": np.maximum, "min": np.minimum}
+_SLAB_METHODS = frozenset({"max", "min", "sum", "mean", "prod", "any", "all"})
+_pool: list[Any] = []         # the executor, made with the first parallel reduction
+
+
+def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
+                   reduced: int, threads: int) -> str:
+    """How ``reduction`` of a view of ``shape`` whose last ``reduced`` axes are reduced
+    runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views) or
+    ``"slabs"`` (numpy's call on slabs of the output, in threads). Exact numpy arrays
+    only; the choice depends on nothing but the arguments."""
+    if not isinstance(reduction, str) or dtype.kind not in "biuf":
+        return "numpy"
+    kept = shape[:len(shape) - reduced]
+    window = math.prod(shape[len(shape) - reduced:])
+    outputs = math.prod(kept)
+    if (reduction in _WINDOW_UFUNCS and 1 < window <= WINDOW_MAX
+            and outputs >= WINDOW_MIN_OUTPUT):
+        return "window"
+    if (threads > 1 and reduction in _SLAB_METHODS and dtype != np.float16
+            and outputs * window * dtype.itemsize >= PARALLEL_MIN_BYTES
+            and any(length >= 2 * threads for length in kept)):
+        return "slabs"
+    return "numpy"
+
+
+def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[int, ...],
+                     threads: int) -> np.ndarray:
+    """``y`` reduced over its trailing ``axis`` as ``strategy`` (from
+    :func:`plan_by_layout`) says: the array numpy's own call would return."""
+    kept = y.ndim - len(axis)
+    # (slabs of at least 2: numpy orders an iteration without its length-1 axes, which
+    # may change the order in which it adds; a slab of 2 or more keeps the whole's order)
+    split = next((k for k in range(kept) if y.shape[k] >= 2 * threads), None) \
+        if threads > 1 else None
+    if strategy == "window":
+        first = y[(Ellipsis,) + (0,) * len(axis)]
+        out = np.empty_like(first)      # numpy's result keeps the kept axes' order
+        ufunc = _WINDOW_UFUNCS[reduction]
+        corners = list(np.ndindex(*y.shape[kept:]))
+
+        def window(lo: int, hi: int) -> None:
+            part = (slice(None),) * split + (slice(lo, hi),) if split is not None else ()
+            target = out[part]
+            views = [y[(Ellipsis,) + corner][part] for corner in corners]
+            ufunc(views[0], views[1], out=target)
+            for view in views[2:]:
+                ufunc(target, view, out=target)
+        _in_slabs(window, y.shape[split] if split is not None else 1, threads
+                  if split is not None and y.nbytes >= PARALLEL_MIN_BYTES else 1)
+        return out
+    # slabs: numpy's own call on each part of the output
+    method = getattr(np.ndarray, reduction)
+    if split is None:
+        return method(y, axis=axis)
+    dtype = method(y[(slice(None),) * split + (slice(0, 0),)], axis=axis).dtype
+    out = np.empty_like(y[(Ellipsis,) + (0,) * len(axis)], dtype=dtype)
+
+    def slab(lo: int, hi: int) -> None:
+        part = (slice(None),) * split + (slice(lo, hi),)
+        method(y[part], axis=axis, out=out[part])
+    _in_slabs(slab, y.shape[split], threads)
+    return out
+
+
+def _in_slabs(work: Callable[[int, int], None], length: int, threads: int) -> None:
+    """``work(lo, hi)`` over ``range(length)`` cut into ``threads`` slabs: the caller's
+    thread takes the first, the pool the others; returns when all are done (an error in
+    any is raised here)."""
+    if threads <= 1 or length < 2:
+        work(0, length)
+        return
+    bounds = [length * k // threads for k in range(threads + 1)]
+    if not _pool:
+        from concurrent.futures import ThreadPoolExecutor   # not at import: a thread pool
+        _pool.append(ThreadPoolExecutor(max_workers=max(1, threads - 1),
+                                        thread_name_prefix="rearrange-reduce"))
+    futures = [_pool[0].submit(work, bounds[k], bounds[k + 1]) for k in range(1, threads)]
+    work(bounds[0], bounds[1])
+    for future in futures:
+        future.result()

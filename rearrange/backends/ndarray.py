@@ -28,7 +28,7 @@ from ..calls import numpy_layout, plan_for
 from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
-from ..reductions import apply_reduction
+from ..reductions import apply_reduction, plan_by_layout, reduce_by_layout
 from ..tensor import Tensor
 from . import ArrayInfo, refusal
 
@@ -77,7 +77,7 @@ def lower(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
     if refuse is not None:
         return refuse
     if plan.reduction is not None:
-        return _reduce_runner(plan, reduction)
+        return _reduce_runner(plan, reduction, sample)
     if plan.op == "repeat":
         return _repeat_runner(plan)
     entry = lower_rearrange(plan, sample)
@@ -88,20 +88,28 @@ def _steps(plan: Plan) -> dict[str, Any]:
     return {step.op: step for step in plan.steps}
 
 
-def _reduce_runner(plan: Plan, reduction: Any) -> Runner:
-    """Split and permute as views, reduce the trailing axes into a fresh array, merge."""
+def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
+    """Split and permute as views, reduce the trailing axes into a fresh array (numpy's
+    call, or planned by layout: reductions.plan_by_layout), merge."""
     steps = _steps(plan)
     split = steps["split"].args if "split" in steps else None
     perm = steps["permute"].args if "permute" in steps else None
     axis = steps["reduce"].args
     kept_shape = steps["reduce"].layout.shape
     merge = steps["merge"].args if "merge" in steps else None
+    at = plan.steps.index(steps["reduce"])
+    view_shape = (plan.steps[at - 1].layout if at else plan.input).shape  # reduced: trailing
+    strategy = plan_by_layout(reduction, view_shape, sample.dtype, len(axis),
+                              kernel.get_num_threads())
 
     def run(x: np.ndarray) -> Any:
         y = x if split is None else x.reshape(split)
         if perm is not None:
             y = y.transpose(perm)
-        y = apply_reduction(reduction, y, axis, kept_shape)
+        if strategy == "numpy":
+            y = apply_reduction(reduction, y, axis, kept_shape)
+        else:
+            y = reduce_by_layout(strategy, reduction, y, axis, kernel.get_num_threads())
         if merge is not None:
             return y.reshape(merge)
         return y[()] if y.ndim == 0 else y   # a full reduction is a numpy scalar, as in numpy

@@ -1,0 +1,156 @@
+"""Reductions planned by layout (rearrange/reductions.py: windows as views, slabs in
+threads) give exactly what numpy's own call gives: values, dtype and strides.
+
+The oracle is numpy's reduction of the same view (and einops on the public path); the
+strategies are tested directly on random layouts (forced, whatever the size) and through
+``reduce`` on both sides of every threshold.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rearrange as ra
+from rearrange import reductions
+from rearrange.reductions import plan_by_layout, reduce_by_layout
+
+einops = pytest.importorskip("einops")
+
+DTYPES = [np.bool_, np.int8, np.uint16, np.int64, np.float32, np.float64]
+
+
+def _same(got: np.ndarray, expected: np.ndarray) -> None:
+    assert got.dtype == expected.dtype
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)     # NaN equals NaN here
+    if got.size > 1:    # (a stride of a length-1 axis means nothing: numpy's vary)
+        assert ([s for s, n in zip(got.strides, got.shape) if n > 1]
+                == [s for s, n in zip(expected.strides, expected.shape) if n > 1])
+
+
+@st.composite
+def views(draw):
+    """A view whose last 1-2 axes are reduced: any dtype, sliced, reversed, permuted."""
+    ndim = draw(st.integers(2, 4))
+    shape = tuple(draw(st.integers(1, 6)) for _ in range(ndim))
+    dtype = draw(st.sampled_from(DTYPES))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    base = (rng.random(tuple(n * 2 for n in shape)) * 20 - 10).astype(dtype)
+    if dtype in (np.float32, np.float64) and draw(st.booleans()):
+        base.flat[draw(st.integers(0, base.size - 1))] = np.nan
+    steps = tuple(draw(st.sampled_from([1, 2, -1, -2])) for _ in range(ndim))
+    view = base[tuple(slice(None, None, s) if s > 0 else slice(None, None, s)
+                      for s in steps)]
+    view = view[tuple(slice(0, n) for n in shape)]
+    order = draw(st.permutations(range(ndim)))
+    reduced = draw(st.integers(1, min(2, ndim - 1)))
+    return view.transpose(order), reduced
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=views(), reduction=st.sampled_from(["max", "min", "sum", "mean", "prod",
+                                                   "any", "all"]),
+       threads=st.integers(1, 3))
+def test_forced_strategies_equal_numpy(case, reduction, threads):
+    y, reduced = case
+    axis = tuple(range(y.ndim - reduced, y.ndim))
+    expected = getattr(y, reduction)(axis=axis)
+    if reduction in ("max", "min") and math.prod(y.shape[-reduced:]) > 1:
+        _same(reduce_by_layout("window", reduction, y, axis, threads), expected)
+    _same(reduce_by_layout("slabs", reduction, y, axis, max(threads, 2)), expected)
+
+
+def test_the_choice_on_both_sides_of_each_threshold():
+    f4 = np.dtype(np.float32)
+    big = reductions.WINDOW_MIN_OUTPUT
+    assert plan_by_layout("max", (big, 2, 2), f4, 2, 1) == "window"
+    assert plan_by_layout("max", (big - 1, 2, 2), f4, 2, 1) == "numpy"
+    assert plan_by_layout("max", (big, 4, 4), f4, 2, 1) == "window"       # 16 elements
+    assert plan_by_layout("max", (big, 17), f4, 1, 1) == "numpy"
+    assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1) == "numpy"        # order matters
+    rows = reductions.PARALLEL_MIN_BYTES // 4 // 64
+    assert plan_by_layout("sum", (rows, 64), f4, 1, 2) == "slabs"
+    assert plan_by_layout("sum", (rows - 1, 64), f4, 1, 2) == "numpy"
+    assert plan_by_layout("sum", (rows, 64), f4, 1, 1) == "numpy"
+    assert plan_by_layout("sum", (rows, 64), np.dtype(np.float16), 1, 2) == "numpy"
+    assert plan_by_layout("var", (rows, 64), f4, 1, 2) == "numpy"
+    assert plan_by_layout(np.max, (big, 2, 2), f4, 2, 1) == "numpy"       # callables: theirs
+    assert plan_by_layout("max", (big, 2, 2), np.dtype(object), 2, 1) == "numpy"
+
+
+POOLS = [
+    # (shape, pattern): both sides of the window's output threshold and size
+    ((1, 4, 64, 64), "b c (h 2) (w 2) -> b c h w"),        # 4096 outputs: window
+    ((1, 4, 62, 64), "b c (h 2) (w 2) -> b c h w"),        # 3968 outputs: numpy's
+    ((2, 8, 64, 64), "b c (h 4) (w 4) -> b c h w"),        # 16 elements: window
+    ((2, 3, 90, 90), "b c (h 3) (w 6) -> b c h w"),        # 18 elements: numpy's
+    ((4, 64, 32, 32), "b c h w -> b h w"),                 # 262144 bytes: one thread
+    ((16, 64, 64, 32), "b c h w -> b h w"),                # 8 MiB: slabs
+    ((16, 64, 64, 32), "b c h w -> c"),                    # slabs over c
+    ((16, 64, 64, 32), "b c h w -> b c h"),                # the contiguous axis
+]
+
+
+@pytest.mark.parametrize("shape, pattern", POOLS)
+@pytest.mark.parametrize("reduction", ["max", "min", "sum", "mean"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int16])
+def test_reduce_equals_einops_on_both_sides(shape, pattern, reduction, dtype):
+    rng = np.random.default_rng(1)
+    x = (rng.random(shape) * 100).astype(dtype)
+    before = x.copy()
+    for source in (x, x[:, ::-1], np.swapaxes(x, 0, 1).copy().swapaxes(0, 1)):
+        got = ra.reduce(source, pattern, reduction)
+        # einops' steps with numpy's own reduction (einops refuses an integer mean)
+        _same(got, einops.reduce(source, pattern,
+                                 lambda t, axes: getattr(t, reduction)(axis=axes)))
+    np.testing.assert_array_equal(x, before)
+
+
+def test_nan_propagates_through_a_window():
+    x = np.zeros((1, 2, 128, 128), np.float32)
+    x[0, 1, 5, 7] = np.nan
+    got = ra.reduce(x, "b c (h 2) (w 2) -> b c h w", "max")
+    _same(got, einops.reduce(x, "b c (h 2) (w 2) -> b c h w", "max"))
+    assert np.isnan(got[0, 1, 2, 3]) and np.isnan(got).sum() == 1
+
+
+def test_a_pattern_across_dtypes_and_thread_counts_keeps_its_results():
+    """One pattern, caches never cleared: dtypes, layouts and thread counts mixed."""
+    pattern = "b c (h 2) (w 2) -> b c h w"
+    rng = np.random.default_rng(2)
+    threads = ra.get_num_threads() if hasattr(ra, "get_num_threads") else None
+    from rearrange import kernel
+    original = kernel.get_num_threads()
+    try:
+        for n in (1, 2, 3, 2, 1):
+            kernel.set_num_threads(n)
+            for dtype in (np.float64, np.uint8, np.float32, np.bool_):
+                x = (rng.random((2, 4, 96, 96)) * 9).astype(dtype)
+                for source in (x, x[..., ::-1, :], x.transpose(0, 1, 3, 2)):
+                    _same(ra.reduce(source, pattern, "max"),
+                          einops.reduce(source, pattern, "max"))
+                    _same(ra.reduce(source, "b c h w -> b h w", "sum"),
+                          einops.reduce(source, "b c h w -> b h w", "sum"))
+    finally:
+        kernel.set_num_threads(original)
+    del threads
+
+
+@pytest.mark.parametrize("shape, order, reduced", [
+    ((6, 20000), (0, 1), 1),              # a reduced run longer than numpy's buffer
+    ((8, 300, 70), (0, 1, 2), 2),         # two reduced axes that coalesce
+    ((8, 300, 70), (2, 0, 1), 1),         # the reduced axis strided, kept ones inner
+    ((5, 9, 130, 3), (1, 3, 0, 2), 2),
+])
+@pytest.mark.parametrize("reduction", ["sum", "mean", "prod"])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_slabs_add_in_numpys_order(shape, order, reduced, reduction, threads):
+    x = np.random.default_rng(3).random(shape, dtype=np.float32).transpose(order) + 0.5
+    axis = tuple(range(x.ndim - reduced, x.ndim))
+    _same(reduce_by_layout("slabs", reduction, x, axis, threads),
+          getattr(x, reduction)(axis=axis))
