@@ -102,8 +102,12 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 #   axes of length 2 as its inner loop, a few elements at a time, at a fraction of the
 #   memory's speed. The same maximum is the elementwise maximum of the window's strided
 #   views, each a long loop over the output: ufunc(v0, v1, out), ufunc(out, v2, out), ...
-#   Only for max and min: they are exact in any order (NaN propagates either way), while
-#   a sum in another order may differ in the last place from numpy's.
+#   max and min are exact in any order (NaN propagates either way). A sum is not: numpy
+#   adds a window's elements one after the other from 0, in its iterator's order of the
+#   reduced axes, which is their order here when their strides are positive and
+#   descending (the commonest layout); only then are sums and means of floats reduced
+#   as views, in that order, and 0 added last (numpy's sums start from 0, so they are
+#   never -0.0). Integer sums are exact in any order.
 # * a large result: the output split into slabs along its outermost long axis, each slab
 #   reduced by numpy's own call into its part of one result, on the kernel's thread count
 #   (numpy releases the GIL in its loops). Each output element is the same sum in the same
@@ -112,30 +116,72 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 WINDOW_MAX = 16               # the most elements in a window reduced as views
 WINDOW_MIN_OUTPUT = 4096      # and the fewest outputs: below, numpy's call is as fast
 PARALLEL_MIN_BYTES = 1 << 22  # inputs smaller than this are reduced in one thread
-_WINDOW_UFUNCS = {"max": np.maximum, "min": np.minimum}
+_WINDOW_UFUNCS = {"max": np.maximum, "min": np.minimum, "sum": np.add, "mean": np.add}
 _SLAB_METHODS = frozenset({"max", "min", "sum", "mean", "prod", "any", "all"})
 _pool: list[Any] = []         # the executor, made with the first parallel reduction
 
 
 def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
-                   reduced: int, threads: int) -> str:
+                   reduced: int, threads: int, strides: tuple[int, ...] | None = None) -> str:
     """How ``reduction`` of a view of ``shape`` whose last ``reduced`` axes are reduced
     runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views) or
     ``"slabs"`` (numpy's call on slabs of the output, in threads). Exact numpy arrays
-    only; the choice depends on nothing but the arguments."""
+    only; the choice depends on nothing but the arguments (``strides``: the view's, in
+    any unit; without them no sum or mean is reduced as views)."""
     if not isinstance(reduction, str) or dtype.kind not in "biuf":
         return "numpy"
     kept = shape[:len(shape) - reduced]
     window = math.prod(shape[len(shape) - reduced:])
     outputs = math.prod(kept)
     if (reduction in _WINDOW_UFUNCS and 1 < window <= WINDOW_MAX
-            and outputs >= WINDOW_MIN_OUTPUT):
+            and outputs >= WINDOW_MIN_OUTPUT and _window_exact(reduction, dtype, shape,
+                                                               strides, reduced)):
         return "window"
     if (threads > 1 and reduction in _SLAB_METHODS and dtype != np.float16
             and outputs * window * dtype.itemsize >= PARALLEL_MIN_BYTES
             and any(length >= 2 * threads for length in kept)):
         return "slabs"
     return "numpy"
+
+
+def _window_exact(reduction: str, dtype: np.dtype, shape: tuple[int, ...],
+                  strides: tuple[int, ...] | None, reduced: int) -> bool:
+    """Is a window of this layout reduced as views exactly as numpy reduces it?"""
+    if reduction in ("max", "min"):
+        return True
+    if reduction == "sum" and dtype.kind in "biu":
+        return True                     # integer sums: exact in any order
+    if dtype.kind != "f" or dtype == np.float16 or strides is None:
+        return False
+    return sum_order(shape, strides, reduced) is not None
+
+
+def sum_order(shape: tuple[int, ...], strides: tuple[int, ...], reduced: int) -> str | None:
+    """The order in which numpy adds a window of this layout, where it is one mirrored
+    here: ``"flat"`` — one element after the other, in C order of the reduced axes (its
+    inner loop runs over a kept axis); ``"rows"`` — each run along the last reduced axis
+    added first (its inner loop, shorter than numpy's 8-element pairwise block), then the
+    runs one after the other. None for every other layout (negative or zero strides,
+    which numpy's iterator may flip or drop; ties; reduced axes not in descending
+    strides; a run of 8 or more, or one that coalesces with the next reduced axis)."""
+    moving = [k for k, n in enumerate(shape) if n > 1]
+    if any(strides[k] <= 0 for k in moving) or len({strides[k] for k in moving}) < len(moving):
+        return None
+    first_reduced = len(shape) - reduced
+    window = [k for k in moving if k >= first_reduced]
+    if any(strides[a] <= strides[b] for a, b in zip(window, window[1:])):
+        return None
+    inner = min(moving, key=lambda k: strides[k]) if moving else None
+    if inner is None or inner < first_reduced:
+        return "flat"
+    if shape[inner] >= 8 or inner != len(shape) - 1:
+        return None
+    if len(window) > 1 and strides[window[-2]] == shape[inner] * strides[inner]:
+        # the run coalesces with the axis before it: one run of the whole window when
+        # every reduced axis does, added one element after the other below 8
+        whole = all(strides[a] == shape[b] * strides[b] for a, b in zip(window, window[1:]))
+        return "flat" if whole and math.prod(shape[k] for k in window) < 8 else None
+    return "rows"
 
 
 def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[int, ...],
@@ -149,17 +195,37 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
         if threads > 1 else None
     if strategy == "window":
         first = y[(Ellipsis,) + (0,) * len(axis)]
-        out = np.empty_like(first)      # numpy's result keeps the kept axes' order
+        dtype = y.dtype if reduction in ("max", "min") else np.add.reduce(
+            y[(Ellipsis,) + (slice(0, 1),) * len(axis)], axis=axis).dtype
+        out = np.empty_like(first, dtype=dtype)   # numpy's result keeps the kept axes' order
         ufunc = _WINDOW_UFUNCS[reduction]
-        corners = list(np.ndindex(*y.shape[kept:]))
+        count = len(corners := list(np.ndindex(*y.shape[kept:])))
+
+        rows = (reduction in ("sum", "mean") and dtype.kind == "f"
+                and sum_order(y.shape, y.strides, len(axis)) == "rows")
 
         def window(lo: int, hi: int) -> None:
             part = (slice(None),) * split + (slice(lo, hi),) if split is not None else ()
             target = out[part]
             views = [y[(Ellipsis,) + corner][part] for corner in corners]
-            ufunc(views[0], views[1], out=target)
-            for view in views[2:]:
-                ufunc(target, view, out=target)
+            if rows:    # numpy's order: each run along the last axis, then the runs
+                run = y.shape[-1]
+                scratch = np.empty_like(target) if len(views) > run else None
+                for start in range(0, len(views), run):
+                    into = target if start == 0 else scratch
+                    np.add(views[start], views[start + 1], out=into)
+                    for view in views[start + 2:start + run]:
+                        np.add(into, view, out=into)
+                    if start:
+                        np.add(target, scratch, out=target)
+            else:
+                ufunc(views[0], views[1], out=target, dtype=dtype)
+                for view in views[2:]:
+                    ufunc(target, view, out=target, dtype=dtype)
+            if reduction in ("sum", "mean") and dtype.kind == "f":
+                np.add(target, 0.0, out=target)             # -0.0 -> 0.0, as numpy's
+                if reduction == "mean":
+                    np.true_divide(target, count, out=target)
         _in_slabs(window, y.shape[split] if split is not None else 1, threads
                   if split is not None and y.nbytes >= PARALLEL_MIN_BYTES else 1)
         return out

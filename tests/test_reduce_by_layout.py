@@ -60,7 +60,9 @@ def test_forced_strategies_equal_numpy(case, reduction, threads):
     y, reduced = case
     axis = tuple(range(y.ndim - reduced, y.ndim))
     expected = getattr(y, reduction)(axis=axis)
-    if reduction in ("max", "min") and math.prod(y.shape[-reduced:]) > 1:
+    exact = reductions._window_exact(reduction, y.dtype, y.shape, y.strides, reduced)
+    if (reduction in reductions._WINDOW_UFUNCS and exact
+            and math.prod(y.shape[-reduced:]) > 1):
         _same(reduce_by_layout("window", reduction, y, axis, threads), expected)
     _same(reduce_by_layout("slabs", reduction, y, axis, max(threads, 2)), expected)
 
@@ -72,7 +74,16 @@ def test_the_choice_on_both_sides_of_each_threshold():
     assert plan_by_layout("max", (big - 1, 2, 2), f4, 2, 1) == "numpy"
     assert plan_by_layout("max", (big, 4, 4), f4, 2, 1) == "window"       # 16 elements
     assert plan_by_layout("max", (big, 17), f4, 1, 1) == "numpy"
-    assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1) == "numpy"        # order matters
+    assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1) == "numpy"        # order unknown
+    assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1, (8, 4, 1)) == "window"  # rows
+    assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1, (4, 2, 1)) == "window"  # one run
+    assert plan_by_layout("sum", (big, 4, 4), f4, 2, 1, (16, 4, 1)) == "numpy"  # 16 in a run
+    assert plan_by_layout("sum", (big, 2, 8), f4, 2, 1, (32, 16, 1)) == "numpy"  # run of 8
+    assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1, (1, 8 * big, 4 * big)) == "window"
+    assert plan_by_layout("mean", (big, 2, 2), f4, 2, 1, (4, 1, 2)) == "numpy"
+    assert plan_by_layout("mean", (big, 2, 2), f4, 2, 1, (4, -2, 1)) == "numpy"
+    assert plan_by_layout("sum", (big, 2, 2), np.dtype(np.int8), 2, 1) == "window"
+    assert plan_by_layout("mean", (big, 2, 2), np.dtype(np.int8), 2, 1, (4, 2, 1)) == "numpy"
     rows = reductions.PARALLEL_MIN_BYTES // 4 // 64
     assert plan_by_layout("sum", (rows, 64), f4, 1, 2) == "slabs"
     assert plan_by_layout("sum", (rows - 1, 64), f4, 1, 2) == "numpy"
@@ -109,6 +120,19 @@ def test_reduce_equals_einops_on_both_sides(shape, pattern, reduction, dtype):
         _same(got, einops.reduce(source, pattern,
                                  lambda t, axes: getattr(t, reduction)(axis=axes)))
     np.testing.assert_array_equal(x, before)
+
+
+def test_window_sums_of_negative_zeros_and_bools():
+    x = np.full((1, 2, 128, 128), -0.0, np.float32)
+    for reduction in ("sum", "mean"):
+        got = ra.reduce(x, "b c (h 2) (w 2) -> b c h w", reduction)
+        assert not np.signbit(got).any()            # numpy's sums start from +0.0
+    flags = np.ones((1, 2, 128, 128), bool)
+    _same(ra.reduce(flags, "b c (h 2) (w 2) -> b c h w", "sum"),
+          flags.reshape(1, 2, 64, 2, 64, 2).sum(axis=(3, 5)))
+    small = np.full((1, 2, 128, 128), 100, np.int8)
+    _same(ra.reduce(small, "b c (h 2) (w 2) -> b c h w", "sum"),
+          small.reshape(1, 2, 64, 2, 64, 2).sum(axis=(3, 5)))
 
 
 def test_nan_propagates_through_a_window():

@@ -98,9 +98,9 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
     kept_shape = steps["reduce"].layout.shape
     merge = steps["merge"].args if "merge" in steps else None
     at = plan.steps.index(steps["reduce"])
-    view_shape = (plan.steps[at - 1].layout if at else plan.input).shape  # reduced: trailing
-    strategy = plan_by_layout(reduction, view_shape, sample.dtype, len(axis),
-                              kernel.get_num_threads())
+    view = plan.steps[at - 1].layout if at else plan.input     # reduced axes: trailing
+    strategy = plan_by_layout(reduction, view.shape, sample.dtype, len(axis),
+                              kernel.get_num_threads(), view.strides)
 
     def run(x: np.ndarray) -> Any:
         y = x if split is None else x.reshape(split)
