@@ -15,8 +15,9 @@
 * **execute**: exactly those calls, on numpy arrays or on :class:`rearrange.Tensor`,
   by the backend's lowering — ``lower_einsum`` in :mod:`rearrange.backends.ndarray` and
   :mod:`rearrange.backends.tensor` — or, for torch, dask and array-API arrays, by the
-  array's own library (its ``einsum`` and rearranges). This module holds parsing,
-  planning and the public front (argument checks, caches, error context).
+  array's own library (its ``einsum`` and rearranges). This module holds parsing and
+  planning, and declares einsum for the door (:data:`EINSUM`), which does the rest of a
+  call (:func:`rearrange.front.run`: the cache, traced sizes, errors).
 
 Semantics are numpy's (and so einops'): an axis repeated within one input takes the
 diagonal; an axis absent from the output is summed; a dim of size 1 broadcasts against

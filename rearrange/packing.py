@@ -10,12 +10,14 @@ for the shapes (cached by pattern, shapes and dtypes), and the plan executed:
   packed dims (always a view) — so no input is reshaped and nothing is copied twice;
 * unpack is views only: a slice of the packed dim, split into the packed dims.
 
-This module parses, plans and holds the public front (argument checks, caches, error
-context); the plans run through a backend's lowering: ``lower_pack`` and
+This module parses and plans, and declares both operations for the door
+(:data:`PACK`, :data:`UNPACK`: their inputs, keys, planners, lowerings and context
+lines), which does the rest of a call (:func:`rearrange.front.run`: the cache, traced
+sizes, errors). The plans run through a backend's lowering: ``lower_pack`` and
 ``lower_unpack`` in :mod:`rearrange.backends.ndarray` (numpy arrays) and
-:mod:`rearrange.backends.tensor` (``rearrange.Tensor``). Torch, dask and array-API
+:mod:`rearrange.backends.tensor` (``rearrange.Tensor``); torch, dask and array-API
 arrays are reshaped and concatenated by their own library (``backend.reshape``,
-``backend.concat``).
+``backend.concat``), the hooks' default.
 
 ``explain_pack`` and ``explain_unpack`` return that plan (:class:`PackPlan`) without
 touching data: printable, JSON-ready, and convertible to plain numpy or torch code.
