@@ -302,7 +302,7 @@ CHECK_SHAPE = front.Operation(
     name="check_shape", parse_kind="shape", inputs=_shape_inputs("check_shape"),
     key=_check_shape_key, plan=_check_shape_plan, lower=_as_is,
     context=_shape_context("check_shape"), traced=_read_alike,
-    call=lambda solved, shape: dict(solved),  # a copy: the caller owns what it gets
+    call=lambda solved, shape: dict(solved),  # a copy: the caller owns the dict it gets
     canonical=False)  # the context quotes lengths as given (np.int64(3))
 
 
