@@ -24,7 +24,6 @@ import pytest
 
 import rearrange as ra
 from rearrange import front, parsing
-from rearrange.caching import PLANS
 from rearrange.errors import OutOfMemoryError, PatternError
 
 
