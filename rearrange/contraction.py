@@ -15,8 +15,9 @@
 * **execute**: exactly those calls, on numpy arrays or on :class:`rearrange.Tensor`,
   by the backend's lowering — ``lower_einsum`` in :mod:`rearrange.backends.ndarray` and
   :mod:`rearrange.backends.tensor` — or, for torch, dask and array-API arrays, by the
-  array's own library (its ``einsum`` and rearranges). This module holds parsing,
-  planning and the public front (argument checks, caches, error context).
+  array's own library (its ``einsum`` and rearranges). This module holds parsing and
+  planning, and declares einsum for the door (:data:`EINSUM`), which does the rest of a
+  call (:func:`rearrange.front.run`: the cache, traced sizes, errors).
 
 Semantics are numpy's (and so einops'): an axis repeated within one input takes the
 diagonal; an axis absent from the output is summed; a dim of size 1 broadcasts against
@@ -34,12 +35,13 @@ from typing import Any, Callable, Mapping, Sequence, overload
 
 import numpy as np
 
-from . import backends, calls
+from . import backends, calls, front
 from .calls import ArrayT
 from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .backends.protocol import hook
 from .caching import PLANS
+from .front import PLAIN_INT
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout, size_problem
 from .parsing import (
@@ -74,7 +76,6 @@ _LETTERS = string.ascii_letters
 _OPTIMIZE_MIN_COST = 1 << 15
 
 _ndarray = np.ndarray
-_PLAIN_INT = frozenset({int})
 
 
 # --------------------------------------------------------------------------- parse
@@ -1209,21 +1210,19 @@ def _format_plan(plan: EinsumPlan) -> str:
 # --------------------------------------------------------------------------- cache
 
 
-# Entries of the plan cache made here:
-# * ("einsum", pattern, per input (shape, byte strides, dtype) or ("tensor", layout,
-#   dtype), axis lengths) -> the plan's lowering (ndarray.lower_einsum or
-#   tensor.lower_einsum);
-# * ("einsum", backend module name, pattern, per input backend.cache_key, axis lengths)
-#   -> the backend's lowering (backends with ``lower_einsum``): the warm path of foreign
-#   einsum, one lookup;
+# Entries of the plan cache made here (through the door, rearrange.front.run):
+# * ("einsum", backend module, pattern, per input backend.cache_key, axis lengths) ->
+#   the plan's lowering (the backend's ``lower_einsum``; for backends without one, the
+#   plan's rearranges and the library's einsum step by step): numpy's key holds each
+#   input's shape, byte strides and dtype, a Tensor's its layout and dtype, a foreign
+#   array's what its backend says (shape, dtype, and strides/device where the library
+#   has them);
 # * ("einsum-plan", backend module name, ...) -> the plan itself (torch, dask, array-API
-#   inputs: explain, and backends without a lowering).
+#   inputs: explain shares it).
 # The dtype is in the key because the runner's einsum and result type depend on it;
 # the axis lengths are canonical (plain ints) before a key is built, so 3.0 or True
-# never hit an entry made for 3 or 1. Foreign keys use the backend's cache_key (shape,
-# dtype, and strides/device where the library has them); keys whose sizes are traced
-# (SymInts, torch.jit.trace) are unhashable: those calls are never kept.
-_foreign_types = backends.by_type   # torch.Tensor -> the torch backend, ... (once seen)
+# never hit an entry made for 3 or 1; keys whose sizes are traced (SymInts,
+# torch.jit.trace) are unhashable: those calls are never kept.
 
 
 def _context(pattern: str, shapes: Sequence[tuple[int, ...]], axes_lengths: Mapping[str, Any]) -> str:
@@ -1297,86 +1296,87 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
     >>> ra.einsum(x, w, "b (h d), (h d) e -> b h e", h=3).shape
     (2, 3, 5)
     """
+    runner = None
     if tensors_and_pattern and (not axes_lengths
-                                or _PLAIN_INT.issuperset(map(type, axes_lengths.values()))):
+                                or PLAIN_INT.issuperset(map(type, axes_lengths.values()))):
+        # The warm paths: one key (_einsum_key's, written out), one lookup, the runner;
+        # a miss goes through the door.
         pattern = tensors_and_pattern[-1]
+        tensors = tensors_and_pattern[:-1]
         kind = type(tensors_and_pattern[0])
         if kind is _ndarray:
-            # The warm path for numpy arrays: one key, one lookup, the lowered calls.
-            key = ["einsum", pattern]
-            for tensor in tensors_and_pattern[:-1]:
+            key = ["einsum", ndarray, pattern]
+            for tensor in tensors:
                 if type(tensor) is not _ndarray:
                     break
                 key.append((tensor.shape, tensor.strides, tensor.dtype))
             else:
-                if len(key) > 2 and type(pattern) is str:
+                if len(key) > 3 and type(pattern) is str:
                     runner = PLANS.peek((*key, *axes_lengths.items()))
-                    if runner is not None:
-                        return runner(tensors_and_pattern[:-1])
-        elif type(pattern) is str and (backend := _foreign_types.get(kind)) is not None:
-            # The warm path for torch (and other foreign) tensors of one type: their runner.
-            tensors = tensors_and_pattern[:-1]
+        elif type(pattern) is str and (backend := backends.by_type.get(kind)) is not None:
+            # torch (and other foreign) tensors of one type: their backend's runner
             for tensor in tensors:
                 if type(tensor) is not kind:
                     break
             else:
-                # (traced sizes are unhashable: a miss, then the general path)
-                runner = PLANS.peek(("einsum", backend.__name__, pattern,
+                # (traced sizes are unhashable: a miss, then the door)
+                runner = PLANS.peek(("einsum", backend, pattern,
                                      *map(backend.cache_key, tensors), *axes_lengths.items()))
-                if runner is not None:
-                    return runner(tensors)
-    tensors, pattern = _split_arguments(tensors_and_pattern)
-    if tensors and not isinstance(tensors[0], (np.ndarray, np.generic, Tensor)):
+    if runner is None:
+        tensors, pattern = _split_arguments(tensors_and_pattern)
+        return front.run(EINSUM, tensors, pattern, axes_lengths)
+    try:
+        return runner(tensors)
+    except (RearrangeError, MemoryError, RuntimeError) as error:
+        raised = front.failure(EINSUM, error, pattern, tensors, axes_lengths, None)
+        if raised is None:
+            raise
+        raise raised from None
+
+
+# --------------------------------------------------------------------------- the door
+# einsum as the door (rearrange.front.run) takes it.
+
+
+def _einsum_inputs(tensors: list[Any]) -> tuple[Any, list[Any]]:
+    """Inputs of one backend: numpy arrays (numpy scalars as 0-d arrays), Tensors, or
+    one foreign type."""
+    if not isinstance(tensors[0], (np.ndarray, np.generic, Tensor)):
         backend = backends.backend_for(tensors[0])
         if backend is not None:
-            return _run_foreign(backend, tensors, pattern, calls.canonical_lengths(axes_lengths))
+            _one_type(backend, tensors)
+            return backend, tensors
     arrays, as_tensor = _checked_inputs(tensors)
-    axes_lengths = calls.canonical_lengths(axes_lengths)
-    if as_tensor:
-        key = ("einsum", pattern, *(("tensor", t.layout, t.dtype) for t in arrays),
-               *axes_lengths.items())
-    else:
-        key = ("einsum", pattern, *((t.shape, t.strides, t.dtype) for t in arrays),
-               *axes_lengths.items())
-    runner = PLANS.get(key)
-    if runner is None:  # (unhashable axis lengths: the planner says which)
-        plan = _plan_with_context(pattern, [_describe(t) for t in arrays], axes_lengths)
-        runner = (tensor_backend if as_tensor else ndarray).lower_einsum(plan)
-        if type(pattern) is str:
-            PLANS.put(key, runner)
-    return runner(arrays)
+    return (tensor_backend if as_tensor else ndarray), arrays
 
 
-def _run_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
-                 axes_lengths: Mapping[str, Any]) -> Any:
-    """einsum of foreign arrays through the backend's runner for the plan
-    (``lower_einsum``), kept for the warm path; backends without one, and traced sizes
-    (torch.compile, torch.jit.trace: their keys are unhashable, and a backend's
-    ``traced`` says so), take :func:`_einsum_foreign`'s calls."""
+def _einsum_key(backend: Any, tensors: Sequence[Any], pattern: str,
+                axes_lengths: Mapping[str, Any], extras: Any) -> Any:
+    if type(pattern) is not str:   # a str subclass: planned on every call
+        return front.NOT_KEPT
+    return ("einsum", backend, pattern, *map(backend.cache_key, tensors), *axes_lengths.items())
+
+
+def _einsum_plan(backend: Any, tensors: Sequence[Any], pattern: str,
+                 axes_lengths: Mapping[str, Any], extras: Any) -> EinsumPlan:
+    """numpy arrays and Tensors: a plan over their strides and dtypes; a library's
+    arrays: over their backend's account of them (:func:`_foreign_plan`)."""
+    if backend is ndarray or backend is tensor_backend:
+        return _plan_with_context(pattern, [_describe(t) for t in tensors], axes_lengths)
+    return _foreign_plan(backend, tensors, pattern, axes_lengths)
+
+
+def _einsum_lower(backend: Any, plan: EinsumPlan, tensors: Sequence[Any],
+                  axes_lengths: Mapping[str, Any], extras: Any) -> Callable[[Any], Any]:
     lower_einsum = hook(backend, "lower_einsum")
-    traced = hook(backend, "traced")
-    if lower_einsum is None or any(backend.matches(t) and traced(t, axes_lengths)
-                                   for t in tensors):
-        return _einsum_foreign(backend, tensors, pattern, axes_lengths)
-    plan = _foreign_plan(backend, tensors, pattern, axes_lengths)   # checks every type
-    runner = lower_einsum(plan)
-    if type(pattern) is str:
-        PLANS.put(("einsum", backend.__name__, pattern, *map(backend.cache_key, tensors),
-                   *axes_lengths.items()), runner)  # (unhashable: used once, not kept)
-    return runner(list(tensors))
+    if lower_einsum is not None:
+        return lower_einsum(plan)
+    return functools.partial(_einsum_steps, backend, plan)
 
 
-def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
-                    axes_lengths: Mapping[str, Any]) -> Any:
-    """einsum of torch, dask or array-API arrays: the same plan, with each input's
-    rearranges and the contraction done by the array's own library."""
-    traced = hook(backend, "traced")
-    if any(backend.matches(t) and traced(t, axes_lengths) for t in tensors):
-        subscripts, checks = _traced_subscripts(pattern, tensors, axes_lengths)
-        if checks:
-            hook(backend, "assert_sizes")(checks)
-        return backend.einsum(subscripts, *tensors)
-    plan = _foreign_plan(backend, tensors, pattern, axes_lengths)
+def _einsum_steps(backend: Any, plan: EinsumPlan, tensors: Sequence[Any]) -> Any:
+    """einsum of a library's arrays without a lowering of the plan (dask, array API):
+    each input's rearrange and the contraction, by the array's own library."""
     # Each rearrange's plan, lowered by the backend: its steps carry their shapes and
     # axis orders, so they run on any layout the library's einsum returns.
     operands = [t if p is None else backend.lower(p.plan, None, t)(t)
@@ -1385,6 +1385,44 @@ def _einsum_foreign(backend: Any, tensors: Sequence[Any], pattern: str,
     if plan.output_plan is not None:
         result = backend.lower(plan.output_plan, None, result)(result)
     return result
+
+
+def _einsum_traced(backend: Any, tensors: Sequence[Any], pattern: str,
+                   axes_lengths: Mapping[str, Any], extras: Any) -> Callable[[Any], Any]:
+    """einsum over traced sizes: the library's einsum over subscripts from the pattern
+    and the ranks alone, after the backend asserts the sizes agree."""
+    subscripts, checks = _traced_subscripts(pattern, tensors, axes_lengths)
+    assert_sizes = hook(backend, "assert_sizes")
+
+    def run(xs: Sequence[Any]) -> Any:
+        if checks:
+            assert_sizes(checks)
+        return backend.einsum(subscripts, *xs)
+    return run
+
+
+def _einsum_context(error: RearrangeError, pattern: str, tensors: Sequence[Any],
+                    axes_lengths: Mapping[str, Any], extras: Any) -> RearrangeError:
+    if f"pattern '{shorten(pattern)}'" in str(error):
+        return error
+    shapes = [tuple(t.shape) for t in tensors]
+    return type(error)(f"{error}\n{_context(pattern, shapes, axes_lengths)}")
+
+
+#: einsum, as the door takes it.
+EINSUM = front.Operation(name="einsum", parse_kind="einsum", inputs=_einsum_inputs,
+                         key=_einsum_key, plan=_einsum_plan, lower=_einsum_lower,
+                         context=_einsum_context, traced=front.any_traced,
+                         lower_traced=_einsum_traced)
+
+
+def _one_type(backend: Any, tensors: Sequence[Any]) -> None:
+    """Every input is of ``backend``'s type."""
+    for k, tensor in enumerate(tensors):
+        if not backend.matches(tensor):
+            raise ArgumentTypeError(
+                f"rearrange.einsum takes inputs of one array type; argument 0 is "
+                f"{_kind(tensors[0])}, argument {k} is {_kind(tensor)}")
 
 
 def _traced_subscripts(pattern: str, tensors: Sequence[Any], axes_lengths: Mapping[str, Any]
@@ -1478,11 +1516,6 @@ def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,
                   axes_lengths: Mapping[str, Any]) -> EinsumPlan:
     """The plan for foreign inputs (all of ``backend``'s type), with the backend's
     account of the contraction (``describe_einsum``) when it has one."""
-    for k, tensor in enumerate(tensors):
-        if not backend.matches(tensor):
-            raise ArgumentTypeError(
-                f"rearrange.einsum takes inputs of one array type; argument 0 is "
-                f"{_kind(tensors[0])}, argument {k} is {_kind(tensor)}")
     key = ("einsum-plan", backend.__name__, pattern, *map(backend.cache_key, tensors),
            *axes_lengths.items())
     plan = PLANS.get(key)
@@ -1593,6 +1626,7 @@ def explain_einsum(tensors_or_shapes: Any, pattern: str, *, strides: Sequence[An
         if strides is not None or dtype is not None:
             raise ArgumentTypeError(
                 f"strides= and dtype= describe shapes; {_kind(items[0])} inputs carry their own")
+        _one_type(backend, items)
         return _foreign_plan(backend, items, pattern, calls.canonical_lengths(axes_lengths))
     if strides is not None and len(strides) != len(items):
         raise ArgumentTypeError(

@@ -10,12 +10,14 @@ for the shapes (cached by pattern, shapes and dtypes), and the plan executed:
   packed dims (always a view) — so no input is reshaped and nothing is copied twice;
 * unpack is views only: a slice of the packed dim, split into the packed dims.
 
-This module parses, plans and holds the public front (argument checks, caches, error
-context); the plans run through a backend's lowering: ``lower_pack`` and
+This module parses and plans, and declares both operations for the door
+(:data:`PACK`, :data:`UNPACK`: their inputs, keys, planners, lowerings and context
+lines), which does the rest of a call (:func:`rearrange.front.run`: the cache, traced
+sizes, errors). The plans run through a backend's lowering: ``lower_pack`` and
 ``lower_unpack`` in :mod:`rearrange.backends.ndarray` (numpy arrays) and
-:mod:`rearrange.backends.tensor` (``rearrange.Tensor``). Torch, dask and array-API
+:mod:`rearrange.backends.tensor` (``rearrange.Tensor``); torch, dask and array-API
 arrays are reshaped and concatenated by their own library (``backend.reshape``,
-``backend.concat``).
+``backend.concat``), the hooks' default.
 
 ``explain_pack`` and ``explain_unpack`` return that plan (:class:`PackPlan`) without
 touching data: printable, JSON-ready, and convertible to plain numpy or torch code.
@@ -29,12 +31,13 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from . import backends
+from . import backends, front
 from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .calls import SUPPORTED_ARRAYS, ArrayT, ElementType, dtype_of, numpy_layout
 from .backends.protocol import hook
 from .caching import PLANS
+from .front import PLAIN_INT
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error, shorten
@@ -561,21 +564,6 @@ def _normalise_packed_shapes(packed_shapes: Any) -> list[tuple[int, ...]]:
     return result
 
 
-# --------------------------------------------------------------------------- caches
-
-# Entries of the plan cache made here:
-# * ("pack", pattern, per input (type, shape, dtype)) -> (runner, packed_shapes). The
-#   runner allocates the packed array in the inputs' promoted dtype and assigns each
-#   input into its slice (numpy reads the input's strides at each call), so strides are
-#   not needed; the type decides numpy vs Tensor vs a foreign library.
-# * ("unpack", pattern, the packed array's shape (numpy: indexing and a one-dim split,
-#   which never depend on strides or dtype) or layout (Tensor: the results' layouts) or
-#   (type, shape) (foreign), packed_shapes) -> runner. A hit counts only when
-#   packed_shapes are plain ints (3.0 == 3).
-# Keys of traced sizes (torch.compile's SymInts) cannot be hashed: nothing is kept.
-_PLAIN_INT = frozenset({int})
-
-
 # --------------------------------------------------------------------------- pack
 
 
@@ -593,43 +581,22 @@ def pack(tensors: Sequence[ArrayT], pattern: str) -> tuple[ArrayT, list[tuple[in
     >>> packed.shape, ps
     ((2, 3, 8, 5), [(), (7,)])
     """
-    entry = None
     if type(tensors) is list or type(tensors) is tuple:
         try:
-            # _pack_key, written out: the warm path's one lookup
-            entry = PLANS.get(("pack", pattern, *[(type(x), x.shape, x.dtype) for x in tensors]))
+            # _pack_key, written out: the warm path's one lookup (a miss: the door's)
+            entry = PLANS.peek(("pack", pattern, *[(type(x), x.shape, x.dtype) for x in tensors]))
         except (TypeError, AttributeError, RuntimeError):  # not arrays (or tensors without
-            pass                # sizes: nested), or an unhashable pattern: the cold path says
-    if entry is None:
-        entry = _pack_entry(tensors, pattern)
-    run, packed_shapes = entry
-    return run(tensors), list(packed_shapes)
-
-
-def _pack_key(pattern: str, tensors: Sequence[Any]) -> tuple:
-    """The pack entry's key (see the comment at the plan cache's entries above)."""
-    return ("pack", pattern, *[(type(x), x.shape, x.dtype) for x in tensors])
-
-
-def _pack_entry(tensors: Any, pattern: str) -> tuple[Any, tuple]:
-    _check_sequence(tensors, "pack")
-    backend = _foreign_backend(tensors[0])
-    if backend is not None and _traced(backend, tensors):
-        return _pack_traced(backend, tensors, pattern)  # never cached: sizes are traced
-    if backend is not None:
-        entry = _pack_foreign_entry(backend, tensors, pattern)
-        PLANS.put(_pack_key(pattern, tensors), entry)
-        return entry
-    described = [_describe(x, f"pack(): item {k}") for k, x in enumerate(tensors)]
-    plan, dtype = _plan_pack(pattern, described)
-    to_tensor = isinstance(tensors[0], Tensor)
-    if to_tensor and dtype.kind not in "biufc":
-        raise ArgumentTypeError(f"pack(): a rearrange.Tensor cannot hold dtype {dtype}")
-    lowering = tensor_backend if to_tensor else ndarray
-    entry = (lowering.lower_pack(plan, dtype), plan.packed_shapes)
-    # Every item is an array, a numpy scalar or a Tensor here: all have .shape and .dtype.
-    PLANS.put(_pack_key(pattern, tensors), entry)
-    return entry
+            entry = None        # sizes: nested), or an unhashable pattern: the door says
+        if entry is not None:
+            run, packed_shapes = entry
+            try:
+                return run(tensors), list(packed_shapes)
+            except (RearrangeError, MemoryError, RuntimeError) as error:
+                raised = front.failure(PACK, error, pattern, tensors, {}, None)
+                if raised is None:
+                    raise
+                raise raised from None
+    return front.run(PACK, tensors, pattern)
 
 
 def _plan_pack(pattern: str, described: Sequence[_Input]
@@ -708,20 +675,46 @@ def unpack(tensor: ArrayT, packed_shapes: Sequence[Sequence[int]], pattern: str)
     run = None
     try:
         shapes = tuple(map(tuple, packed_shapes))
-        if type(tensor) is np.ndarray:
-            run = PLANS.get(("unpack", pattern, tensor.shape, shapes))
-        elif type(tensor) is Tensor:
-            run = PLANS.get(("unpack", pattern, tensor.layout, shapes))
-        elif (backend := backends.by_type.get(type(tensor))) is not None:
-            backends.check(backend, tensor)   # a cached runner slices before it reshapes
-            run = PLANS.get(("unpack", pattern, type(tensor), tuple(tensor.shape), shapes))
-        if run is not None and not _PLAIN_INT.issuperset(type(v) for s in shapes for v in s):
-            run = None  # 3.0 or True equals an int: let the cold path reject it
-    except TypeError:  # not shapes, or an unhashable pattern: the cold path says which
+        # 3.0 or True equals an int: only plain ints may hit (else the door's planner
+        # rejects them); the keys are _unpack_key's, written out: the warm path's lookup
+        if PLAIN_INT.issuperset(type(v) for s in shapes for v in s):
+            if type(tensor) is np.ndarray:
+                run = PLANS.peek(("unpack", pattern, tensor.shape, shapes))
+            elif type(tensor) is Tensor:
+                run = PLANS.peek(("unpack", pattern, tensor.layout, shapes))
+            elif (backend := backends.by_type.get(type(tensor))) is not None:
+                backends.check(backend, tensor)   # a cached runner slices before it reshapes
+                run = PLANS.peek(("unpack", pattern, type(tensor), tuple(tensor.shape), shapes))
+    except TypeError:  # not shapes, or an unhashable pattern: the door says which
         run = None
     if run is None:
-        run = _unpack_entry(tensor, packed_shapes, pattern)
-    return run(tensor)
+        return front.run(UNPACK, tensor, pattern, extras=packed_shapes)
+    try:
+        return run(tensor)
+    except (RearrangeError, MemoryError, RuntimeError) as error:
+        raised = front.failure(UNPACK, error, pattern, tensor, {}, packed_shapes)
+        if raised is None:
+            raise
+        raise raised from None
+
+
+# --------------------------------------------------------------------------- the door
+# pack and unpack as the door (rearrange.front.run) takes them. Entries of the plan cache:
+# * ("pack", pattern, per input (type, shape, dtype)) -> (runner, packed_shapes). The
+#   runner allocates the packed array in the inputs' promoted dtype and assigns each
+#   input into its slice (numpy reads the input's strides at each call), or has the
+#   library reshape and concatenate, so strides are not needed; the type decides numpy
+#   vs Tensor vs a foreign library.
+# * ("unpack", pattern, the packed array's shape (numpy: indexing and a one-dim split,
+#   which never depend on strides or dtype) or layout (Tensor: the results' layouts) or
+#   (type, shape) (foreign), packed_shapes) -> runner. Kept only when packed_shapes are
+#   plain ints (3.0 == 3), and not for subclasses of Tensor.
+# Keys of traced sizes (torch.compile's SymInts) cannot be hashed: nothing is kept.
+#
+# A backend with ``lower_pack`` / ``lower_unpack`` (numpy, Tensor: numpy memory) gets a
+# plan over its arrays' layouts and dtypes; any other a plan of the shapes alone, run by
+# its library's ``reshape`` and ``concat`` (autograd, devices and laziness carry through;
+# dtypes are the library's business).
 
 
 def _foreign_backend(x: Any) -> Any:
@@ -732,19 +725,50 @@ def _foreign_backend(x: Any) -> Any:
     return backends.backend_for(x)
 
 
-def _pack_foreign_entry(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[Any, tuple]:
-    """pack of torch, dask or array-API arrays: the plan checks shapes (dtypes are the
-    library's business); each input is reshaped to one packed dim, then concatenated by
-    the library, so autograd, devices and laziness carry through."""
+def _pack_inputs(tensors: Any) -> tuple[Any, Sequence[Any]]:
+    """A list of arrays of one backend: the first item's (numpy arrays, numpy scalars
+    and Tensors mix, the first deciding the result's type)."""
+    _check_sequence(tensors, "pack")
+    backend = _foreign_backend(tensors[0])
+    if backend is None:
+        return (tensor_backend if isinstance(tensors[0], Tensor) else ndarray), tensors
     for k, x in enumerate(tensors):
         if not backend.matches(x):
             raise ArgumentTypeError(
                 f"pack(): item {k} is a {type(x).__module__}.{type(x).__name__}; every item "
                 f"must be of the first one's type ({type(tensors[0]).__name__})")
-    # the backend's own account of the shapes (it refuses the ones no plan can take)
-    described = [_Input(Layout.contiguous(backend.describe(x).layout.shape), None, "elements")
-                 for x in tensors]
-    plan, _ = _plan_pack(pattern, described)
+    return backend, tensors
+
+
+def _pack_key(backend: Any, tensors: Sequence[Any], pattern: Any, lengths: Any,
+              extras: Any) -> Any:
+    try:
+        return ("pack", pattern, *[(type(x), x.shape, x.dtype) for x in tensors])
+    except (AttributeError, RuntimeError):  # not arrays, nested tensors: planning says which
+        return front.NOT_KEPT
+
+
+def _pack_plan(backend: Any, tensors: Sequence[Any], pattern: Any, lengths: Any,
+               extras: Any) -> tuple[PackPlan, Any]:
+    """The plan and the packed array's dtype (None for a library's arrays)."""
+    if hook(backend, "lower_pack") is None:
+        # the backend's own account of the shapes (it refuses the ones no plan can take)
+        return _plan_pack(pattern, [
+            _Input(Layout.contiguous(backend.describe(x).layout.shape), None, "elements")
+            for x in tensors])
+    described = [_describe(x, f"pack(): item {k}") for k, x in enumerate(tensors)]
+    plan, dtype = _plan_pack(pattern, described)
+    if backend is tensor_backend and dtype.kind not in "biufc":  # type: ignore[union-attr]
+        raise ArgumentTypeError(f"pack(): a rearrange.Tensor cannot hold dtype {dtype}")
+    return plan, dtype
+
+
+def _pack_lower(backend: Any, planned: tuple[PackPlan, Any], tensors: Sequence[Any],
+                lengths: Any, extras: Any) -> tuple[Any, tuple]:
+    plan, dtype = planned
+    lower_pack = hook(backend, "lower_pack")
+    if lower_pack is not None:
+        return lower_pack(plan, dtype), plan.packed_shapes
     axis = plan.axis
     shapes = [(layout.shape[:axis], math.prod(packed), layout.shape[axis + len(packed):])
               for layout, packed in zip(plan.inputs, plan.packed_shapes)]
@@ -756,22 +780,12 @@ def _pack_foreign_entry(backend: Any, tensors: Sequence[Any], pattern: str) -> t
     return run, plan.packed_shapes
 
 
-def _traced(backend: Any, tensors: Sequence[Any]) -> bool:
-    """Are some input's sizes traced (torch.compile, torch.export, torch.jit.trace)?"""
-    traced = hook(backend, "traced")
-    return any(backend.matches(x) and traced(x, {}) for x in tensors)
-
-
-def _pack_traced(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[Any, tuple]:
+def _pack_traced(backend: Any, tensors: Sequence[Any], pattern: Any, lengths: Any,
+                 extras: Any) -> tuple[Any, tuple]:
     """pack over traced sizes: the steps depend on the ranks alone and sizes are
     carried as expressions, never compared in Python (see :mod:`rearrange.symbolic`).
     That the inputs agree on the named axes is asserted by the backend
     (``assert_sizes``) before the library's concatenation, with eager's error."""
-    for k, x in enumerate(tensors):
-        if not backend.matches(x):
-            raise ArgumentTypeError(
-                f"pack(): item {k} is a {type(x).__module__}.{type(x).__name__}; every item "
-                f"must be of the first one's type ({type(tensors[0]).__name__})")
     parsed = _parsed_with_context("pack", pattern, [tuple(x.shape) for x in tensors])
     shapes = [tuple(x.shape) for x in tensors]
     try:
@@ -793,30 +807,109 @@ def _pack_traced(backend: Any, tensors: Sequence[Any], pattern: str) -> tuple[An
     return run, packed_shapes
 
 
-def _pack_checks(pattern: PackPattern, shapes: Sequence[tuple[Any, ...]]) -> list[SizeCheck]:
-    """That every input has input 0's lengths of the named axes, as :func:`plan_pack`
-    checks them (and words its error); raises that error where both sizes are ints."""
-    text = pattern.text
-    n_before, n_after = len(pattern.before), len(pattern.after)
-    first = shapes[0]
-    named = [*range(n_before), *range(-n_after, 0)]
-    checks = []
-    for k, shape in enumerate(shapes[1:], 1):
-        for axis, dim in zip((*pattern.before, *pattern.after), named):
-            def message(shapes: list[tuple[Any, ...]], k: int = k, dim: int = dim,
-                        axis: Any = axis) -> str:
-                shape, first = shapes[k], shapes[0]
-                return (f"input {k} has {axis.name}={shape[dim]} (shape {_fmt(shape)}), but "
-                        f"input 0 has {axis.name}={first[dim]} (shape {_fmt(first)}): the inputs "
-                        f"must agree on every axis but '*'\n{_caret_text(text, axis.start, axis.end)}"
-                        f"\n{_context('pack', text, 'input shapes [' + ', '.join(map(_fmt, shapes)) + ']')}")
-            check = shapes_check(ShapeMismatchError, shape[dim], "==", first[dim], shapes, message)
-            if check is not None:
-                checks.append(check)
-    return checks
+def _pack_context(error: RearrangeError, pattern: Any, tensors: Sequence[Any], lengths: Any,
+                  extras: Any) -> RearrangeError:
+    shapes = "input shapes [" + ", ".join(_fmt(tuple(x.shape)) for x in tensors) + "]"
+    return _in_context(error, "pack", pattern, shapes)
 
 
-def _unpack_traced(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) -> Any:
+def _call_pack(entry: tuple[Any, tuple], tensors: Sequence[Any]) -> tuple[Any, list]:
+    run, packed_shapes = entry
+    return run(tensors), list(packed_shapes)
+
+
+def _in_context(error: RearrangeError, op: str, pattern: str, where: str) -> RearrangeError:
+    """``error`` (of its class) with the call's context line, unless it has one."""
+    if f"pattern '{shorten(pattern)}'" in str(error):
+        return error
+    return type(error)(f"{error}\n{_context(op, pattern, where)}")
+
+
+#: pack, as the door takes it.
+PACK = front.Operation(name="pack", parse_kind="pack", inputs=_pack_inputs, key=_pack_key,
+                       plan=_pack_plan, lower=_pack_lower, context=_pack_context,
+                       traced=front.any_traced, lower_traced=_pack_traced, call=_call_pack)
+
+
+def _unpack_inputs(tensor: Any) -> tuple[Any, Any]:
+    backend = _foreign_backend(tensor)
+    if backend is not None:
+        backends.check(backend, tensor)
+        return backend, tensor
+    if isinstance(tensor, np.generic):
+        tensor = np.asarray(tensor)
+    elif not isinstance(tensor, (np.ndarray, Tensor)):
+        _describe(tensor, "unpack(): the packed array")  # raises: what unpack takes
+    return (tensor_backend if isinstance(tensor, Tensor) else ndarray), tensor
+
+
+def _unpack_key(backend: Any, tensor: Any, pattern: Any, lengths: Any,
+                packed_shapes: Any) -> Any:
+    try:
+        shapes = tuple(map(tuple, packed_shapes))
+    except TypeError:  # not shapes: the planner says so
+        return front.NOT_KEPT
+    if not PLAIN_INT.issuperset(type(v) for s in shapes for v in s):
+        return front.NOT_KEPT
+    if backend is ndarray:
+        return ("unpack", pattern, tensor.shape, shapes)
+    if backend is tensor_backend:
+        return ("unpack", pattern, tensor.layout, shapes) if type(tensor) is Tensor \
+            else front.NOT_KEPT
+    return ("unpack", pattern, type(tensor), tuple(tensor.shape), shapes)
+
+
+def _unpack_is_traced(backend: Any, tensor: Any, lengths: Any, packed_shapes: Any) -> bool:
+    """Traced sizes, or packed shapes that are (as a compiled pack returns them)."""
+    if hook(backend, "traced")(tensor, lengths):
+        return True
+    try:
+        return any(is_symbolic(v) for s in packed_shapes for v in s)
+    except TypeError:  # not shapes: the planner says so
+        return False
+
+
+def _unpack_plan(backend: Any, tensor: Any, pattern: Any, lengths: Any,
+                 packed_shapes: Any) -> PackPlan:
+    if hook(backend, "lower_unpack") is None:
+        shape = backend.describe(tensor).layout.shape
+        return _plan_unpack(pattern, Layout.contiguous(shape), packed_shapes, None, None,
+                            "elements")[0]
+    layout, dtype, unit = _describe(tensor, "unpack(): the packed array")
+    return _plan_unpack(pattern, layout, packed_shapes, dtype.name,  # type: ignore[union-attr]
+                        dtype.itemsize, unit)[0]  # type: ignore[union-attr]
+
+
+def _unpack_lower(backend: Any, plan: PackPlan, tensor: Any, lengths: Any,
+                  packed_shapes: Any) -> Any:
+    lower_unpack = hook(backend, "lower_unpack")
+    if lower_unpack is not None:
+        return lower_unpack(plan)
+    # slices then reshapes, by the library (views wherever the library makes them:
+    # torch always can here)
+    axis = plan.axis
+    places = []
+    start = 0
+    for output, packed in zip(plan.outputs, plan.packed_shapes):
+        size = math.prod(packed)
+        index = (slice(None),) * axis + (slice(start, start + size), Ellipsis)
+        places.append((index, output.shape))
+        start += size
+
+    def run(x: Any) -> list[Any]:
+        return [backend.reshape(x[index], out_shape) for index, out_shape in places]
+    return run
+
+
+def _unpack_context(error: RearrangeError, pattern: Any, tensor: Any, lengths: Any,
+                    packed_shapes: Any) -> RearrangeError:
+    where = (f"input shape {_fmt(tuple(tensor.shape))}, packed_shapes "
+             f"{shorten(repr(packed_shapes))}")
+    return _in_context(error, "unpack", pattern, where)
+
+
+def _unpack_traced(backend: Any, tensor: Any, pattern: Any, lengths: Any,
+                   packed_shapes: Any) -> Any:
     """unpack over traced sizes (and packed shapes that may be traced, as a compiled
     pack returns them): slices and reshapes whose sizes are expressions; a -1 is what
     the other shapes leave of the packed dim. That the shapes fill the packed dim is
@@ -856,6 +949,36 @@ def _unpack_traced(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) 
             start = start + size
         return parts
     return run
+
+
+#: unpack, as the door takes it (``extras``: the packed shapes).
+UNPACK = front.Operation(name="unpack", parse_kind="pack", inputs=_unpack_inputs,
+                         key=_unpack_key, plan=_unpack_plan, lower=_unpack_lower,
+                         context=_unpack_context, traced=_unpack_is_traced,
+                         lower_traced=_unpack_traced)
+
+
+def _pack_checks(pattern: PackPattern, shapes: Sequence[tuple[Any, ...]]) -> list[SizeCheck]:
+    """That every input has input 0's lengths of the named axes, as :func:`plan_pack`
+    checks them (and words its error); raises that error where both sizes are ints."""
+    text = pattern.text
+    n_before, n_after = len(pattern.before), len(pattern.after)
+    first = shapes[0]
+    named = [*range(n_before), *range(-n_after, 0)]
+    checks = []
+    for k, shape in enumerate(shapes[1:], 1):
+        for axis, dim in zip((*pattern.before, *pattern.after), named):
+            def message(shapes: list[tuple[Any, ...]], k: int = k, dim: int = dim,
+                        axis: Any = axis) -> str:
+                shape, first = shapes[k], shapes[0]
+                return (f"input {k} has {axis.name}={shape[dim]} (shape {_fmt(shape)}), but "
+                        f"input 0 has {axis.name}={first[dim]} (shape {_fmt(first)}): the inputs "
+                        f"must agree on every axis but '*'\n{_caret_text(text, axis.start, axis.end)}"
+                        f"\n{_context('pack', text, 'input shapes [' + ', '.join(map(_fmt, shapes)) + ']')}")
+            check = shapes_check(ShapeMismatchError, shape[dim], "==", first[dim], shapes, message)
+            if check is not None:
+                checks.append(check)
+    return checks
 
 
 def _unpack_checks(pattern: PackPattern, shape: tuple[Any, ...], packed_shapes: Any,
@@ -923,50 +1046,6 @@ def _shapes_text(shapes: Sequence[tuple[Any, ...]]) -> str:
     if len(shapes) == 1:
         return f"input shape {_fmt(shapes[0])}"
     return "input shapes [" + ", ".join(_fmt(shape) for shape in shapes) + "]"
-
-
-def _unpack_foreign(backend: Any, tensor: Any, packed_shapes: Any, pattern: str) -> Any:
-    """unpack of torch, dask or array-API arrays: slices then reshapes, by the library
-    (views wherever the library makes them: torch always can here)."""
-    shape = backend.describe(tensor).layout.shape
-    plan, _ = _plan_unpack(pattern, Layout.contiguous(shape), packed_shapes, None, None,
-                           "elements")
-    axis = plan.axis
-    places = []
-    start = 0
-    for output, packed in zip(plan.outputs, plan.packed_shapes):
-        size = math.prod(packed)
-        index = (slice(None),) * axis + (slice(start, start + size), Ellipsis)
-        places.append((index, output.shape))
-        start += size
-
-    def run(x: Any) -> list[Any]:
-        return [backend.reshape(x[index], out_shape) for index, out_shape in places]
-    return run
-
-
-def _unpack_entry(tensor: Any, packed_shapes: Any, pattern: str) -> Any:
-    backend = _foreign_backend(tensor)
-    if backend is not None:
-        backends.check(backend, tensor)
-    if backend is not None and (_traced(backend, [tensor]) or any(
-            is_symbolic(v) for s in packed_shapes for v in s)):
-        return _unpack_traced(backend, tensor, packed_shapes, pattern)  # never cached
-    if backend is not None:
-        run = _unpack_foreign(backend, tensor, packed_shapes, pattern)
-        PLANS.put(("unpack", pattern, type(tensor), tuple(tensor.shape),
-                   tuple(map(tuple, packed_shapes))), run)
-        return run
-    if isinstance(tensor, np.generic):
-        tensor = np.asarray(tensor)
-    layout, dtype, unit = _describe(tensor, "unpack(): the packed array")
-    plan, shapes = _plan_unpack(pattern, layout, packed_shapes, dtype.name, dtype.itemsize, unit)
-    run = (tensor_backend if isinstance(tensor, Tensor) else ndarray).lower_unpack(plan)
-    if type(tensor) is np.ndarray:
-        PLANS.put(("unpack", pattern, tensor.shape, tuple(shapes)), run)
-    elif type(tensor) is Tensor:
-        PLANS.put(("unpack", pattern, tensor.layout, tuple(shapes)), run)
-    return run  # ndarray subclasses are planned on every call
 
 
 def _plan_unpack(pattern: str, layout: Layout, packed_shapes: Any, dtype: str | None,

@@ -26,8 +26,10 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from . import front
 from .caching import PLANS
-from .errors import ArgumentTypeError, PatternError
+from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .front import PLAIN_INT
 from .parsing import (AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error,
                       shorten)
 from .plan import JsonDump
@@ -70,24 +72,30 @@ class _Recipe:
     fixed: tuple[tuple[int, int], ...]    # parse_shape: (dim, the size it must have)
 
 
-# Entries of the plan cache made here:
+# Entries of the plan cache made here (parse_shape's and check_shape's through the door,
+# rearrange.front.run):
 # * ("shape-recipe", pattern, op, rank) -> recipe: a recipe depends on the pattern and
 #   the rank alone (the shape it was built for appears only in errors, not cached);
+#   parse_shape's entry, whose runner reads the shape with it;
 # * ("check_shape", pattern, shape, *given lengths) -> the solved lengths (copied on
-#   return). A hit counts only when the shape and the lengths are plain ints (3.0 == 3,
+#   return). Kept and hit only when the shape and the lengths are plain ints (3.0 == 3,
 #   True == 1).
-_PLAIN_INT = frozenset({int})
 
 
 def _recipe(pattern: str, op: str, ndim: int, shape: tuple) -> _Recipe:
-    if not isinstance(pattern, str):
-        raise ArgumentTypeError(f"a pattern must be a str, not {type(pattern).__name__}")
+    """The recipe of ``pattern`` for ``op`` and a shape of ``ndim`` dims, cached."""
     key = ("shape-recipe", pattern, op, ndim)
     recipe = PLANS.get(key)
     if recipe is None:
-        recipe = _build_recipe(parse_shape_pattern(pattern, op), ndim, shape)
+        recipe = _uncached_recipe(pattern, op, ndim, shape)
         PLANS.put(key, recipe)
     return recipe
+
+
+def _uncached_recipe(pattern: str, op: str, ndim: int, shape: tuple) -> _Recipe:
+    if not isinstance(pattern, str):
+        raise ArgumentTypeError(f"a pattern must be a str, not {type(pattern).__name__}")
+    return _build_recipe(parse_shape_pattern(pattern, op), ndim, shape)
 
 
 def _build_recipe(parsed: ShapePattern, ndim: int, shape: tuple) -> _Recipe:
@@ -203,20 +211,99 @@ def parse_shape(x: Any, pattern: str) -> dict[str, int]:
     {'w': 7}
     """
     shape = _shape_of(x, "parse_shape")
+    # the warm path: the door's key, one lookup (a miss: the door)
     recipe = PLANS.peek(("shape-recipe", pattern, "parse_shape", len(shape)))
+    if recipe is None:
+        return front.run(PARSE_SHAPE, x, pattern)
     try:
-        if recipe is None:
-            recipe = _recipe(pattern, "parse_shape", len(shape), shape)
-        for dim, size in recipe.fixed:
-            if shape[dim] != size:
-                what = recipe.dims[dim]
-                raise ShapeMismatchError(
-                    f"dim {dim} has size {shape[dim]}, but the pattern says "
-                    f"{'a unit axis (size 1)' if size == 1 else f'an axis of length {size}'} "
-                    f"there\n{_carets(pattern, what.start, what.end)}")
+        return _read(recipe, shape)
+    except (RearrangeError, MemoryError, RuntimeError) as error:
+        raised = front.failure(PARSE_SHAPE, error, pattern, shape, {}, None)
+        if raised is None:
+            raise
+        raise raised from None
+
+
+def _read(recipe: _Recipe, shape: tuple) -> dict[str, Any]:
+    """parse_shape's runner: the fixed sizes checked, the named ones read."""
+    for dim, size in recipe.fixed:
+        if shape[dim] != size:
+            what = recipe.dims[dim]
+            raise ShapeMismatchError(
+                f"dim {dim} has size {shape[dim]}, but the pattern says "
+                f"{'a unit axis (size 1)' if size == 1 else f'an axis of length {size}'} "
+                f"there\n{_carets(recipe.pattern.text, what.start, what.end)}")
+    return {name: shape[dim] for name, dim in recipe.reads}
+
+
+# --------------------------------------------------------------------------- the door
+# parse_shape and check_shape as the door (rearrange.front.run) takes them: the input is
+# anything with a .shape (no backend: only the shape is read), the entry is the recipe
+# (parse_shape) or the solved lengths (check_shape).
+
+
+def _shape_inputs(op: str) -> Any:
+    return lambda x: (None, _shape_of(x, op))
+
+
+def _read_alike(backend: Any, shape: tuple, lengths: Any, extras: Any) -> bool:
+    """A shape reads alike whether its sizes are traced or not: never the traced way."""
+    return False
+
+
+def _as_is(backend: Any, entry: Any, shape: tuple, lengths: Any, extras: Any) -> Any:
+    return entry
+
+
+def _shape_context(op: str) -> Any:
+    def context(error: Any, pattern: str, shape: tuple, lengths: Mapping[str, Any],
+                extras: Any) -> Any:
+        if not isinstance(error, PatternError):
+            return error
+        return _with_context(error, op, pattern, shape, lengths)
+    return context
+
+
+def _parse_shape_key(backend: Any, shape: tuple, pattern: Any, lengths: Any,
+                     extras: Any) -> tuple:
+    return ("shape-recipe", pattern, "parse_shape", len(shape))
+
+
+def _parse_shape_plan(backend: Any, shape: tuple, pattern: Any, lengths: Any,
+                      extras: Any) -> _Recipe:
+    try:
+        return _uncached_recipe(pattern, "parse_shape", len(shape), shape)
     except PatternError as error:
         raise _with_context(error, "parse_shape", pattern, shape, {}) from None
-    return {name: shape[dim] for name, dim in recipe.reads}
+
+
+def _check_shape_key(backend: Any, shape: tuple, pattern: Any, lengths: Mapping[str, Any],
+                     extras: Any) -> Any:
+    # 3.0 == 3 and True == 1: only plain ints may hit (or make) an entry made for ints
+    if PLAIN_INT.issuperset(map(type, shape)) and PLAIN_INT.issuperset(map(type, lengths.values())):
+        return ("check_shape", pattern, shape, *lengths.items())
+    return front.NOT_KEPT
+
+
+def _check_shape_plan(backend: Any, shape: tuple, pattern: Any, lengths: Mapping[str, Any],
+                      extras: Any) -> dict[str, int]:
+    try:
+        return _solve(pattern, _int_shape(shape, "check_shape"), lengths, rows=False)[0]
+    except PatternError as error:
+        raise _with_context(error, "check_shape", pattern, shape, lengths) from None
+
+
+#: parse_shape and check_shape, as the door takes them.
+PARSE_SHAPE = front.Operation(
+    name="parse_shape", parse_kind="shape", inputs=_shape_inputs("parse_shape"),
+    key=_parse_shape_key, plan=_parse_shape_plan, lower=_as_is,
+    context=_shape_context("parse_shape"), traced=_read_alike, call=_read)
+CHECK_SHAPE = front.Operation(
+    name="check_shape", parse_kind="shape", inputs=_shape_inputs("check_shape"),
+    key=_check_shape_key, plan=_check_shape_plan, lower=_as_is,
+    context=_shape_context("check_shape"), traced=_read_alike,
+    call=lambda solved, shape: dict(solved),  # a copy: the caller owns the dict it gets
+    canonical=False)  # the context quotes lengths as given (np.int64(3))
 
 
 # --------------------------------------------------------------------------- check_shape
@@ -302,18 +389,13 @@ def check_shape(x: Any, pattern: str, **axes_lengths: int) -> dict[str, int]:
     {'n': 5}
     """
     shape = _shape_of(x, "check_shape")
-    key = ("check_shape", pattern, shape, *axes_lengths.items())
-    solved = PLANS.get(key)   # (an unhashable pattern or length: the cold path says which)
-    # 3.0 == 3 and True == 1: only plain ints may hit an entry made for ints.
-    if (solved is not None and _PLAIN_INT.issuperset(map(type, shape))
-            and _PLAIN_INT.issuperset(map(type, axes_lengths.values()))):
-        return dict(solved)
-    try:
-        solved, _ = _solve(pattern, _int_shape(shape, "check_shape"), axes_lengths, rows=False)
-    except PatternError as error:
-        raise _with_context(error, "check_shape", pattern, shape, axes_lengths) from None
-    PLANS.put(key, solved)
-    return dict(solved)
+    # the warm path: the door's key (_check_shape_key's, written out), one lookup
+    if PLAIN_INT.issuperset(map(type, shape)) and PLAIN_INT.issuperset(
+            map(type, axes_lengths.values())):
+        solved = PLANS.peek(("check_shape", pattern, shape, *axes_lengths.items()))
+        if solved is not None:
+            return dict(solved)
+    return front.run(CHECK_SHAPE, x, pattern, axes_lengths)
 
 
 def explain_shape(x_or_shape: Any, pattern: str, **axes_lengths: int) -> ShapePlan:

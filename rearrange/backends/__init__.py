@@ -6,12 +6,13 @@ methods), ``_torch``, ``_dask`` and ``_array_api`` — each implementing the dec
 interface :class:`~rearrange.backends.protocol.Backend` (``matches``, ``cache_key``,
 ``describe``, ``lower``, ``stack``, ``reshape``, ``concat``, ``einsum``); the optional
 hooks (``check``, ``traced`` + ``lower_symbolic``, ``assert_sizes``, ``describe_copy``,
-``describe_einsum``, ``lower_einsum``, ``to_numpy``) are called through
-:func:`~rearrange.backends.protocol.hook`, which holds their defaults. The same plan
-(:func:`rearrange.plan.plan_transform`) drives every one of them.
+``describe_einsum``, ``lower_einsum``, ``lower_pack``, ``lower_unpack``, ``to_numpy``)
+are called through :func:`~rearrange.backends.protocol.hook`, which holds their
+defaults. The same plan (:func:`rearrange.plan.plan_transform`) drives every one of
+them, and every operation reaches them through one door (:func:`rearrange.front.run`).
 
-numpy arrays and Tensors are handled by the fronts' own caches (rearrange's warm path
-runs numpy's calls inline); the other types are detected from the array's type alone,
+numpy arrays and Tensors are known to the door without a lookup (and numpy's rearrange
+has a warm path of its own); the other types are detected from the array's type alone,
 never by importing a framework: a torch tensor can only exist once the caller has
 imported torch, so those modules are loaded on the first array no numpy or Tensor path
 takes, and a type's backend is then one dict lookup (:data:`by_type`).

@@ -101,13 +101,21 @@ OPTIONAL_HOOKS: dict[str, Any] = {
     # An einsum plan as ``runner(arrays)``; None: the front runs the plan's rearranges
     # and the backend's einsum step by step.
     "lower_einsum": None,
+    # A pack plan as ``runner(arrays) -> packed`` over numpy memory (numpy, Tensor: the
+    # plan sees their layouts and dtypes); None: the plan sees shapes alone, and the
+    # library's ``reshape`` and ``concat`` run it.
+    "lower_pack": None,
+    # An unpack plan as ``runner(packed) -> list of views``; None: the library's slicing
+    # and ``reshape``.
+    "lower_unpack": None,
     # x's values as a numpy array, for asnumpy.
     "to_numpy": _as_numpy,
 }
 
 
 def hook(backend: Any, name: str) -> Any:
-    """``backend``'s optional function ``name``, or its default (None where the front
-    has another way: ``lower_symbolic``, ``lower_einsum``)."""
+    """``backend``'s optional function ``name``, or its default (None where the
+    operation has another way: ``lower_symbolic``, ``lower_einsum``, ``lower_pack``,
+    ``lower_unpack``)."""
     found = getattr(backend, name, None)
     return found if found is not None else OPTIONAL_HOOKS[name]

@@ -1,0 +1,227 @@
+"""One call path for every operation (issue #36, item 1): a new operation needs no change
+to the door, ``rearrange/front.py``.
+
+A toy operation, ``swap(x, "a b", times=1)`` — the transpose of a 2-d array, stacked
+``times`` times on a new first axis — is declared here as what an operation brings: a
+parser entry (a kind of the one parse cache), a planner and a numpy lowering. Through
+:func:`rearrange.front.run` it gets the plan cache and ``cache_info`` counts, canonical
+axis lengths, the unhashable-key fallback, the call's context on errors and the
+out-of-memory policy. Oracle: numpy's own transpose and broadcast.
+
+The package's own operations are declared the same way; the last tests check that their
+parse kinds are the parse cache's and that pack and einsum get the same policies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pytest
+
+import rearrange as ra
+from rearrange import front, parsing
+from rearrange.errors import OutOfMemoryError, PatternError
+
+
+# --------------------------------------------------------------------------- the toy
+
+
+def _parse_swap(text: str, op: Any) -> tuple[str, str]:
+    """The parser entry: exactly two axis names."""
+    names = text.split()
+    if len(names) != 2 or not all(name.isidentifier() for name in names):
+        raise parsing.pattern_error("swap takes two axis names, e.g. 'a b'", text, 0,
+                                    max(len(text), 1))
+    return names[0], names[1]
+
+
+parsing.register_kind("test-swap", _parse_swap)
+
+
+@dataclass(frozen=True)
+class SwapPlan:
+    shape: tuple[int, ...]   # the result's shape
+    times: Any
+
+
+def _swap_inputs(x: Any) -> tuple[Any, Any]:
+    return front.backend_of(x, "swap")
+
+
+def _swap_key(backend: Any, x: Any, pattern: str, lengths: Mapping[str, Any], times: Any) -> Any:
+    return ("test-swap", backend, pattern, backend.cache_key(x), times, *lengths.items())
+
+
+PLANNED: list[str] = []     # the patterns planned, in order: a miss plans, a hit does not
+
+
+def _plan_swap(backend: Any, x: Any, pattern: str, lengths: Mapping[str, Any],
+               times: Any) -> SwapPlan:
+    names = front.parse(SWAP, pattern)
+    shape = tuple(x.shape)
+    if len(shape) != 2:
+        raise ra.PatternError(f"swap takes a 2-d array, got shape {shape}")
+    for name, size in zip(names, shape):
+        if name in lengths and lengths[name] != size:
+            raise ra.PatternError(f"{name}={lengths[name]!r}, but the shape says {size}")
+    PLANNED.append(pattern)
+    return SwapPlan((times, shape[1], shape[0]), times)
+
+
+def _lower_swap(backend: Any, plan: SwapPlan, x: Any, lengths: Any, times: Any) -> Any:
+    assert backend.__name__.endswith("ndarray"), "the toy lowers for numpy alone"
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if (x < 0).any():   # a failure that depends on the values, as a reduction's can
+            raise ra.RearrangeError("swap takes no negative values")
+        return np.broadcast_to(x.T, plan.shape).copy()
+    return run
+
+
+def _swap_context(error: Any, pattern: str, x: Any, lengths: Any, times: Any) -> Any:
+    return type(error)(f"{error}\n  while swapping with pattern '{pattern}': input shape "
+                       f"{tuple(x.shape)}")
+
+
+SWAP = front.Operation(name="swap", parse_kind="test-swap", inputs=_swap_inputs,
+                       key=_swap_key, plan=_plan_swap, lower=_lower_swap,
+                       context=_swap_context)
+
+
+def swap(x: Any, pattern: str, times: Any = 1, **axes_lengths: Any) -> Any:
+    return front.run(SWAP, x, pattern, axes_lengths, times)
+
+
+def _oracle(x: np.ndarray, times: int) -> np.ndarray:
+    return np.broadcast_to(x.T, (times, *x.T.shape))
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    ra.cache_clear()
+    PLANNED.clear()
+
+
+# --------------------------------------------------------------------------- the toy's tests
+
+
+def test_a_new_operation_is_planned_once_and_counted() -> None:
+    x = np.arange(6).reshape(2, 3)
+    first = swap(x, "a b", times=2)
+    assert (ra.cache_info().plans.hits, ra.cache_info().plans.misses) == (0, 1)
+    second = swap(x, "a b", times=2)
+    info = ra.cache_info().plans
+    assert (info.hits, info.misses, info.currsize) == (1, 1, 1), info
+    assert PLANNED == ["a b"]
+    np.testing.assert_array_equal(first, _oracle(x, 2))
+    np.testing.assert_array_equal(second, _oracle(x, 2))
+    swap(x.T.copy(), "a b", times=2)   # another shape: its own entry
+    assert ra.cache_info().plans.currsize == 2 and PLANNED == ["a b", "a b"]
+    ra.cache_clear()
+    assert ra.cache_info().plans.currsize == 0
+
+
+def test_a_new_operation_takes_lists_and_scalars_as_the_transforms_do() -> None:
+    rows = [np.arange(3), np.arange(3, 6)]
+    np.testing.assert_array_equal(swap(rows, "a b"), _oracle(np.stack(rows), 1))
+    with pytest.raises(ra.ArgumentTypeError, match=r"swap\(\) takes"):
+        swap("not an array", "a b")
+
+
+def test_axis_lengths_are_canonical_before_the_key() -> None:
+    x = np.arange(6).reshape(2, 3)
+    swap(x, "a b", a=2)
+    swap(x, "a b", a=np.int64(2))    # the same entry: 2 and np.int64(2) are one length
+    info = ra.cache_info().plans
+    assert (info.hits, info.currsize) == (1, 1) and PLANNED == ["a b"]
+    with pytest.raises(ra.PatternError, match=r"a=2\.0"):   # 2.0 == 2: never a hit
+        swap(x, "a b", a=2.0)
+
+
+def test_an_unhashable_argument_is_planned_every_time_and_never_kept() -> None:
+    x = np.arange(6).reshape(2, 3)
+    times = np.array(3)     # a 0-d array: unhashable
+    for _ in range(2):
+        np.testing.assert_array_equal(swap(x, "a b", times=times), _oracle(x, 3))
+    info = ra.cache_info().plans
+    assert (info.hits, info.misses, info.currsize) == (0, 2, 0), info
+    assert PLANNED == ["a b", "a b"]
+
+
+def test_errors_carry_the_call_and_the_parser_entry_is_the_parse_caches() -> None:
+    with pytest.raises(PatternError, match="swap takes two axis names"):
+        swap(np.zeros((2, 3)), "a b c")
+    before = parsing.cache_info()
+    swap(np.zeros((2, 3)), "a b")
+    swap(np.zeros((3, 2)), "a b")    # a new shape: planned, its pattern from the cache
+    assert parsing.cache_info().hits > before.hits
+    x = -np.ones((2, 3))
+    for _ in range(2):  # a miss, then a hit: the same error, with the call's context
+        with pytest.raises(ra.RearrangeError) as raised:
+            swap(x, "a b")
+        assert str(raised.value) == ("swap takes no negative values\n  while swapping "
+                                     "with pattern 'a b': input shape (2, 3)")
+
+
+def test_an_allocation_failure_is_out_of_memory_with_the_context() -> None:
+    x = np.zeros((2, 3))
+    with pytest.raises(OutOfMemoryError, match="not enough memory for the result") as raised:
+        swap(x, "a b", times=2 ** 50)      # 2**50 * 6 float64: numpy refuses at once
+    assert isinstance(raised.value, MemoryError)
+    assert "while swapping with pattern 'a b': input shape (2, 3)" in str(raised.value)
+
+
+def test_traced_sizes_need_the_operations_traced_lowering() -> None:
+    always = dataclasses.replace(SWAP, traced=lambda *call: True)
+    with pytest.raises(ra.ArgumentTypeError, match=r"swap\(\) does not take traced sizes"):
+        front.run(always, np.zeros((2, 3)), "a b", {}, 1)
+
+
+def test_the_door_names_no_operation() -> None:
+    """Everything operation-specific lives with the operation: the door's source names
+    none of the toy's pieces, and the package's operations are declared, not branched on."""
+    source = inspect.getsource(front.run) + inspect.getsource(front.lower_miss) \
+        + inspect.getsource(front.failure)
+    for word in ("swap", "pack", "einsum", "parse_shape", "check_shape", "rearrange(",
+                 "reduce", "repeat", "ndarray", "tensor_backend", ".name =="):
+        assert word not in source, word
+
+
+# --------------------------------------------------------------------------- the package's
+
+
+def _operations() -> list[tuple[front.Operation, str]]:
+    from rearrange.contraction import EINSUM
+    from rearrange.packing import PACK, UNPACK
+    from rearrange.shapes import CHECK_SHAPE, PARSE_SHAPE
+
+    transforms = {"rearrange": "a b -> b a", "reduce": "a b -> a", "repeat": "a -> a b"}
+    return [(PACK, "b *"), (UNPACK, "b *"), (EINSUM, "a b, b c -> a c"),
+            (PARSE_SHAPE, "a _"), (CHECK_SHAPE, "a (b c)"),
+            *((front.TRANSFORMS[op], pattern) for op, pattern in transforms.items())]
+
+
+@pytest.mark.parametrize(("operation", "pattern"), _operations(),
+                         ids=[op.name for op, _ in _operations()])
+def test_every_operation_parses_through_the_parse_cache(operation: front.Operation,
+                                                         pattern: str) -> None:
+    parsed = front.parse(operation, pattern)
+    assert front.parse(operation, pattern) is parsed    # cached
+
+
+def test_pack_unpack_and_einsum_allocation_failures_are_out_of_memory() -> None:
+    """numpy refuses a result of petabytes at once: broadcast inputs take no memory."""
+    huge = np.broadcast_to(np.zeros(1), (2 ** 24, 2 ** 24))
+    with pytest.raises(OutOfMemoryError, match="while packing with pattern 'a \\*'"):
+        ra.pack([huge], "a *")
+    # the entry was kept: the warm lookup's hit takes the same policy
+    with pytest.raises(OutOfMemoryError, match="while packing with pattern 'a \\*'"):
+        ra.pack([huge], "a *")
+    line = np.broadcast_to(np.zeros(1), (2 ** 26,))
+    for _ in range(2):  # a miss, then the warm path's hit
+        with pytest.raises(OutOfMemoryError, match="while computing einsum with pattern"):
+            ra.einsum(line, line, "a, b -> a b")
