@@ -15,7 +15,8 @@ Terms are axis names, numbers (an axis of that length; ``1`` a unit axis), ``...
 same run of axes wherever it stands: as in einops, a separate term, never einx's postfix
 ``b...``), groups ``( )`` — a composition of their terms, or a concatenation of several
 compositions joined by ``+`` — and brackets ``[ ]``, which mark every axis inside them.
-Groups nest. The syntax is grammar/pattern.lark's ``notation`` rule; lark parses it.
+Groups nest one level, brackets hold groups or sit inside them. The syntax is
+grammar/pattern.lark's ``notation`` rule; lark parses it.
 
 Two stages live here, both pure:
 
@@ -176,6 +177,13 @@ def _syntax_error(error: Any, text: str) -> PatternError:
     if token.type in ("RPAR", "RBRACK") and token.type not in expected:
         return pattern_error(f"unbalanced brackets: {token.value!r} has no matching opening",
                              text, position)
+    if token.type == "LPAR" and "LPAR" not in expected:
+        return pattern_error("groups nest one level deep: '(a (b c))' but not "
+                             "'(a (b (c d)))', and no group in a bracket in a group",
+                             text, position)
+    if token.type == "LBRACK" and "LBRACK" not in expected:
+        return pattern_error("brackets do not nest: '[' inside '[ ]' (or a bracket in a "
+                             "group in a bracket)", text, position)
     if token.type == "PLUS":
         return pattern_error("'+' joins the parts of a concatenation inside '( )', e.g. "
                              "'(c1 + c2)'", text, position, token.end_pos)
@@ -235,12 +243,13 @@ def _term(node: Any, text: str) -> Term:
                                 "axis length of at most 18 digits", text, start, end)
         return Number(int(node.value), start, end)
     opening, closing = node.children[0], node.children[-1]
-    if node.data == "nbracket":
-        inner = node.children[1]
-        return Brackets(tuple(_term(n, text) for n in inner.children),
-                        opening.start_pos, closing.end_pos)
-    parts = tuple(tuple(_term(n, text) for n in child.children)
-                  for child in node.children[1:-1] if hasattr(child, "children"))
+    inner = [child for child in node.children[1:-1]
+             if hasattr(child, "children") or child.type != "PLUS"]
+    if node.data in ("nbracket", "nsubbracket"):    # its terms, one node each
+        return Brackets(tuple(_term(n, text) for n in inner), opening.start_pos,
+                        closing.end_pos)
+    # ncomp / nsub: parts (npart / nsubpart trees) joined by '+'
+    parts = tuple(tuple(_term(n, text) for n in part.children) for part in inner)
     return Group(parts, opening.start_pos, closing.end_pos)
 
 

@@ -41,6 +41,21 @@ def test_concatenation_and_nesting():
     assert pattern.outputs is None
 
 
+def test_brackets_hold_groups_and_sit_in_them():
+    outer = parse_notation("[(h w)] (c [2])").inputs[0].terms
+    assert type(outer[0]) is Brackets and type(outer[0].terms[0]) is Group
+    assert type(outer[1]) is Group and type(outer[1].parts[0][1]) is Brackets
+
+
+def test_other_start_rules_do_not_see_the_notations_terminals():
+    """lark keeps a start rule's unreachable rules (and so their terminals, which change
+    the errors of the other kinds of pattern) when they refer to each other."""
+    from rearrange.parsing import get_parser
+    for start in ("transform", "pack", "shape", "einsum"):
+        names = {terminal.name for terminal in get_parser(start).terminals}
+        assert not names & {"PLUS", "LBRACK", "RBRACK"}, start
+
+
 def test_empty_expressions_are_scalars():
     pattern = parse_notation("a b, -> a")
     assert pattern.inputs[1].terms == () and pattern.outputs[0].terms[0].name == "a"
@@ -56,6 +71,8 @@ def test_empty_expressions_are_scalars():
     ("a_ b", "must not start or end with '_'", "a_"),
     ("(a ... + b)", "cannot be part of a concatenation", "(a ... + b)"),
     ("a $", "unexpected character '$'", "$"),
+    ("(a (b (c d)))", "groups nest one level deep", "("),
+    ("[a [b]]", "brackets do not nest", "["),
     ("a " + "9" * 19, "at most 18 digits", "9" * 19),
 ])
 def test_errors_point_at_the_text(text, message, pointed):
