@@ -389,8 +389,14 @@ class EinsumPlan(JsonDump):
         verb = "reshape" if library == "numpy" else "view"
         operands = [name if prep is None else f"{name}.{verb}({_shape_arg(prep.plan.output.shape)})"
                     for name, prep in zip(names, self.preparations)]
-        form = matmul_form(self) if library == "torch" and self.engine == "torch.matmul" else None
-        if library == "numpy":
+        form = matmul_form(self) if self.engine == f"{library}.matmul" else None
+        if library == "numpy" and form is not None:
+            if self.output_pattern is not None and form.output_order is None:
+                form = dataclasses.replace(form, result_shape=None)
+            call = form.source(*operands, library="numpy")
+            if form.output_order is not None:
+                call = f"np.ascontiguousarray({call})"
+        elif library == "numpy":
             extra = "" if self.path is None else f", optimize={self.optimize!r}"
             call = f"np.einsum({self.subscripts!r}, {', '.join(operands)}{extra})"
         elif form is not None:
@@ -437,25 +443,27 @@ class MatmulForm:
     result_shape: tuple[int, ...] | None  # the product to (*batch, *rows, *columns)
     output_order: tuple[int, ...] | None  # then to the output's letter order
 
-    def describe(self, names: Mapping[str, str]) -> str:
+    def describe(self, names: Mapping[str, str], library: str = "torch") -> str:
         def axes(letters: str) -> str:
             return " ".join(names[c] for c in letters) or "none"
-        return (f"torch.matmul: batch {axes(self.batch)}, rows {axes(self.rows)}, summed "
+        return (f"{library}.matmul: batch {axes(self.batch)}, rows {axes(self.rows)}, summed "
                 f"{axes(self.inner)}, columns {axes(self.columns)}")
 
-    def source(self, left: str, right: str) -> str:
-        """The torch expression, on the prepared inputs' expressions."""
+    def source(self, left: str, right: str, library: str = "torch") -> str:
+        """The torch (or numpy) expression, on the prepared inputs' expressions."""
+        permute, module = ("permute", "torch") if library == "torch" else ("transpose", "np")
+
         def shaped(expr: str, order: tuple[int, ...] | None, shape: tuple[int, ...] | None) -> str:
             if order is not None:
-                expr += f".permute({_shape_arg(order)})"
+                expr += f".{permute}({_shape_arg(order)})"
             if shape is not None:
                 expr += f".reshape({_shape_arg(shape)})"
             return expr
-        call = (f"torch.matmul({shaped(left, self.left_order, self.left_shape)}, "
+        call = (f"{module}.matmul({shaped(left, self.left_order, self.left_shape)}, "
                 f"{shaped(right, self.right_order, self.right_shape)})")
         call = shaped(call, None, self.result_shape)
         if self.output_order is not None:
-            call += f".permute({_shape_arg(self.output_order)})"
+            call += f".{permute}({_shape_arg(self.output_order)})"
         return call
 
 
@@ -1233,9 +1241,12 @@ def _context(pattern: str, shapes: Sequence[tuple[int, ...]], axes_lengths: Mapp
 
 
 def _plan_with_context(pattern: str, operands: Sequence[_Operand],
-                       axes_lengths: Mapping[str, Any]) -> EinsumPlan:
+                       axes_lengths: Mapping[str, Any], numpy_data: bool = True) -> EinsumPlan:
+    """The plan, PatternErrors with the call's context; ``numpy_data``: numpy contracts
+    it (numpy arrays, Tensors, shapes), so a batched matrix product goes to matmul."""
     try:
-        return _plan(parse_einsum(pattern), operands, axes_lengths)
+        plan = _plan(parse_einsum(pattern), operands, axes_lengths)
+        return with_numpy_matmul(plan) if numpy_data else plan
     except PatternError as error:
         shapes = [o.layout.shape for o in operands]
         raise PatternError(f"{error}\n{_context(pattern, shapes, axes_lengths)}") from None
@@ -1527,7 +1538,7 @@ def _foreign_plan(backend: Any, tensors: Sequence[Any], pattern: str,
             operands.append(_Operand(
                 info.layout, _numpy_name(info.dtype), info.itemsize, "elements",
                 functools.partial(_described, describe_copy, x=tensor, info=info)))
-        plan = _plan_with_context(pattern, operands, axes_lengths)
+        plan = _plan_with_context(pattern, operands, axes_lengths, numpy_data=False)
         plan = hook(backend, "describe_einsum")(plan, tensors)
         PLANS.put(key, plan)
     return plan
@@ -1546,6 +1557,25 @@ def with_engine(plan: EinsumPlan, engine: str, how: str) -> EinsumPlan:
     steps = tuple(dataclasses.replace(step, reason=reason) if step.op == "einsum" else step
                   for step in plan.steps)
     return dataclasses.replace(plan, engine=engine, path=None, steps=steps)
+
+
+# numpy's matmul runs BLAS (its threads) for these dtypes; its other loops are plain C.
+_BLAS_DTYPES = frozenset({"float32", "float64", "complex64", "complex128"})
+
+
+def with_numpy_matmul(plan: EinsumPlan) -> EinsumPlan:
+    """``plan`` contracted by ``numpy.matmul`` where it is a batched matrix product of
+    two inputs of one BLAS dtype worth BLAS's start-up (the cost at which numpy's optimize
+    path would contract through BLAS too): numpy.einsum's optimize path hands a product
+    with batch axes to its own C loop, one thread, ~10x slower than BLAS (#39). Numerics
+    are BLAS's, as they are on numpy's optimize path."""
+    if plan.path is None or len(plan.inputs) != 2 or plan.dtype not in _BLAS_DTYPES \
+            or any(d != plan.dtype for d in plan.input_dtypes):
+        return plan
+    form = matmul_form(plan)
+    if form is None:
+        return plan
+    return with_engine(plan, "numpy.matmul", form.describe(dict(plan.letters), "numpy"))
 
 
 def _numpy_name(dtype: str) -> str | None:

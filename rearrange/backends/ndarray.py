@@ -383,14 +383,44 @@ def packed_places(plan: Any) -> list[tuple[Any, tuple[int, ...] | None]]:
 
 
 def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
-    """An einsum plan's contraction, ``Sequence[np.ndarray] -> np.ndarray``: numpy.einsum
-    of the prepared operands into a fresh C-contiguous array (``plan.contraction``)."""
+    """An einsum plan's contraction, ``Sequence[np.ndarray] -> np.ndarray``: a fresh
+    C-contiguous array (``plan.contraction``) from numpy.einsum of the prepared operands,
+    or, for the ``numpy.matmul`` engine, from BLAS's batched product (its operands
+    permuted and grouped as views where strides allow; the product permuted to the
+    output's order by the copy kernel)."""
     shape, dtype = plan.contraction.shape, np.dtype(plan.dtype)
+    if plan.engine == "numpy.matmul":
+        return _matmul_contraction(plan, shape, dtype)
     subscripts, optimize = plan.subscripts, plan.optimize
 
     def contract(operands: Any) -> np.ndarray:
         result = np.empty(shape, dtype)
         np.einsum(subscripts, *operands, out=result, optimize=optimize)
+        return result
+    return contract
+
+
+def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
+                        ) -> Callable[[Any], np.ndarray]:
+    from ..contraction import matmul_form
+
+    form = matmul_form(plan)
+
+    def shaped(x: np.ndarray, order: Any, grouped: Any) -> np.ndarray:
+        if order is not None:
+            x = x.transpose(order)
+        return x if grouped is None else x.reshape(grouped)
+
+    def contract(operands: Any) -> np.ndarray:
+        left, right = operands
+        product = np.matmul(shaped(left, form.left_order, form.left_shape),
+                            shaped(right, form.right_order, form.right_shape))
+        grouped = product.reshape(form.result_shape) if form.result_shape is not None \
+            else product
+        if form.output_order is None:
+            return grouped.reshape(shape)
+        result = np.empty(shape, dtype)
+        kernel.copy_into(result, grouped.transpose(form.output_order))
         return result
     return contract
 
