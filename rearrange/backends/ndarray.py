@@ -27,6 +27,7 @@ from .. import kernel
 from ..calls import numpy_layout, plan_for
 from ..errors import RearrangeError
 from ..layout import Layout
+from ..matmul import matmul_form
 from ..plan import Plan
 from ..reductions import apply_reduction, plan_by_layout, reduce_by_layout
 from ..tensor import Tensor
@@ -402,8 +403,6 @@ def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
 
 def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
                         ) -> Callable[[Any], np.ndarray]:
-    from ..contraction import matmul_form
-
     form = matmul_form(plan)
 
     def shaped(x: np.ndarray, order: Any, grouped: Any) -> np.ndarray:
