@@ -959,7 +959,7 @@ def _call(op: str, x: Any, arguments: tuple, axes_lengths: Mapping[str, Any]) ->
         raise _with_call(DimensionError(f"{error}"), op, pattern, arrays) from None
 
 
-def get_at(x: Any, *arguments: Any, **axes_lengths: Any) -> Any:
+def get_at(x: Any, /, *arguments: Any, **axes_lengths: Any) -> Any:
     """The elements of ``x`` at coordinates given by index arrays, in einx's notation:
     ``get_at(x, idx, ..., pattern)``. Brackets in ``x``'s expression mark the indexed
     axes; a bracketed axis of an index array holds coordinates (one per indexed axis);
@@ -978,7 +978,7 @@ def get_at(x: Any, *arguments: Any, **axes_lengths: Any) -> Any:
     return _call("get_at", x, arguments, axes_lengths)
 
 
-def set_at(x: Any, *arguments: Any, **axes_lengths: Any) -> Any:
+def set_at(x: Any, /, *arguments: Any, **axes_lengths: Any) -> Any:
     """A new array: ``x`` with the update array's values written at the coordinates the
     index arrays give: ``set_at(x, idx, ..., values, pattern)`` (no ``->``: the result
     has ``x``'s expression). ``x`` is not modified. Where coordinates repeat, one of
@@ -992,7 +992,7 @@ def set_at(x: Any, *arguments: Any, **axes_lengths: Any) -> Any:
     return _call("set_at", x, arguments, axes_lengths)
 
 
-def add_at(x: Any, *arguments: Any, **axes_lengths: Any) -> Any:
+def add_at(x: Any, /, *arguments: Any, **axes_lengths: Any) -> Any:
     """A new array: ``x`` plus the update array's values at the coordinates the index
     arrays give, repeated coordinates accumulating: ``add_at(x, idx, ..., values,
     pattern)``. ``x`` is not modified.
@@ -1004,7 +1004,7 @@ def add_at(x: Any, *arguments: Any, **axes_lengths: Any) -> Any:
     return _call("add_at", x, arguments, axes_lengths)
 
 
-def subtract_at(x: Any, *arguments: Any, **axes_lengths: Any) -> Any:
+def subtract_at(x: Any, /, *arguments: Any, **axes_lengths: Any) -> Any:
     """A new array: ``x`` minus the update array's values at the coordinates the index
     arrays give, repeated coordinates accumulating. ``x`` is not modified.
 
@@ -1015,7 +1015,7 @@ def subtract_at(x: Any, *arguments: Any, **axes_lengths: Any) -> Any:
     return _call("subtract_at", x, arguments, axes_lengths)
 
 
-def explain_indexing(x: Any, *arguments: Any, op: str = "get_at",
+def explain_indexing(x: Any, /, *arguments: Any, op: str = "get_at",
                      **axes_lengths: Any) -> IndexPlan:
     """The plan ``op`` follows for these arrays, without running it: arrays (or shapes
     — tuples of ints — for C-contiguous numpy arrays) first, the pattern last. Its text
