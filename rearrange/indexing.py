@@ -224,11 +224,17 @@ def _leaf_lengths(dims: Sequence[Any], lengths: Mapping[str, int]) -> tuple[int,
 def plan_indexing(op: str, pattern: str, shapes: Sequence[Sequence[int]],
                   strides: Sequence[int] | None = None,
                   given: Mapping[str, int] | None = None,
-                  route: str | None = None) -> IndexPlan:
+                  route: str | None = None, symbolic: bool = False) -> IndexPlan:
     """The plan of ``op`` for arrays of ``shapes`` (the indexed array first; the update
     array last for the updates), the indexed array's element ``strides`` (None: the route
     is "axes", as under tracing; C-contiguous strides allow "rows"). Raises PatternError
-    (with a caret) for a pattern that does not fit."""
+    (with a caret) for a pattern that does not fit.
+
+    ``symbolic``: the sizes are traced (torch's SymInts). Then nothing here compares a
+    size with a number: an axis written as a number (``[2]``) takes that length without
+    a check (a comparison would pin the trace to the example's size, and dynamo gives
+    equal sizes one symbol: ``b`` of 2 would be pinned too), and whether the output
+    needs a reshape is read from the pattern, not from the lengths."""
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} "
                                 f"{pattern!r}")
@@ -295,6 +301,9 @@ def plan_indexing(op: str, pattern: str, shapes: Sequence[Sequence[int]],
                 raise _fail("the update array (last expression) has no brackets", text,
                             leaf.term)
     all_dims = [x_dims, *index_dims] + ([values_dims] if values_dims is not None else [])
+    if symbolic:    # the numbers' lengths as written (see the docstring)
+        shapes = [tuple(d.length if type(d) is Leaf and d.name is None else n
+                        for d, n in zip(dims, shape)) for dims, shape in zip(all_dims, shapes)]
     lengths = notation.solve(all_dims, shapes, text, given)
     for name in (leaf.name for dims in all_dims for leaf in notation.leaves(dims)):
         if name is not None and name not in lengths:
@@ -423,16 +432,15 @@ def plan_indexing(op: str, pattern: str, shapes: Sequence[Sequence[int]],
         order = tuple(block.index(leaf.name) for leaf in out_named)
         if order != tuple(range(len(order))):
             out_order = order
-        final = tuple(notation.length_of(d, lengths) for d in out_dims)
-        if final != tuple(lengths[leaf.name] for leaf in out_named):
-            out_shape = final
+        if _has_groups(out_dims) or len(out_leaves) != len(out_named):
+            out_shape = tuple(notation.length_of(d, lengths) for d in out_dims)
     else:
         order = tuple(position[leaf.name] for leaf in out_named)
         if order != tuple(range(len(order))):
             out_order = order
-        final = tuple(notation.length_of(d, lengths) for d in out_dims)
-        if final != tuple(lengths[leaf.name] for leaf in out_named) or x_split is not None:
-            out_shape = final
+        if _has_groups(out_dims) or len(out_leaves) != len(out_named) or \
+                x_split is not None:
+            out_shape = tuple(notation.length_of(d, lengths) for d in out_dims)
     values_order = values_split = values_shape = None
     if values_dims is not None:
         v_leaves = list(notation.leaves(values_dims))
@@ -861,10 +869,14 @@ def _check_index_dtype(a: Any, library: str, op: str, argument: int) -> None:
 
 
 def _traced(arrays: Sequence[Any], library: str) -> bool:
+    """Must the call be planned without sizes or data (no cache, the "axes" route, no
+    coordinate checks)? For torch: traced sizes (torch.compile, torch.export), or any
+    tracing, dispatch mode or functorch transform (fake tensors have no values to
+    check)."""
     if library != "torch":
         return False
     from .backends import _torch
-    return any(_torch.traced(a, {}) for a in arrays)
+    return any(_torch.traced(a, {}) or not _torch.plain_eager(a) for a in arrays)
 
 
 def _key_of(a: Any, library: str) -> Any:
@@ -913,7 +925,7 @@ def _plan_for(op: str, pattern: str, library: str, arrays: Sequence[Any],
             strides = tuple(x.stride())
     if library == "torch" and op in _UPDATES:
         strides = None          # torch's updates: one out-of-place index_put (axes)
-    return plan_indexing(op, pattern, shapes, strides, axes_lengths)
+    return plan_indexing(op, pattern, shapes, strides, axes_lengths, symbolic=traced)
 
 
 def _lower(plan: IndexPlan, library: str, traced: bool) -> Callable[..., Any]:
