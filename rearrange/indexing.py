@@ -969,6 +969,12 @@ def _call(op: str, x: Any, arguments: tuple, axes_lengths: Mapping[str, Any]) ->
         raise _with_call(error, op, pattern, arrays) from None
     except IndexError as error:         # the library's own bounds check (axes route)
         raise _with_call(DimensionError(f"{error}"), op, pattern, arrays) from None
+    except TypeError as error:
+        if not type(error).__name__.startswith("UFunc"):
+            raise
+        # numpy's add.at/subtract.at refusing the update array's dtype for x's
+        raise _with_call(ArgumentTypeError(f"{op}(): the update array's dtype does not "
+                                           f"fit x's: {error}"), op, pattern, arrays) from None
 
 
 def get_at(x: Any, /, *arguments: Any, **axes_lengths: Any) -> Any:
