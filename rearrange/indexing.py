@@ -880,7 +880,7 @@ def _traced(arrays: Sequence[Any], library: str) -> bool:
 
 
 def _key_of(a: Any, library: str) -> Any:
-    if library == "numpy":
+    if library == "numpy":      # (as numpy's warm path in _call builds it)
         return (a.shape, a.strides, a.dtype)
     if library == "torch":
         return (a.shape, a.stride(), a.dtype, a.device)
@@ -896,17 +896,22 @@ def _split_arguments(op: str, arguments: tuple) -> tuple[tuple, str]:
 
 
 def _prepared(op: str, x: Any, others: tuple) -> tuple[str, list[Any]]:
+    """The call's library and its arrays, all of it (index and update arrays converted).
+    Index dtypes are checked when a runner is planned (the cache key holds them)."""
     library = _library(x, op)
     updates = op in _UPDATES
     arrays = [x]
     for k, a in enumerate(others, start=1):
         last = updates and k == len(others)
-        converted = _as_library(a, library, x, op, "the update array" if last else
-                                f"index array {k}")
-        if not last:
-            _check_index_dtype(converted, library, op, k)
-        arrays.append(converted)
+        arrays.append(_as_library(a, library, x, op, "the update array" if last else
+                                  f"index array {k}"))
     return library, arrays
+
+
+def _check_index_dtypes(op: str, library: str, arrays: Sequence[Any]) -> None:
+    index_arrays = arrays[1:-1] if op in _UPDATES else arrays[1:]
+    for k, a in enumerate(index_arrays, start=1):
+        _check_index_dtype(a, library, op, k)
 
 
 def _plan_for(op: str, pattern: str, library: str, arrays: Sequence[Any],
@@ -945,7 +950,24 @@ def _with_call(error: RearrangeError, op: str, pattern: str, arrays: Sequence[An
                        f"shapes {shapes}")
 
 
+_ndarray = np.ndarray
+_entries = PLANS.entries
+
+
 def _call(op: str, x: Any, arguments: tuple, axes_lengths: Mapping[str, Any]) -> Any:
+    # numpy's warm path: exact numpy arrays only, one key, one dict lookup
+    if type(x) is _ndarray and arguments and type(arguments[-1]) is str and \
+            all(type(a) is _ndarray for a in arguments[:-1]):
+        key = (op, "numpy", arguments[-1], ((x.shape, x.strides, x.dtype),
+               *[(a.shape, a.strides, a.dtype) for a in arguments[:-1]]),
+               tuple(axes_lengths.items()))
+        try:
+            runner = _entries.get(key)
+        except TypeError:       # unhashable lengths: planned (and refused) below
+            runner = None
+        if runner is not None:
+            PLANS.hits += 1
+            return _run(runner, op, arguments[-1], (x, *arguments[:-1]))
     others, pattern = _split_arguments(op, arguments)
     library, arrays = _prepared(op, x, others)
     traced = _traced(arrays, library)
@@ -956,6 +978,7 @@ def _call(op: str, x: Any, arguments: tuple, axes_lengths: Mapping[str, Any]) ->
                tuple(axes_lengths.items()))
         runner = PLANS.get(key)
     if runner is None:
+        _check_index_dtypes(op, library, arrays)
         try:
             plan = _plan_for(op, pattern, library, arrays, axes_lengths, traced)
         except RearrangeError as error:
@@ -963,6 +986,10 @@ def _call(op: str, x: Any, arguments: tuple, axes_lengths: Mapping[str, Any]) ->
         runner = _lower(plan, library, traced)
         if key is not None:
             PLANS.put(key, runner)
+    return _run(runner, op, pattern, arrays)
+
+
+def _run(runner: Callable[..., Any], op: str, pattern: str, arrays: Sequence[Any]) -> Any:
     try:
         return runner(*arrays)
     except RearrangeError as error:
@@ -1057,6 +1084,7 @@ def explain_indexing(x: Any, /, *arguments: Any, op: str = "get_at",
         strides = Layout.contiguous(x).strides
         return plan_indexing(op, pattern, shapes, strides, axes_lengths)
     library, arrays = _prepared(op, x, others)
+    _check_index_dtypes(op, library, arrays)
     return _plan_for(op, pattern, library, arrays, axes_lengths, _traced(arrays, library))
 
 

@@ -234,6 +234,8 @@ def test_get_at_any_layout_and_index_values(case):
          expected.transpose(1, 2, 0))
     xt, it = torch.from_numpy(x.copy()), torch.from_numpy(idx)
     same(ra.get_at(xt, it, "b [h w] c, b p [2] -> b p c"), expected)
+    if min(x.strides) >= 0:     # torch takes the same layout (no negative strides)
+        same(ra.get_at(torch.from_numpy(x), it, "b [h w] c, b p [2] -> b p c"), expected)
     if x.size and idx.size:     # einx fails on size-0 arrays
         h, w = x.shape[1:3]
         same(oracle("get_at", x, wrapped(idx, [h, w]), pattern="b [h w] c, b p [2] -> b p c"),
@@ -262,6 +264,22 @@ def test_updates_any_layout_and_index_values(case, op):
                                              i1[bb] % max(x.shape[2], 1))}) == i0.size:
         xt, it, vt = as_torch(x.copy(), idx, values)
         same(getattr(ra, op)(xt, it, vt, "b [h w] c, b p [2], b p c"), expected)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16"])
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_any_integer_dtype_indexes(dtype, library):
+    x, idx = floats(2, 3, 4), ints(3, (2, 5)).astype(dtype)
+    expected = x[np.arange(2)[:, None], idx.astype(np.int64)]
+    if library == "torch":
+        if not hasattr(torch, dtype):
+            pytest.skip(f"torch has no {dtype}")
+        x, idx = as_torch(x, idx)     # (uint8 would be a mask to torch's indexing)
+    same(ra.get_at(x, idx, "b [h] c, b p -> b p c"), expected)
+    same(ra.add_at(x, idx, floats(2, 5, 4) * 0 + 1, "b [h] c, b p, b p c"),
+         oracle("add_at", *as_torch(np.asarray(x), idx.astype(np.int64) if isinstance(
+             idx, np.ndarray) else idx.long(), np.ones((2, 5, 4), np.float32)),
+             pattern="b [h] c, b p, b p c"))
 
 
 # --------------------------------------------------------------------- errors
