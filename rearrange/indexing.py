@@ -46,6 +46,7 @@ CPU), never a ``DimensionError``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ from . import notation
 from .caching import PLANS
 from .errors import ArgumentTypeError, DimensionError, PatternError, RearrangeError
 from .layout import Layout
-from .notation import Brackets, Dots, Group, Leaf, Name, Number, Product, Sum
+from .notation import Brackets, Leaf, Name, Number, Product, Sum
 from .parsing import pattern_error, shorten
 
 __all__ = ["get_at", "set_at", "add_at", "subtract_at", "explain_indexing", "IndexPlan",
@@ -270,28 +271,7 @@ def plan_indexing(op: str, pattern: str, shapes: Sequence[Sequence[int]],
         raise pattern_error("the indexed array (first expression) marks no axis to index; "
                             "put its indexed axes in brackets, e.g. 'b [h w] c'", text,
                             x_expr.start, x_expr.end)
-    index_dims = []
-    coordinate_axes: list[int | None] = []
-    for k, expression in enumerate(index_exprs, start=1):
-        dims = notation.expand(expression, text, rank=len(shapes[k]))
-        _check_terms(dims, text, "an index array", numbers=True)
-        marked = [i for i, d in enumerate(dims) if d.marked]
-        nested = [leaf for d in dims if type(d) is not Leaf for leaf in notation.leaves((d,))
-                  if leaf.marked]
-        brackets = [t for t in expression.terms if type(t) is Brackets]
-        if nested or len(brackets) > 1 or len(marked) > 1 or \
-                any(len(b.terms) != 1 or type(b.terms[0]) not in (Name, Number)
-                    for b in brackets):
-            where = (brackets[1] if len(brackets) > 1 else brackets[0]) if brackets else \
-                expression
-            raise _fail("an index array has at most one coordinate axis: one axis in "
-                        "brackets, e.g. 'b p [2]'", text, where)
-        for i, dim in enumerate(dims):
-            if type(dim) is Leaf and dim.name is None and not dim.marked and dim.length != 1:
-                raise _fail(f"an anonymous axis ({dim.length}) in an index array; name it",
-                            text, dim.term)
-        index_dims.append(dims)
-        coordinate_axes.append(marked[0] if marked else None)
+    index_dims, coordinate_axes = _index_dims(index_exprs, shapes[1:], text)
     values_dims = None
     if values_expr is not None:
         values_dims = notation.expand(values_expr, text, rank=len(shapes[-1]))
@@ -408,21 +388,9 @@ def plan_indexing(op: str, pattern: str, shapes: Sequence[Sequence[int]],
     indexed_names = [n for n, _ in indexed]
     x_order = tuple(position[n] for n in batch + indexed_names + out_value_names)
 
-    arrays = []
-    for k, (dims, axis, count) in enumerate(zip(index_dims, coordinate_axes, counts), 1):
-        leaves_k = list(notation.leaves(dims))
-        split = _leaf_lengths(dims, lengths) if _has_groups(dims) else None
-        coordinate_leaf = None
-        if axis is not None:    # the coordinate axis is top level: its leaf position
-            coordinate_leaf = sum(len(list(notation.leaves((d,)))) for d in dims[:axis])
-        rest = [leaf for i, leaf in enumerate(leaves_k) if i != coordinate_leaf]
-        rest_names = [leaf.name for leaf in rest]
-        # unit number leaves (1) stay as they are and are dropped by the reshape below
-        order = tuple(rest_names.index(n) for n in space_names if n in rest_names)
-        units = tuple(i for i, n in enumerate(rest_names) if n is None)
-        order = order + units
-        shape = tuple(lengths[n] if n in rest_names else 1 for n in space_names)
-        arrays.append(IndexArray(k, split, coordinate_leaf, count, order, shape))
+    arrays = tuple(_place_index_array(k, dims, axis, count, space_names, lengths)
+                   for k, (dims, axis, count) in enumerate(
+                       zip(index_dims, coordinate_axes, counts), start=1))
     batch_places = tuple(space_names.index(n) for n in batch)
 
     # output: from (space..., value...) to the output's leaves
@@ -443,43 +411,99 @@ def plan_indexing(op: str, pattern: str, shapes: Sequence[Sequence[int]],
             out_shape = tuple(notation.length_of(d, lengths) for d in out_dims)
     values_order = values_split = values_shape = None
     if values_dims is not None:
-        v_leaves = list(notation.leaves(values_dims))
-        v_names = [leaf.name for leaf in v_leaves]
-        for leaf in v_leaves:
-            if leaf.name is not None and leaf.name not in block:
-                raise _fail(f"axis {leaf.name!r} of the update array is neither an index "
-                            "array's axis nor a value axis of the indexed array", text,
-                            leaf.term)
-            if leaf.name is None and leaf.length != 1:
-                raise _fail(f"an anonymous axis ({leaf.length}) in the update array; name "
-                            "it", text, leaf.term)
-        values_split = _leaf_lengths(values_dims, lengths) if _has_groups(values_dims) \
-            else None
-        present = [n for n in block if n in v_names]
-        values_order = tuple(v_names.index(n) for n in present) + \
-            tuple(i for i, n in enumerate(v_names) if n is None)
-        values_shape = tuple(lengths[n] if n in v_names else 1 for n in block)
-
+        values_split, values_order, values_shape = _place_values(values_dims, block,
+                                                                 lengths, text)
     x_shape = tuple(shapes[0])
     leaf_shape = x_split if x_split is not None else x_shape
-    plan = dict(op=op, pattern=pattern, x_split=x_split, x_order=x_order,
-                batch=tuple(batch), indexed=tuple(indexed),
-                values_axes=tuple(out_value_names), space=tuple(space_names),
-                space_shape=space_shape, value_shape=value_shape,
-                index_arrays=tuple(arrays), batch_places=batch_places,
-                out_order=out_order, out_shape=out_shape, values_order=values_order,
-                values_split=values_split, values_shape=values_shape, x_shape=x_shape)
-    rows = None
-    if strides is not None and route != "axes":
-        if x_split is not None:     # a split is always a view: the leaves' strides
-            split = Layout(x_shape, tuple(strides), 0).try_view(x_split)
-            strides = None if split is None else split.strides
-        rows = _rows_route(leaf_shape, strides, x_order, len(batch) + len(indexed))
+    plan = IndexPlan(op=op, pattern=pattern, x_split=x_split, x_order=x_order,
+                     batch=tuple(batch), indexed=tuple(indexed),
+                     values_axes=tuple(out_value_names), space=tuple(space_names),
+                     space_shape=space_shape, value_shape=value_shape,
+                     index_arrays=arrays, batch_places=batch_places, route="axes",
+                     out_order=out_order, out_shape=out_shape, values_order=values_order,
+                     values_split=values_split, values_shape=values_shape, x_shape=x_shape)
+    if strides is None or route == "axes":
+        return plan
+    if x_split is not None:     # a split is always a view: the leaves' strides
+        split = Layout(x_shape, tuple(strides), 0).try_view(x_split)
+        if split is None:
+            return plan
+        strides = split.strides
+    rows = _rows_route(leaf_shape, strides, x_order, len(batch) + len(indexed))
     if rows is None:
-        return IndexPlan(route="axes", **plan)
+        return plan
     rows_order, rows_view, multipliers, contiguous = rows
-    return IndexPlan(route="rows", rows_order=rows_order, rows_view=rows_view,
-                     multipliers=multipliers, take=contiguous, **plan)
+    return dataclasses.replace(plan, route="rows", rows_order=rows_order,
+                               rows_view=rows_view, multipliers=multipliers,
+                               take=contiguous)
+
+
+def _index_dims(expressions: Sequence[notation.Expression],
+                shapes: Sequence[Sequence[int]], text: str
+                ) -> tuple[list[tuple[Any, ...]], list[int | None]]:
+    """Each index array's Dim trees, and its coordinate axis (a top-level position, or
+    None): at most one bracketed axis, a name or a number, never inside a group."""
+    index_dims, coordinate_axes = [], []
+    for expression, shape in zip(expressions, shapes):
+        dims = notation.expand(expression, text, rank=len(shape))
+        _check_terms(dims, text, "an index array", numbers=True)
+        marked = [i for i, d in enumerate(dims) if d.marked]
+        nested = [leaf for d in dims if type(d) is not Leaf for leaf in notation.leaves((d,))
+                  if leaf.marked]
+        brackets = [t for t in expression.terms if type(t) is Brackets]
+        if nested or len(brackets) > 1 or len(marked) > 1 or \
+                any(len(b.terms) != 1 or type(b.terms[0]) not in (Name, Number)
+                    for b in brackets):
+            where = (brackets[1] if len(brackets) > 1 else brackets[0]) if brackets else \
+                expression
+            raise _fail("an index array has at most one coordinate axis: one axis in "
+                        "brackets, e.g. 'b p [2]'", text, where)
+        for dim in dims:
+            if type(dim) is Leaf and dim.name is None and not dim.marked and dim.length != 1:
+                raise _fail(f"an anonymous axis ({dim.length}) in an index array; name it",
+                            text, dim.term)
+        index_dims.append(dims)
+        coordinate_axes.append(marked[0] if marked else None)
+    return index_dims, coordinate_axes
+
+
+def _place_index_array(argument: int, dims: Sequence[Any], axis: int | None, count: int,
+                       space: Sequence[str], lengths: Mapping[str, int]) -> IndexArray:
+    """How index array ``argument`` (of Dim trees ``dims``, coordinate axis ``axis``)
+    broadcasts over the index space ``space``: its leaves without the coordinate axis
+    permuted into space order (unit leaves last, dropped by the reshape to
+    ``space_shape``)."""
+    leaves = list(notation.leaves(dims))
+    split = _leaf_lengths(dims, lengths) if _has_groups(dims) else None
+    coordinate_leaf = None
+    if axis is not None:    # the coordinate axis is top level: its leaf position
+        coordinate_leaf = sum(len(list(notation.leaves((d,)))) for d in dims[:axis])
+    names = [leaf.name for i, leaf in enumerate(leaves) if i != coordinate_leaf]
+    order = tuple(names.index(n) for n in space if n in names) + \
+        tuple(i for i, n in enumerate(names) if n is None)
+    shape = tuple(lengths[n] if n in names else 1 for n in space)
+    return IndexArray(argument, split, coordinate_leaf, count, order, shape)
+
+
+def _place_values(dims: Sequence[Any], block: Sequence[str], lengths: Mapping[str, int],
+                  text: str) -> tuple[tuple[int, ...] | None, tuple[int, ...],
+                                      tuple[int, ...]]:
+    """The update array's split, permutation and shape that make it broadcast over the
+    gathered block ``(space..., value...)``; its axes must be among the block's."""
+    leaves = list(notation.leaves(dims))
+    names = [leaf.name for leaf in leaves]
+    for leaf in leaves:
+        if leaf.name is not None and leaf.name not in block:
+            raise _fail(f"axis {leaf.name!r} of the update array is neither an index "
+                        "array's axis nor a value axis of the indexed array", text, leaf.term)
+        if leaf.name is None and leaf.length != 1:
+            raise _fail(f"an anonymous axis ({leaf.length}) in the update array; name it",
+                        text, leaf.term)
+    split = _leaf_lengths(dims, lengths) if _has_groups(dims) else None
+    order = tuple(names.index(n) for n in block if n in names) + \
+        tuple(i for i, n in enumerate(names) if n is None)
+    shape = tuple(lengths[n] if n in names else 1 for n in block)
+    return split, order, shape
 
 
 def _updates_space(index_dims: Sequence[Any], batch: Sequence[str]) -> list[str]:
@@ -493,8 +517,11 @@ def _updates_space(index_dims: Sequence[Any], batch: Sequence[str]) -> list[str]
     return names
 
 
+_Rows = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], bool]
+
+
 def _rows_route(leaf_shape: tuple[int, ...], strides: Sequence[int] | None,
-                x_order: tuple[int, ...], merged: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], bool] | None:
+                x_order: tuple[int, ...], merged: int) -> _Rows | None:
     """The "rows" route, if the batch and indexed axes (the first ``merged`` of
     ``x_order``) merge into one axis as a view — in the order of decreasing stride,
     whatever their order in the pattern: ``(rows_order, rows_view, multipliers,
@@ -1067,12 +1094,10 @@ def explain_indexing(x: Any, /, *arguments: Any, op: str = "get_at",
     (``str(plan)``) says which views are taken and which gather or scatter runs.
 
     >>> import rearrange as ra
-    >>> print(ra.explain_indexing((50000, 512), (32, 128), '[v] d, b t -> b t d'))
-    get_at '[v] d, b t -> b t d'
-      axes     batch: -; indexed: v=50000; value: d
-      x        view: as it is (batch, indexed, value)
-      index 1  view: one coordinate, each a view broadcast to (32, 128) (space b t)
-      rows     view of x as (50000, 512): batch and indexed axes merged (no copy); row = sum(coordinate * (1,)), each coordinate checked and wrapped on its own axis
+    >>> plan = ra.explain_indexing((50000, 512), (32, 128), '[v] d, b t -> b t d')
+    >>> plan.route, plan.rows_view, plan.take
+    ('rows', (50000, 512), True)
+    >>> print(str(plan).splitlines()[-1])
       gather   one np.take(rows, row, axis=0)
     """
     if op not in OPERATIONS:
