@@ -162,8 +162,10 @@ class IndexPlan:
                 how = "np.take(rows, row, axis=0)" if self.take else \
                     "rows[row] (numpy) / index_select (torch)"
             else:
-                how = {"set_at": "rows[row] = values", "add_at": "add.at(rows, row, values)",
-                       "subtract_at": "subtract.at(rows, row, values)"}[self.op]
+                how = {"set_at": "rows[row] = values",
+                       "add_at": "add.at(rows, row, values) (numpy) / index_add (torch)",
+                       "subtract_at": "subtract.at(rows, row, values) (numpy) / "
+                                      "index_add(alpha=-1) (torch)"}[self.op]
             lines.append(f"  {kind:<8} one {how}")
         else:
             how = "x[batch aranges, coordinates...]" if self.op == "get_at" else \
@@ -796,6 +798,25 @@ def lower_torch(plan: IndexPlan, checked: bool = True) -> Callable[..., Any]:
         return get
 
     inverse = _inverse(x_order)
+    if rows:    # add_at, subtract_at: one index_add of whole rows into a copy of x
+        rows_inverse = _inverse(rows_permutation)
+        permuted_shape = tuple((plan.x_split or plan.x_shape)[i] for i in rows_permutation)
+        block_shape = tuple(plan.space_shape) + tuple(plan.value_shape)
+        source_shape = (math.prod(plan.space_shape),) + tuple(plan.rows_view[1:])
+        alpha = 1 if op == "add_at" else -1
+
+        def add_rows(x: Any, *rest: Any) -> Any:
+            coordinates = coordinates_of(rest[:-1])
+            block = _values_block(plan, ops, rest[-1])
+            if block.dtype != x.dtype:
+                block = block.to(x.dtype)
+            source = block.expand(block_shape).reshape(source_shape)
+            row = _row_index(plan, ops, coordinates, x).reshape(-1)
+            target = leaves_of(x).permute(rows_permutation).view(plan.rows_view)
+            result = torch.index_add(target, 0, row, source, alpha=alpha)
+            result = result.reshape(permuted_shape).permute(rows_inverse)
+            return _finish(plan, ops, result)
+        return add_rows
 
     def update(x: Any, *rest: Any) -> Any:
         indices, values = rest[:-1], rest[-1]
@@ -944,19 +965,21 @@ def _check_index_dtypes(op: str, library: str, arrays: Sequence[Any]) -> None:
 def _plan_for(op: str, pattern: str, library: str, arrays: Sequence[Any],
               axes_lengths: Mapping[str, Any], traced: bool) -> IndexPlan:
     shapes = [tuple(a.shape) for a in arrays]
+    # the strides the rows route is planned for (None: the "axes" route)
     strides = None
-    if not traced and library != "jax":
-        x = arrays[0]
-        if op in _UPDATES:      # the result is a C-contiguous copy of x: its strides
-            strides = Layout.contiguous(shapes[0]).strides
-        elif library == "numpy":
-            itemsize = x.itemsize
-            if itemsize and all(s % itemsize == 0 for s in x.strides):
-                strides = tuple(s // itemsize for s in x.strides)
-        else:
-            strides = tuple(x.stride())
-    if library == "torch" and op in _UPDATES:
-        strides = None          # torch's updates: one out-of-place index_put (axes)
+    x = arrays[0]
+    if traced or library == "jax":
+        pass
+    elif library == "numpy" and op in _UPDATES:     # the result: a C-contiguous copy of x
+        strides = Layout.contiguous(shapes[0]).strides
+    elif library == "numpy":
+        itemsize = x.itemsize
+        if itemsize and all(s % itemsize == 0 for s in x.strides):
+            strides = tuple(s // itemsize for s in x.strides)
+    elif op != "set_at":
+        # torch: get_at reads rows of x; add_at/subtract_at index_add into rows of x's own
+        # layout (the out-of-place copy keeps it); set_at is one index_put (axes)
+        strides = tuple(x.stride())
     return plan_indexing(op, pattern, shapes, strides, axes_lengths, symbolic=traced)
 
 

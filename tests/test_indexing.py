@@ -264,6 +264,10 @@ def test_updates_any_layout_and_index_values(case, op):
                                              i1[bb] % max(x.shape[2], 1))}) == i0.size:
         xt, it, vt = as_torch(x.copy(), idx, values)
         same(getattr(ra, op)(xt, it, vt, "b [h w] c, b p [2], b p c"), expected)
+        if min(x.strides) >= 0:     # x's own layout (index_add into rows of it)
+            same(getattr(ra, op)(torch.from_numpy(x), it, vt, "b [h w] c, b p [2], b p c"),
+                 expected)
+            np.testing.assert_array_equal(x, x_before)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16"])
