@@ -63,6 +63,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:   # what __getattr__ serves, as type checkers should see it
     from .api import compile_pattern as compile  # noqa: F401
     from .contraction import einsum  # noqa: F401
+    from .indexing import add_at, explain_indexing, get_at, set_at, subtract_at  # noqa: F401
     from .packing import pack, unpack  # noqa: F401
     from .shapes import ShapeMismatchError, check_shape, parse_shape  # noqa: F401
     from .tensor import BUILTIN_NAMED_DTYPES
@@ -74,6 +75,8 @@ _LAZY = {
     "pack": "packing", "unpack": "packing",
     "parse_shape": "shapes", "check_shape": "shapes", "ShapeMismatchError": "shapes",
     "einsum": "contraction",
+    **dict.fromkeys(("get_at", "set_at", "add_at", "subtract_at", "explain_indexing"),
+                    "indexing"),
 }
 
 
@@ -126,7 +129,7 @@ __all__ = [
     # ours
     "check_shape", "explain", "cache_info", "cache_clear", "CompiledRearrange",
     "Plan", "Step", "Layout", "set_num_threads", "get_num_threads", "set_jit_mode",
-    "get_jit_mode",
+    "get_jit_mode", "get_at", "set_at", "add_at", "subtract_at", "explain_indexing",
     "RearrangeError", "LayoutError", "DimensionError", "ArgumentTypeError", "PatternError",
     "NoViewError", "OutOfMemoryError", "ShapeMismatchError",
     "Tensor", "Size", "Storage", "UntypedStorage",

@@ -39,7 +39,8 @@ def matches(x: Any) -> bool:
     return True
 
 
-_OPERATIONS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack")
+_OPERATIONS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack", "get_at", "set_at",
+               "add_at", "subtract_at")
 _registered: list[bool] = []
 
 
