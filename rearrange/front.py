@@ -41,6 +41,7 @@ _PLAIN_INT = frozenset({int})
 _by_type = backends.by_type     # a foreign type -> its backend, once seen
 _ndarray = np.ndarray
 _entries = PLANS.entries
+_last_transform = PLANS.last_transform
 
 
 def backend_of(x: Any, op: str) -> tuple[Any, Any]:
@@ -67,20 +68,37 @@ def run_transform(op: str, x: Any, pattern: str, reduction: Any, copy: bool | No
                   axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange, reduce or repeat of any array (see the module's docstring)."""
     backend, array = backend_of(x, op)
+    comparable = True
     if axes_lengths and not _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
         axes_lengths = canonical_lengths(axes_lengths)
+        # a symbolic length compared with an int would guard a trace on it
+        comparable = _PLAIN_INT.issuperset(map(type, axes_lengths.values()))
     key = (op, backend, pattern, reduction, copy, backend.cache_key(array))
     if axes_lengths:    # (a tuple display with *items() costs ~0.15 us more when empty)
         key += tuple(axes_lengths.items())
-    # (an unhashable key — lengths or a reduction, which planning reports, or traced
-    # sizes — is a miss that is never kept); PLANS.get, inline on the warm path
+    # The inline index first: the last kept key with this pattern, compared without
+    # hashing. It finds what the plan cache would: the keys are tuples of the same
+    # fields, only hashable ones are remembered, and where an equality test could say
+    # more than the cache's lookup it is not made — a reduction is the remembered one
+    # itself (a callable's __eq__ is its own), lengths are plain ints, and a torch key
+    # of symbolic sizes is unhashable (a list: unequal to any tuple, never compared
+    # element by element). Then PLANS.get, inline. (An unhashable key — lengths or a
+    # reduction, which planning reports, or traced sizes — is a miss never kept.)
     try:
-        runner = _entries.get(key)
-    except TypeError:
-        runner = None
-    if runner is not None:
+        seen_key, runner = _last_transform[pattern]
+    except (KeyError, TypeError):   # not seen, or an unhashable pattern
+        seen_key = runner = None
+    if seen_key is not None and comparable and seen_key[3] is reduction and seen_key == key:
         PLANS.hits += 1
     else:
+        try:
+            runner = _entries.get(key)
+        except TypeError:
+            runner = None
+        if runner is not None:
+            PLANS.hits += 1
+            PLANS.remember_last_transform(pattern, key, runner)
+    if runner is None:
         PLANS.misses += 1
         if hook(backend, "traced")(array, axes_lengths):
             # never cached: a runner made for one trace's sizes would bake them into another
@@ -90,7 +108,8 @@ def run_transform(op: str, x: Any, pattern: str, reduction: Any, copy: bool | No
             plan = plan_for_array(backend, array, op, pattern, reduction, copy, axes_lengths)
             # a plan the call refuses (copy=False, no view) is kept as a runner that raises
             runner = refusal(plan) or backend.lower(plan, reduction, array)
-            PLANS.put(key, runner)
+            if PLANS.put(key, runner):
+                PLANS.remember_last_transform(pattern, key, runner)
     try:
         return runner(array)
     except RearrangeError as error:  # a reduction that failed on these values, a refusal
