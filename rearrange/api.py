@@ -177,7 +177,9 @@ def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
     axes_lengths = canonical_lengths(axes_lengths)
     key = ("rearrange", pattern, array.shape, array.strides, array.dtype, copy,
            *axes_lengths.items())
-    entry = _PLANS.get(key)
+    # copy=1 equals copy=True and hashes alike: only a real flag looks the key up (the
+    # planner refuses any other value)
+    entry = _PLANS.get(key) if copy is None or copy is True or copy is False else None
     if entry is None:   # (an unhashable pattern or axis lengths: the cold path says which)
         entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
     if type(pattern) is str:

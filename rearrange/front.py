@@ -68,11 +68,13 @@ def run_transform(op: str, x: Any, pattern: str, reduction: Any, copy: bool | No
                   axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange, reduce or repeat of any array (see the module's docstring)."""
     backend, array = backend_of(x, op)
-    comparable = True
+    # copy=1 equals copy=True and hashes alike: only a real flag keys the cache (any
+    # other value is the planner's to refuse)
+    cacheable = comparable = copy is None or copy is True or copy is False
     if axes_lengths and not _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
         axes_lengths = canonical_lengths(axes_lengths)
         # a symbolic length compared with an int would guard a trace on it
-        comparable = _PLAIN_INT.issuperset(map(type, axes_lengths.values()))
+        comparable = cacheable and _PLAIN_INT.issuperset(map(type, axes_lengths.values()))
     key = (op, backend, pattern, reduction, copy, backend.cache_key(array))
     if axes_lengths:    # (a tuple display with *items() costs ~0.15 us more when empty)
         key += tuple(axes_lengths.items())
@@ -92,7 +94,7 @@ def run_transform(op: str, x: Any, pattern: str, reduction: Any, copy: bool | No
         PLANS.hits += 1
     else:
         try:
-            runner = _entries.get(key)
+            runner = _entries.get(key) if cacheable else None
         except TypeError:
             runner = None
         if runner is not None:
