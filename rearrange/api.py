@@ -208,13 +208,17 @@ def _same_plain_lengths(seen: dict[str, int], given: Mapping[str, Any]) -> bool:
  _RUN_RESHAPE_TRANSPOSE, _RUN_T_RESHAPE, _RUN_MT_RESHAPE, _RUN_TRANSPOSE_RESHAPE) = range(11)
 
 
+# ``ndarray.mT`` is numpy 2's (the package takes numpy >= 1.26)
+_HAS_MT = hasattr(np.ndarray, "mT")
+
+
 def _permutation_kind(perm: tuple[int, ...]) -> str:
     """"T" when ``perm`` reverses every axis, "mT" when it swaps the last two of at
-    least three (two: that is "T") and keeps the others, else "transpose"."""
+    least three (two: that is "T") and keeps the others (numpy 2), else "transpose"."""
     rank = len(perm)
     if perm == tuple(range(rank - 1, -1, -1)):
         return "T"
-    if rank > 2 and perm == (*range(rank - 2), rank - 1, rank - 2):
+    if _HAS_MT and rank > 2 and perm == (*range(rank - 2), rank - 1, rank - 2):
         return "mT"
     return "transpose"
 

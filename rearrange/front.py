@@ -7,6 +7,8 @@ A call walks down once::
     canonical lengths        3, np.int64(3) -> 3; 3.0, True -> refused by the planner
     key                      (op, backend, pattern, reduction, copy,
                               backend.cache_key(x), *lengths)   -> the plan cache
+                             (first the last kept key with this pattern, compared
+                             without hashing: PLANS.last_transform)
     miss: traced sizes?      a SymbolicPlan, lowered by the backend, never cached
           else               plan_for_array (parse, recipe, plan; the backend's
                              describe_copy) -> backend.lower -> cached

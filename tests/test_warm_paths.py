@@ -188,3 +188,34 @@ def test_torch_keys_remember_eager_layouts_and_never_compare_symbolic_sizes() ->
         result = ra.rearrange(fake, pattern)
     assert len(result.shape) == 3
     assert not shape_env.guards, shape_env.guards      # no size was compared with 2, 3, 4, 5
+
+
+@pytest.mark.parametrize("has_mt", [True, False], ids=["numpy 2 (.mT)", "numpy 1.26 (no .mT)"])
+def test_the_inline_form_of_each_permutation(monkeypatch, has_mt) -> None:
+    """Which form each permutation takes (both sides of each test), and that a numpy
+    without ``ndarray.mT`` gets ``transpose`` instead, with the same results."""
+    from rearrange import api
+
+    if has_mt and not hasattr(np.ndarray, "mT"):
+        pytest.skip("this numpy has no ndarray.mT")
+    monkeypatch.setattr(api, "_HAS_MT", has_mt)
+    mt = api._RUN_MT if has_mt else api._RUN_TRANSPOSE
+    reshape_mt = api._RUN_RESHAPE_MT if has_mt else api._RUN_RESHAPE_TRANSPOSE
+    assert api._permutation_kind((1, 0)) == "T"
+    assert api._permutation_kind((2, 1, 0)) == "T"
+    assert api._permutation_kind((0,)) == "T"
+    assert api._permutation_kind((0, 2, 1)) == ("mT" if has_mt else "transpose")
+    assert api._permutation_kind((0, 1, 3, 2)) == ("mT" if has_mt else "transpose")
+    assert api._permutation_kind((1, 0, 2)) == "transpose"
+    assert api._permutation_kind((0, 1)) == "transpose"       # identity: no plan has it
+    ra.cache_clear()
+    for pattern, shape, lengths, how in (("a b c -> a c b", (2, 3, 4), {}, mt),
+                                         ("b (h d) t -> b h t d", (2, 12, 5), {"h": 3}, reshape_mt),
+                                         ("a b c -> c b a", (2, 3, 4), {}, api._RUN_T)):
+        x = np.arange(np.prod(shape), dtype=np.int16).reshape(shape)
+        expected = einops.rearrange(x, pattern, **lengths)
+        for _ in range(2):
+            got = ra.rearrange(x, pattern, **lengths)
+            assert got.strides == expected.strides and np.shares_memory(got, x)
+            np.testing.assert_array_equal(got, expected)
+        assert PLANS.last[pattern][5] == how
