@@ -69,7 +69,11 @@ def backend_of(x: Any, op: str) -> tuple[Any, Any]:
 def run_transform(op: str, x: Any, pattern: str, reduction: Any, copy: bool | None,
                   axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange, reduce or repeat of any array (see the module's docstring)."""
-    backend, array = backend_of(x, op)
+    backend = _by_type.get(type(x))     # backend_of's answer for a foreign type seen before
+    if backend is not None:
+        array = x
+    else:
+        backend, array = backend_of(x, op)
     # copy=1 equals copy=True and hashes alike: only a real flag keys the cache (any
     # other value is the planner's to refuse)
     cacheable = comparable = copy is None or copy is True or copy is False
