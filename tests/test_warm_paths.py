@@ -142,14 +142,12 @@ class _EqualToEverything:
 
 @pytest.mark.parametrize("kind", ["Tensor", "torch"])
 def test_the_remembered_key_serves_only_its_own_reduction(kind) -> None:
-    x = np.arange(1.0, 13.0).reshape(3, 4)
-    if kind == "Tensor":
-        x = ra.from_numpy(x)
-        as_numpy = lambda r: r.numpy()      # noqa: E731
-    else:
-        x = pytest.importorskip("torch").from_numpy(x)
-        as_numpy = lambda r: r.numpy()      # noqa: E731
     values = np.arange(1.0, 13.0).reshape(3, 4)
+    x = ra.from_numpy(values) if kind == "Tensor" else \
+        pytest.importorskip("torch").from_numpy(values)
+
+    def as_numpy(result):
+        return result.numpy()       # a Tensor's or a torch tensor's values
     ra.cache_clear()
     for _ in range(2):
         np.testing.assert_array_equal(as_numpy(ra.reduce(x, "a b -> a", "sum")), values.sum(1))
