@@ -12,6 +12,7 @@ lookup plus the array calls of the plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Mapping, NamedTuple, Sequence, overload
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from . import backends, ops
 from .backends import ndarray
 from .backends import tensor as tensor_backend
-from .backends.ndarray import RESHAPE, RESHAPE_TRANSPOSE, TRANSPOSE, TRANSPOSE_RESHAPE
+from .backends.ndarray import CALL, RESHAPE, RESHAPE_TRANSPOSE, TRANSPOSE, TRANSPOSE_RESHAPE
 from .caching import PLANS, CacheLevel
 from .calls import (ArrayT, as_array, canonical_lengths, context_line, is_shape,
                     keyword_axes, layout_from, parse_first, plan_for)
@@ -51,14 +52,16 @@ Runner = Callable[[Any], Any]
 #   the output's shape), or the Tensor's layout and dtype.
 # Axis lengths are canonical (plain ints, or a wrapper equal to nothing) before any key
 # is built, so that ``3.0`` or ``True`` never hit an entry made for ``3`` or ``1``.
-# ``PLANS.last``: pattern -> (shape, strides, dtype, copy, axis lengths, code, argument)
-# of the last numpy call with that pattern, a one-entry inline index that spares the
-# warm path hashing the key. It is hit only when all of these match the call (the dtype
-# by identity: numpy's builtin dtypes are singletons, any other dtype takes the general
-# path).
+# ``PLANS.last``: pattern -> the last numpy call with that pattern, a one-entry inline
+# index that spares the warm path hashing the key: ``(shape, strides, dtype, copy, axis
+# lengths, how, first, second)``, the entry's numpy calls in the inline form below
+# (:func:`_inline_record`). It is hit only when all of these match the call: shape and
+# strides equal, the dtype identical (numpy's builtin dtypes are singletons; any other
+# dtype takes the general path), ``copy`` identical (``1`` is not ``True``), and the
+# axis lengths equal and every one a plain int (``3.0``, ``True``, ``np.int64(3)`` equal
+# 3 or 1 but take the general path, which canonicalises or refuses them).
 _PLANS = PLANS
 _last_seen = PLANS.last
-_PLAIN_INT = frozenset({int})
 _ndarray = np.ndarray
 
 
@@ -125,25 +128,37 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
     """
     if type(tensor) is _ndarray and out is None:
         try:
-            seen = _last_seen.get(pattern)
-        except TypeError:  # an unhashable pattern: the general path says what is wrong
-            seen = None
-        if seen is not None:
-            shape, strides, dtype, seen_copy, seen_lengths, code, argument = seen
-            if (shape == tensor.shape and strides == tensor.strides and dtype is tensor.dtype
-                    and seen_copy is copy
-                    and seen_lengths == axes_lengths
-                    and (not axes_lengths or _PLAIN_INT.issuperset(map(type, axes_lengths.values())))):
-                _PLANS.hits += 1
-                if code == TRANSPOSE:
-                    return tensor.transpose(argument)
-                if code == RESHAPE:
-                    return tensor.reshape(argument)
-                if code == RESHAPE_TRANSPOSE:
-                    return tensor.reshape(argument[0]).transpose(argument[1])
-                if code == TRANSPOSE_RESHAPE:
-                    return tensor.transpose(argument[0]).reshape(argument[1])
-                return argument(tensor)
+            shape, strides, dtype, seen_copy, seen_lengths, how, first, second = \
+                _last_seen[pattern]
+        except (KeyError, TypeError):   # not seen, or unhashable: the general path says what is wrong
+            how = None
+        if (how is not None and shape == tensor.shape and strides == tensor.strides
+                and dtype is tensor.dtype and seen_copy is copy
+                and (not axes_lengths if seen_lengths is None
+                     else _same_plain_lengths(seen_lengths, axes_lengths))):
+            _PLANS.hits += 1
+            # (the likeliest first; the view plans' forms before the small copies')
+            if how == _RUN_T:
+                return tensor.T
+            if how == _RUN_RESHAPE:
+                return tensor.reshape(first)
+            if how == _RUN_TRANSPOSE:
+                return tensor.transpose(first)
+            if how == _RUN_RESHAPE_MT:
+                return tensor.reshape(first).mT
+            if how == _RUN_MT:
+                return tensor.mT
+            if how == _RUN_TRANSPOSE_RESHAPE:
+                return tensor.transpose(first).reshape(second)
+            if how == _RUN_T_RESHAPE:
+                return tensor.T.reshape(first)
+            if how == _RUN_RESHAPE_TRANSPOSE:
+                return tensor.reshape(first).transpose(second)
+            if how == _RUN_RESHAPE_T:
+                return tensor.reshape(first).T
+            if how == _RUN_MT_RESHAPE:
+                return tensor.mT.reshape(first)
+            return first(tensor)
     if (copy is not None and copy is not True and copy is not False) or type(out) is int:
         copy, out, axes_lengths = keyword_axes(pattern, "rearrange", copy, out, axes_lengths)
     if out is not None:
@@ -162,13 +177,83 @@ def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
     axes_lengths = canonical_lengths(axes_lengths)
     key = ("rearrange", pattern, array.shape, array.strides, array.dtype, copy,
            *axes_lengths.items())
-    entry = _PLANS.get(key)
+    # copy=1 equals copy=True and hashes alike: only a real flag looks the key up (the
+    # planner refuses any other value)
+    entry = _PLANS.get(key) if copy is None or copy is True or copy is False else None
     if entry is None:   # (an unhashable pattern or axis lengths: the cold path says which)
         entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
     if type(pattern) is str:
         _PLANS.remember_last(pattern, (array.shape, array.strides, array.dtype, copy,
-                                       dict(axes_lengths), *entry))
+                                       dict(axes_lengths) if axes_lengths else None,
+                                       *_inline_record(*entry)))
     return ndarray.run_entry(entry, array)
+
+
+def _same_plain_lengths(seen: dict[str, int], given: Mapping[str, Any]) -> bool:
+    """Are ``given`` the axis lengths ``seen`` (plain ints), each one a plain int too?
+    (``3.0``, ``True`` and ``np.int64(3)`` equal 3 or 1, and take the general path.)"""
+    if seen != given:
+        return False
+    for length in given.values():
+        if type(length) is not int:
+            return False
+    return True
+
+
+# How the inline index runs an entry: numpy's own calls, with a permutation that
+# reverses every axis as ``.T`` and one that swaps the last two as ``.mT`` (attribute
+# reads: the same views as ``transpose(perm)``, in half its time); anything else
+# (``_RUN_CALL``) through the entry's runner.
+(_RUN_CALL, _RUN_T, _RUN_MT, _RUN_TRANSPOSE, _RUN_RESHAPE, _RUN_RESHAPE_T, _RUN_RESHAPE_MT,
+ _RUN_RESHAPE_TRANSPOSE, _RUN_T_RESHAPE, _RUN_MT_RESHAPE, _RUN_TRANSPOSE_RESHAPE) = range(11)
+
+
+# ``ndarray.mT`` is numpy 2's (the package takes numpy >= 1.26)
+_HAS_MT = hasattr(np.ndarray, "mT")
+
+
+def _permutation_kind(perm: tuple[int, ...]) -> str:
+    """"T" when ``perm`` reverses every axis, "mT" when it swaps the last two of at
+    least three (two: that is "T") and keeps the others (numpy 2), else "transpose"."""
+    rank = len(perm)
+    if perm == tuple(range(rank - 1, -1, -1)):
+        return "T"
+    if _HAS_MT and rank > 2 and perm == (*range(rank - 2), rank - 1, rank - 2):
+        return "mT"
+    return "transpose"
+
+
+def _inline_record(code: int, argument: Any) -> tuple[int, Any, Any]:
+    """``(how, first, second)``: the plan cache entry ``(code, argument)`` of
+    :mod:`rearrange.backends.ndarray` in the inline index's form (same results)."""
+    if code == TRANSPOSE:
+        kind = _permutation_kind(argument)
+        if kind == "T":
+            return _RUN_T, None, None
+        if kind == "mT":
+            return _RUN_MT, None, None
+        return _RUN_TRANSPOSE, argument, None
+    if code == RESHAPE:
+        return _RUN_RESHAPE, argument, None
+    if code == RESHAPE_TRANSPOSE:
+        shape, perm = argument
+        kind = _permutation_kind(perm)
+        if kind == "T":
+            return _RUN_RESHAPE_T, shape, None
+        if kind == "mT":
+            return _RUN_RESHAPE_MT, shape, None
+        return _RUN_RESHAPE_TRANSPOSE, shape, perm
+    if code == TRANSPOSE_RESHAPE:
+        perm, shape = argument
+        kind = _permutation_kind(perm)
+        if kind == "T":
+            return _RUN_T_RESHAPE, shape, None
+        if kind == "mT":
+            return _RUN_MT_RESHAPE, shape, None
+        return _RUN_TRANSPOSE_RESHAPE, perm, shape
+    if code == CALL:
+        return _RUN_CALL, argument, None
+    return _RUN_CALL, partial(ndarray.run_entry, (code, argument)), None    # any other code
 
 
 def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,

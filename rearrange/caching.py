@@ -29,18 +29,21 @@ class PlanCache:
     """A bounded dict of lowered plans, with hit and miss counts.
 
     Reads are one ``dict.get`` without a lock (atomic under the GIL); inserts and
-    evictions happen under the lock, oldest first once full. ``last`` is numpy
-    rearrange's inline index (pattern -> the last call's layout and entry, which spares
-    the warm path hashing a key): part of this cache, cleared with it. Counts are
-    exact in one thread; concurrent calls may lose an increment (never an entry)."""
+    evictions happen under the lock, oldest first once full. Two inline indexes spare
+    warm paths hashing a key, both part of this cache and cleared with it: ``last`` is
+    numpy rearrange's (pattern -> the last call's layout and entry), ``last_transform``
+    the front door's (pattern -> the last kept key of a rearrange, reduce or repeat
+    with that pattern, and its runner). Counts are exact in one thread; concurrent
+    calls may lose an increment (never an entry)."""
 
-    __slots__ = ("maxsize", "entries", "last", "hits", "misses", "_lock")
+    __slots__ = ("maxsize", "entries", "last", "last_transform", "hits", "misses", "_lock")
 
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
         # The dicts are never rebound: hot paths hold them (clear() empties in place).
         self.entries: dict[Any, Any] = {}
         self.last: dict[Any, tuple] = {}
+        self.last_transform: dict[Any, tuple] = {}
         self.hits = 0
         self.misses = 0
         self._lock = threading.Lock()
@@ -69,16 +72,17 @@ class PlanCache:
             self.hits += 1
         return entry
 
-    def put(self, key: Any, entry: Any) -> None:
-        """Keep ``entry`` under ``key``; an unhashable key keeps nothing."""
+    def put(self, key: Any, entry: Any) -> bool:
+        """Keep ``entry`` under ``key``; an unhashable key keeps nothing (False)."""
         with self._lock:
             try:
                 hash(key)
             except TypeError:
-                return
+                return False
             if len(self.entries) >= self.maxsize:
                 self.entries.pop(next(iter(self.entries)))
             self.entries[key] = entry
+            return True
 
     def remember_last(self, pattern: str, record: tuple) -> None:
         """``last[pattern] = record``, bounded like the entries."""
@@ -86,10 +90,18 @@ class PlanCache:
             self.last.clear()
         self.last[pattern] = record
 
+    def remember_last_transform(self, pattern: Any, key: tuple, runner: Any) -> None:
+        """``last_transform[pattern] = (key, runner)`` for a key the cache holds (so a
+        hashable one), bounded like the entries."""
+        if len(self.last_transform) >= self.maxsize:
+            self.last_transform.clear()
+        self.last_transform[pattern] = (key, runner)
+
     def clear(self) -> None:
         with self._lock:
             self.entries.clear()
             self.last.clear()
+            self.last_transform.clear()
             self.hits = self.misses = 0
 
     def info(self) -> CacheLevel:

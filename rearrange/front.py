@@ -10,6 +10,8 @@ key, its planner, its lowering, its context line); :func:`run` walks every call 
     canonical lengths        3, np.int64(3) -> 3; 3.0, True -> refused by the planner
     key                      (name, ..., backend.cache_key(x) or the op's own account
                               of x, *extras, *lengths)              -> the plan cache
+                             (transforms: first the last kept key with this
+                             pattern, compared without hashing: PLANS.last_transform)
     miss: traced sizes?      operation.lower_traced: a runner for this trace, never cached
           else               operation.plan (parse cache, recipe, the backend's describe)
                              -> operation.lower (the backend's lower_*) -> cached
@@ -137,6 +139,7 @@ class Operation:
 def parse(operation: Operation, pattern: str) -> Any:
     """``pattern`` parsed and checked for ``operation``, from the one parse cache."""
     return parse_cached(operation.parse_kind, pattern, operation.name)
+_last_transform = PLANS.last_transform
 
 
 def backend_of(x: Any, op: str) -> tuple[Any, Any]:
@@ -185,10 +188,12 @@ def run(operation: Operation, inputs: Any, pattern: Any,
 
 
 def lower_miss(operation: Operation, backend: Any, inputs: Any, pattern: Any,
-               lengths: Mapping[str, Any], extras: Any, key: Any) -> Any:
+               lengths: Mapping[str, Any], extras: Any, key: Any,
+               kept: Callable[[Any], None] | None = None) -> Any:
     """The entry for a call the plan cache missed: for traced sizes the operation's
     ``lower_traced`` (never cached: an entry made for one trace's sizes would bake them
-    into another); else planned, lowered and kept under ``key`` (unless unhashable)."""
+    into another); else planned, lowered and kept under ``key`` (unless unhashable;
+    ``kept(entry)`` is told when it is)."""
     if operation.traced(backend, inputs, lengths, extras):
         if operation.lower_traced is None:
             raise ArgumentTypeError(
@@ -197,7 +202,8 @@ def lower_miss(operation: Operation, backend: Any, inputs: Any, pattern: Any,
         return operation.lower_traced(backend, inputs, pattern, lengths, extras)
     plan = operation.plan(backend, inputs, pattern, lengths, extras)
     entry = operation.lower(backend, plan, inputs, lengths, extras)
-    PLANS.put(key, entry)
+    if PLANS.put(key, entry) and kept is not None:
+        kept(entry)
     return entry
 
 
@@ -277,24 +283,48 @@ def run_transform(op: str, x: Any, pattern: str, reduction: Any, copy: bool | No
                   axes_lengths: Mapping[str, Any]) -> Any:
     """rearrange, reduce or repeat of any array: :func:`run` of ``TRANSFORMS[op]``, with
     its warm path (backend, key, lookup) written out inline."""
-    backend, array = backend_of(x, op)
+    backend = _by_type.get(type(x))     # backend_of's answer for a foreign type seen before
+    if backend is not None:
+        array = x
+    else:
+        backend, array = backend_of(x, op)
+    # copy=1 equals copy=True and hashes alike: only a real flag keys the cache (any
+    # other value is the planner's to refuse)
+    cacheable = comparable = copy is None or copy is True or copy is False
     if axes_lengths and not _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
         axes_lengths = canonical_lengths(axes_lengths)
+        # a symbolic length compared with an int would guard a trace on it
+        comparable = cacheable and _PLAIN_INT.issuperset(map(type, axes_lengths.values()))
     key = (op, backend, pattern, reduction, copy, backend.cache_key(array))
     if axes_lengths:    # (a tuple display with *items() costs ~0.15 us more when empty)
         key += tuple(axes_lengths.items())
-    # (an unhashable key — lengths or a reduction, which planning reports, or traced
-    # sizes — is a miss that is never kept); PLANS.get, inline on the warm path
+    # The inline index first: the last kept key with this pattern, compared without
+    # hashing. It finds what the plan cache would: the keys are tuples of the same
+    # fields, only hashable ones are remembered, and where an equality test could say
+    # more than the cache's lookup it is not made — a reduction is the remembered one
+    # itself (a callable's __eq__ is its own), lengths are plain ints, and a torch key
+    # of symbolic sizes is unhashable (a list: unequal to any tuple, never compared
+    # element by element). Then PLANS.get, inline. (An unhashable key — lengths or a
+    # reduction, which planning reports, or traced sizes — is a miss never kept.)
     try:
-        runner = _entries.get(key)
-    except TypeError:
-        runner = None
-    if runner is not None:
+        seen_key, runner = _last_transform[pattern]
+    except (KeyError, TypeError):   # not seen, or an unhashable pattern
+        seen_key = runner = None
+    if seen_key is not None and comparable and seen_key[3] is reduction and seen_key == key:
         PLANS.hits += 1
     else:
+        try:
+            runner = _entries.get(key) if cacheable else None
+        except TypeError:
+            runner = None
+        if runner is not None:
+            PLANS.hits += 1
+            PLANS.remember_last_transform(pattern, key, runner)
+    if runner is None:
         PLANS.misses += 1
         runner = lower_miss(TRANSFORMS[op], backend, array, pattern, axes_lengths,
-                            (reduction, copy), key)
+                            (reduction, copy), key,
+                            kept=lambda entry: PLANS.remember_last_transform(pattern, key, entry))
     try:
         return runner(array)
     except (RearrangeError, MemoryError, RuntimeError) as error:

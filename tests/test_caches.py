@@ -28,7 +28,8 @@ def _containers() -> dict[int, tuple[str, object]]:
 
     found: dict[int, tuple[str, object]] = {id(PLANS): ("rearrange.caching.PLANS", PLANS),
                                             id(PLANS.entries): ("", None),
-                                            id(PLANS.last): ("", None)}
+                                            id(PLANS.last): ("", None),
+                                            id(PLANS.last_transform): ("", None)}
     for module_name, module in list(sys.modules.items()):
         if not module_name.startswith("rearrange"):
             continue
@@ -47,7 +48,7 @@ def _size(value: object) -> int:
     if value is None:
         return 0
     if isinstance(value, PlanCache):
-        return len(value.entries) + len(value.last)
+        return len(value.entries) + len(value.last) + len(value.last_transform)
     if isinstance(value, (dict, list, set)):
         return len(value)
     info = value.cache_info()  # type: ignore[attr-defined]

@@ -107,9 +107,11 @@ class _AfterDynamoLoads(importlib.abc.MetaPathFinder):
 
 
 def cache_key(x: Any) -> tuple | list:
-    if _tracing_state() is not None:
+    if _tracing_state() is not None or x._has_symbolic_sizes_strides:
         # torch.jit.trace: sizes read from x.shape are recorded as reads of the shape only
-        # when they flow into the ops themselves; a cached runner's would be constants
+        # when they flow into the ops themselves; a cached runner's would be constants.
+        # Symbolic sizes (torch.compile, torch.export): unhashable already, and never to
+        # be compared with a kept key's ints (a comparison would guard the trace on them)
         return [x]  # unhashable: no runner is kept (see ``traced``)
     try:
         # the layout too: a sparse tensor's stride() is all zeros, a broadcast's strides
