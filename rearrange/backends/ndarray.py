@@ -406,6 +406,8 @@ def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
     form = matmul_form(plan)
 
     def shaped(x: np.ndarray, order: Any, grouped: Any) -> np.ndarray:
+        if type(x) is not np.ndarray:   # a subclass's data, as numpy.einsum reads it
+            x = np.asarray(x)
         if order is not None:
             x = x.transpose(order)
         return x if grouped is None else x.reshape(grouped)
