@@ -10,6 +10,7 @@ the kernel's pure-Python copy planner) are all it needs.
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypeVar
@@ -18,7 +19,7 @@ import numpy as np
 
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .kernel.plan import CopyKernel, plan_copy
-from .layout import Layout
+from .layout import Layout, canonical_layout
 from .parsing import parse_transform, pattern_error, shorten
 from .plan import REDUCTION_NAMES, Plan, plan_transform
 from .recipe import Recipe, build_recipe, is_symbolic
@@ -39,10 +40,15 @@ SUPPORTED_ARRAYS = ("a numpy array, a rearrange.Tensor, a torch tensor, a dask a
 def numpy_layout(array: np.ndarray) -> tuple[Layout, str]:
     """The layout of a numpy array in elements, or in bytes when its byte strides are
     not whole multiples of the itemsize (views of structured fields)."""
-    itemsize = array.itemsize
-    if itemsize and all(s % itemsize == 0 for s in array.strides):
-        return Layout(array.shape, tuple(s // itemsize for s in array.strides), 0), "elements"
-    return Layout(array.shape, array.strides, 0), "bytes"
+    # numpy gives shape and strides as tuples of plain ints, the sizes >= 0: canonical
+    # values, which canonical_layout takes without the constructor's checks.
+    itemsize, strides = array.itemsize, array.strides
+    if itemsize == 1:
+        return canonical_layout(array.shape, strides, 0), "elements"
+    if itemsize and not any([s % itemsize for s in strides]):
+        return canonical_layout(array.shape, tuple([s // itemsize for s in strides]), 0), \
+            "elements"
+    return canonical_layout(array.shape, strides, 0), "bytes"
 
 
 _GERUND = {"rearrange": "rearranging", "reduce": "reducing", "repeat": "repeating"}
@@ -79,13 +85,16 @@ def parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
         raise with_context(error, pattern, shape, axes_lengths, op) from None
 
 
+@functools.lru_cache(maxsize=64)
 def _copy_describer(dtype: str, itemsize: int, stride_unit: str) -> Callable[[Layout], CopyKernel]:
-    """How the copy kernel would copy a source layout of this dtype (for the plan)."""
+    """How the copy kernel would copy a source layout of this dtype (for the plan). A
+    pure function of its arguments, so one per dtype serves every plan."""
     scale = itemsize if stride_unit == "elements" else 1
     kind = np.dtype(dtype).kind if dtype in np.sctypeDict else "V"
 
     def describe_copy(source: Layout) -> CopyKernel:
-        return plan_copy(source.shape, tuple(s * scale for s in source.strides), itemsize, kind)
+        strides = source.strides if scale == 1 else tuple([s * scale for s in source.strides])
+        return plan_copy(source.shape, strides, itemsize, kind)
     return describe_copy
 
 

@@ -377,14 +377,26 @@ _PUNCTUATION = {"(": _LPAR, ")": _RPAR, "->": _ARROW}
 
 
 def _scan_transform(text: str) -> tuple[Side, Side] | None:
-    """The two sides of a transform pattern, or None: see the contract above.
+    """The two sides of a transform pattern, or None: see the contract above."""
+    scanned = _scan(text)
+    return None if scanned is None else scanned[:2]
+
+
+def _scan(text: str) -> tuple[Side, Side, list[str] | None, list[str]] | None:
+    """:func:`_scan_transform`'s sides, then what the checks of the commonest patterns
+    need, gathered on the way: the axis names of the left and of the right side in text
+    order, where every member is a name (the left ones None where some member is a
+    number or ``...``); None where the text does not parse (see the contract above).
 
     The grammar, as this walks it: ``side ARROW side``; a side is a row of terms; a term
     is NAME, INT, ELLIPSIS or ``LPAR member* RPAR`` (members: NAME, INT, ELLIPSIS).
     """
     left: list[Group] | None = None
+    left_names: list[str] | None = None
     arrow_start = arrow_end = 0
     groups: list[Group] = []
+    names: list[str] = []                # this side's axis names, in text order
+    plain = True                         # no number, no "..." so far
     members: list[Member] | None = None  # the open group's members; None outside "( )"
     opening = 0                          # where the open group starts
     position = 0                         # where the next match starts
@@ -394,7 +406,7 @@ def _scan_transform(text: str) -> tuple[Side, Side] | None:
             if unknown:
                 return None
             break  # the end of the text
-        start = position + len(space)
+        start = position + len(space) if space else position
         position = end = start + len(token)
         kind = _PUNCTUATION.get(token)
         if kind is None:  # NAME, INT or ELLIPSIS
@@ -403,13 +415,19 @@ def _scan_transform(text: str) -> tuple[Side, Side] | None:
             member_end = end
             if token == "...":
                 member: Member | None = EllipsisAxis(start, end)
+                plain = False
             elif token.isdecimal():  # \d is Unicode's Nd, as isdecimal: an INT token
                 if len(token) > 18:  # the digit-count error, lark's path raises it
                     return None
                 number = int(token)
-                member = None if number == 1 else AnonymousAxis(number, start, end)
+                if number == 1:
+                    member = None
+                else:
+                    member = AnonymousAxis(number, start, end)
+                    plain = False
             else:
                 member = AxisName(token, start, end)
+                names.append(token)
             if members is None:
                 groups.append(Group(() if member is None else (member,), False, start, end))
             elif member is not None:  # a 1 inside a group is dropped
@@ -427,10 +445,12 @@ def _scan_transform(text: str) -> tuple[Side, Side] | None:
             if members is not None or left is not None:
                 return None
             left, arrow_start, arrow_end = groups, start, end
-            groups = []
+            left_names = names if plain else None
+            groups, names = [], []
     if members is not None or left is None:
         return None
-    return _side(tuple(left), arrow_start), _side(tuple(groups), arrow_end)
+    return (_side(tuple(left), arrow_start), _side(tuple(groups), arrow_end),
+            left_names if plain else None, names)
 
 
 def _transform_sides_lark(text: str) -> tuple[Side, Side]:
@@ -497,6 +517,30 @@ def invalid_name_reason(name: str) -> str | None:
     if name[0] == "_" or name[-1] == "_":
         return "axis names must not start or end with '_'"
     return None
+
+
+def _names_plainly_valid(left: list[str], right: list[str], op: str) -> bool:
+    """:func:`_plainly_valid` for sides of axis names alone, given as their names in text
+    order (the scanner gathers them)."""
+    left_set, right_set = set(left), set(right)
+    if len(left_set) != len(left) or len(right_set) != len(right):
+        return False
+    if op == "rearrange":
+        if left_set != right_set:
+            return False
+        every = left_set
+    elif op == "reduce":
+        if not right_set <= left_set:
+            return False
+        every = left_set
+    else:  # repeat
+        if not left_set <= right_set:
+            return False
+        every = right_set
+    for name in every:
+        if not name.isidentifier() or name[0] == "_" or name[-1] == "_":
+            return False  # invalid_name_reason(name) is not None
+    return True
 
 
 def _plainly_valid(left: Side, right: Side, op: str) -> bool:
@@ -678,7 +722,13 @@ def parse_transform_cached(text: str, op: str) -> TransformPattern:
 def _build_transform(text: str, op: str) -> TransformPattern:
     if op not in TRANSFORM_OPS:
         raise RearrangeError(f"op must be one of {', '.join(map(repr, TRANSFORM_OPS))}, not {op!r}")
-    return _checked_transform(text, op, _scan_transform(text) or _transform_sides_lark(text))
+    scanned = _scan(text)
+    if scanned is None:
+        return _checked_transform(text, op, _transform_sides_lark(text))
+    left, right, left_names, right_names = scanned
+    if left_names is not None and _names_plainly_valid(left_names, right_names, op):
+        return TransformPattern(text, left, right)
+    return _checked_transform(text, op, (left, right))
 
 
 def _checked_transform(text: str, op: str, sides: tuple[Side, Side]) -> TransformPattern:

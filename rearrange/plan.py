@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Mapping
 
 from .errors import NoViewError, RearrangeError
-from .layout import Layout, canonical_layout, row_major_strides
+from .layout import Layout, canonical_layout, row_major_strides, view_of
 from .recipe import Recipe, check_result_size, solve_lengths
 
 _PLAIN_INT = frozenset({int})
@@ -429,7 +429,7 @@ def plan_transform(
         steps.append(Step("copy", current, True, (_copy_reason, recipe, tuple(obstacles)),
                           kernel=kernel))
     if output_shape != current.shape:
-        merged = current.try_view(output_shape)
+        merged = view_of(current, output_shape, math.prod(output_shape))
         if merged is None:  # pragma: no cover - the merge test above is exact
             raise AssertionError(f"planner bug: no view for {output_shape} from {current}")
         steps.append(Step("merge", merged, False,

@@ -83,6 +83,76 @@ class Recipe:
 @lru_cache(maxsize=1024)
 def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
     """The recipe of a parsed rearrange pattern for an input of rank ``ndim``."""
+    return _named_recipe(pattern, ndim) or _general_recipe(pattern, ndim)
+
+
+def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
+    """:func:`_general_recipe` for the commonest patterns, those of axis names alone with
+    one left group per input dim (the walk below is that function's, on this ground);
+    None for any other pattern or rank (a number, a ``...``, a rank that does not fit)."""
+    left_groups = pattern.left.groups
+    if len(left_groups) != ndim:
+        return None
+    axes: list[ElementaryAxis] = []
+    names: list[str] = []
+    index_of: dict[str, int] = {}
+    input_groups: list[tuple[int, ...]] = []
+    input_spans: list[tuple[int, int]] = []
+    for group in left_groups:
+        dim = []
+        for member in group.members:
+            if type(member) is not AxisName:
+                return None
+            name = member.name
+            index_of[name] = len(axes)
+            dim.append(len(axes))
+            names.append(name)
+            axes.append(ElementaryAxis(name, member.start, member.end))
+        input_groups.append(tuple(dim))
+        input_spans.append((group.start, group.end))
+    left_count = len(axes)
+    output_groups: list[tuple[int, ...]] = []
+    output_spans: list[tuple[int, int]] = []
+    kept: list[int] = []   # the left-side axes in output order
+    for group in pattern.right.groups:
+        dim = []
+        for member in group.members:
+            if type(member) is not AxisName:
+                return None
+            name = member.name
+            index = index_of.get(name)
+            if index is None:   # repeat: a new axis
+                index = index_of[name] = len(axes)
+                names.append(name)
+                axes.append(ElementaryAxis(name, member.start, member.end))
+            else:
+                kept.append(index)
+            dim.append(index)
+        output_groups.append(tuple(dim))
+        output_spans.append((group.start, group.end))
+    if len(kept) == left_count:
+        reduced: tuple[int, ...] = ()
+    else:
+        in_output = set(kept)
+        reduced = tuple([i for i in range(left_count) if i not in in_output])
+    return Recipe(
+        pattern=pattern,
+        ndim=ndim,
+        axes=tuple(axes),
+        input_groups=tuple(input_groups),
+        output_groups=tuple(output_groups),
+        input_spans=tuple(input_spans),
+        output_spans=tuple(output_spans),
+        reduced=reduced,
+        added=tuple(range(left_count, len(axes))),
+        fixed_lengths=(),
+        names=tuple(names),
+        permutation=tuple(kept) + reduced,
+    )
+
+
+def _general_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
+    """The recipe of any parsed transform pattern for an input of rank ``ndim``."""
     left = pattern.left
     left_groups = left.groups
     bare_ellipsis = 0  # 1 when the left side holds a bare "..." (at most one: parsing)

@@ -67,7 +67,26 @@ def einsum(subscripts: str, *xs: np.ndarray) -> np.ndarray:
 
 def describe(x: np.ndarray) -> ArrayInfo:
     layout, unit = numpy_layout(x)
-    return ArrayInfo(layout, x.dtype.name, x.itemsize, unit)
+    return ArrayInfo(layout, dtype_name(x.dtype), x.itemsize, unit)
+
+
+# dtype -> dtype.name, which numpy computes afresh on every read (in Python, a few
+# microseconds). Equal dtypes have equal names; bounded by clearing, as dtypes are few.
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """``dtype.name``, remembered per dtype."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        name = dtype.name
+        if len(_DTYPE_NAMES) >= 256:
+            _DTYPE_NAMES.clear()
+        _DTYPE_NAMES[dtype] = name
+        return name
+    except TypeError:  # pragma: no cover - every numpy dtype hashes
+        return dtype.name
 
 
 def lower(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
