@@ -88,9 +88,13 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
 
 def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
     """:func:`_general_recipe` for the commonest patterns, those of axis names alone with
-    one left group per input dim (the walk below is that function's, on this ground);
-    None for any other pattern or rank (a number, a ``...``, a rank that does not fit)."""
-    left_groups = pattern.left.groups
+    one left group per input dim, read from the scanner's record of the pattern (the
+    walk below is that function's, on this ground); None for any other pattern or rank
+    (a number, a ``...``, a rank that does not fit, a pattern without a record)."""
+    scanned = pattern.scanned
+    if scanned is None:
+        return None
+    left_groups, right_groups = scanned[0], scanned[1]
     if len(left_groups) != ndim:
         return None
     axes: list[ElementaryAxis] = []
@@ -98,38 +102,36 @@ def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
     index_of: dict[str, int] = {}
     input_groups: list[tuple[int, ...]] = []
     input_spans: list[tuple[int, int]] = []
-    for group in left_groups:
+    for members, _, start, end in left_groups:
         dim = []
-        for member in group.members:
-            if type(member) is not AxisName:
+        for name, name_start, name_end in members:
+            if type(name) is not str or name == "...":
                 return None
-            name = member.name
             index_of[name] = len(axes)
             dim.append(len(axes))
             names.append(name)
-            axes.append(ElementaryAxis(name, member.start, member.end))
+            axes.append(ElementaryAxis(name, name_start, name_end))
         input_groups.append(tuple(dim))
-        input_spans.append((group.start, group.end))
+        input_spans.append((start, end))
     left_count = len(axes)
     output_groups: list[tuple[int, ...]] = []
     output_spans: list[tuple[int, int]] = []
     kept: list[int] = []   # the left-side axes in output order
-    for group in pattern.right.groups:
+    for members, _, start, end in right_groups:
         dim = []
-        for member in group.members:
-            if type(member) is not AxisName:
+        for name, name_start, name_end in members:
+            if type(name) is not str or name == "...":
                 return None
-            name = member.name
             index = index_of.get(name)
             if index is None:   # repeat: a new axis
                 index = index_of[name] = len(axes)
                 names.append(name)
-                axes.append(ElementaryAxis(name, member.start, member.end))
+                axes.append(ElementaryAxis(name, name_start, name_end))
             else:
                 kept.append(index)
             dim.append(index)
         output_groups.append(tuple(dim))
-        output_spans.append((group.start, group.end))
+        output_spans.append((start, end))
     if len(kept) == left_count:
         reduced: tuple[int, ...] = ()
     else:
@@ -481,9 +483,9 @@ def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | 
     inside a group must not hide a product numpy refuses in the unmerged view).
     """
     text = recipe.pattern.text
-    left, right = recipe.pattern.left, recipe.pattern.right
     left_count = len(recipe.axes) - len(recipe.added)
     if left_count > MAX_DIMS:
+        left = recipe.pattern.left
         raise pattern_error(
             f"the left side splits the input into {left_count} axes; arrays have at most "
             f"{MAX_DIMS} dims (numpy's limit)", text, left.start, max(left.end, left.start + 1))
@@ -494,5 +496,6 @@ def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | 
     problem = (size_problem(unmerged, itemsize or 1)
                or size_problem(tuple(1 for _ in recipe.output_groups)))
     if problem is not None:
+        right = recipe.pattern.right
         raise pattern_error(f"no array can hold the result: {problem}",
                             text, right.start, max(right.end, right.start + 1))
