@@ -11,6 +11,7 @@ the kernel's pure-Python copy planner) are all it needs.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypeVar
@@ -18,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 import numpy as np
 
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
-from .kernel.plan import CopyKernel, plan_copy
+from .kernel.plan import CopyKernel, copies_with_numpy, plan_copy
 from .layout import Layout, canonical_layout
 from .parsing import parse_transform, pattern_error, shorten
 from .plan import REDUCTION_NAMES, Plan, plan_transform
@@ -85,17 +86,31 @@ def parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
         raise with_context(error, pattern, shape, axes_lengths, op) from None
 
 
-@functools.lru_cache(maxsize=64)
-def _copy_describer(dtype: str, itemsize: int, stride_unit: str) -> Callable[[Layout], CopyKernel]:
-    """How the copy kernel would copy a source layout of this dtype (for the plan). A
-    pure function of its arguments, so one per dtype serves every plan."""
-    scale = itemsize if stride_unit == "elements" else 1
-    kind = np.dtype(dtype).kind if dtype in np.sctypeDict else "V"
+@dataclass(frozen=True, slots=True)
+class CopyDescriber:
+    """How the copy kernel would copy a source layout of one dtype (for the plan):
+    ``describe(source)`` is its :class:`CopyKernel`, for the thread count set now."""
 
-    def describe_copy(source: Layout) -> CopyKernel:
+    itemsize: int
+    kind: str     # numpy's dtype.kind ("V" for names numpy does not know)
+    scale: int    # bytes per stride unit: the itemsize for strides in elements, else 1
+
+    def __call__(self, source: Layout) -> CopyKernel:
+        scale = self.scale
         strides = source.strides if scale == 1 else tuple([s * scale for s in source.strides])
-        return plan_copy(source.shape, strides, itemsize, kind)
-    return describe_copy
+        return plan_copy(source.shape, strides, self.itemsize, self.kind)
+
+    def numpy_copies(self, source: Layout) -> bool:
+        """Whether the kernel leaves this copy to numpy (variant ``numpy`` or ``empty``)
+        whatever the thread count: then its description may wait until it is read."""
+        return copies_with_numpy(math.prod(source.shape), self.itemsize, self.kind)
+
+
+@functools.lru_cache(maxsize=64)
+def _copy_describer(dtype: str, itemsize: int, stride_unit: str) -> CopyDescriber:
+    """The copy describer of this dtype: one per dtype serves every plan."""
+    kind = np.dtype(dtype).kind if dtype in np.sctypeDict else "V"
+    return CopyDescriber(itemsize, kind, itemsize if stride_unit == "elements" else 1)
 
 
 def plan_for(

@@ -118,8 +118,10 @@ def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
     step = 1
     for size in reversed(shape):
         strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
+        if size > 1:        # step *= max(size, 1)
+            step *= size
+    strides.reverse()
+    return tuple(strides)
 
 
 def infer_size(shape: Sequence[object], numel: int) -> tuple[int, ...]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Mapping
 
 from .errors import NoViewError, RearrangeError
-from .layout import Layout, canonical_layout, row_major_strides, view_of
+from .layout import MAX_DIMS, MAX_SIZE, Layout, canonical_layout, row_major_strides, view_of
 from .recipe import Recipe, check_result_size, solve_lengths
 
 _PLAIN_INT = frozenset({int})
@@ -48,6 +48,21 @@ class Step:
     args: tuple[int, ...] = ()   # split/merge/expand: the new shape; permute: the dim
                                  # order; reduce: the reduced (trailing) dims
     kernel: Any = None           # copy: how the executor copies (rearrange.kernel.CopyKernel)
+    # A copy step whose kernel is described when first read: (describe_copy, the source
+    # layout), set only where the describer says the kernel leaves the copy to numpy
+    # whatever the thread count (its ``numpy_copies``), so that the description does not
+    # depend on when it is made; None once described or when given.
+    deferred: tuple[Any, Layout] | None = field(default=None, compare=False, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for a slot not set yet: the kernel of a deferred copy step.
+        if name != "kernel" or self.deferred is None:
+            raise AttributeError(f"'Step' object has no attribute {name!r}")
+        describe_copy, source = self.deferred
+        kernel = describe_copy(source)
+        object.__setattr__(self, "kernel", kernel)
+        object.__setattr__(self, "deferred", None)
+        return kernel
 
     @property
     def reason(self) -> str:
@@ -340,16 +355,24 @@ def plan_transform(
     lengths = solve_lengths(recipe, layout.shape, axes_lengths)
     if not _PLAIN_INT.issuperset(map(type, lengths)):
         lengths = tuple(map(operator.index, lengths))  # sizes torch traces, as ints
-    check_result_size(recipe, lengths, itemsize)
     names = recipe.names
+    output_groups = recipe.output_groups
+    output_shape = tuple([lengths[g[0]] if len(g) == 1 else math.prod([lengths[i] for i in g])
+                          for g in output_groups])
+    # check_result_size passes whenever this holds (fewer axes than dims allowed, and a
+    # result of positive size within bounds: the unmerged axes multiply to the same
+    # product as the output shape); only otherwise need it look closer, and maybe raise.
+    if not (len(names) <= MAX_DIMS and len(output_shape) <= MAX_DIMS
+            and 0 < math.prod(output_shape) * (itemsize or 1) <= MAX_SIZE):
+        check_result_size(recipe, lengths, itemsize)
     steps: list[Step] = []
     current = layout
     # Every layout below is built from `layout`'s (checked) values and the lengths that
     # solve_lengths checked against them: canonical_layout skips the checks.
 
     # split: decompose every input dim into its elementary axes (units vanish).
-    left_count = len(recipe.axes) - len(recipe.added)
-    elementary_shape = tuple(lengths[:left_count])
+    left_count = len(names) - len(recipe.added)
+    elementary_shape = lengths[:left_count]
     if elementary_shape != current.shape:
         shape: list[int] = []
         strides: list[int] = []
@@ -405,7 +428,6 @@ def plan_transform(
     # merge: compose output groups; each must pass the stride test or a copy comes first:
     # consecutive non-unit dims i, j of a group need stride(i) == stride(j) * size(j)
     # (Layout.merge_obstacle; a zero-element layout merges anywhere).
-    output_shape = tuple([math.prod([lengths[i] for i in g]) for g in recipe.output_groups])
     obstacles = []  # (group, outer axis, inner axis, stride(outer), stride(inner) * size(inner))
     if 0 not in current.shape:
         shape_now, strides_now = current.shape, current.strides
@@ -424,10 +446,10 @@ def plan_transform(
             position = stop
 
     if obstacles:
-        kernel = describe_copy(current) if describe_copy else None
+        source = current
         current = Layout.contiguous(current.shape)
-        steps.append(Step("copy", current, True, (_copy_reason, recipe, tuple(obstacles)),
-                          kernel=kernel))
+        steps.append(_copy_step(current, (_copy_reason, recipe, tuple(obstacles)),
+                                describe_copy, source))
     if output_shape != current.shape:
         merged = view_of(current, output_shape, math.prod(output_shape))
         if merged is None:  # pragma: no cover - the merge test above is exact
@@ -437,10 +459,10 @@ def plan_transform(
         current = merged
 
     if copy and not obstacles and not recipe.reduced:
-        kernel = describe_copy(current) if describe_copy else None
+        source = current
         current = Layout.contiguous(current.shape)
-        steps.append(Step("copy", current, True, "copy=True: a fresh C-contiguous array",
-                          kernel=kernel))
+        steps.append(_copy_step(current, "copy=True: a fresh C-contiguous array",
+                                describe_copy, source))
 
     return Plan(
         op=op,
@@ -455,6 +477,30 @@ def plan_transform(
         stride_unit=stride_unit,
         reduction=reduction if recipe.reduced else None,
     )
+
+
+_new_object = object.__new__
+(_set_op, _set_layout, _set_is_copy, _set_why, _set_args, _set_deferred) = (
+    Step.__dict__[name].__set__ for name in (      # the slots' member descriptors
+        "op", "layout", "is_copy", "why", "args", "deferred"))
+
+
+def _copy_step(layout: Layout, why: Any, describe_copy: Callable[[Layout], Any] | None,
+               source: Layout) -> Step:
+    """The copy step of ``source`` into ``layout`` (its C-contiguous layout), its kernel
+    described now, or when first read where the describer allows it (see Step)."""
+    numpy_copies = getattr(describe_copy, "numpy_copies", None)
+    if numpy_copies is None or not numpy_copies(source):
+        kernel = describe_copy(source) if describe_copy else None
+        return Step("copy", layout, True, why, kernel=kernel)
+    step = _new_object(Step)               # every slot but kernel
+    _set_op(step, "copy")
+    _set_layout(step, layout)
+    _set_is_copy(step, True)
+    _set_why(step, why)
+    _set_args(step, ())
+    _set_deferred(step, (describe_copy, source))
+    return step
 
 
 # The words of each step's reason (Step.why): called only when the reason is read.

@@ -45,6 +45,11 @@ class Recipe:
     reduced and no added axes; reduce has reduced axes (left-only, numbers included);
     repeat has added axes (right-only, numbers included), which come last in ``axes``.
     An empty group is a unit (size-1) dim.
+
+    A recipe of a pattern of axis names alone (:func:`_named_recipe`) builds ``axes``
+    from its pattern's scanner record when first read: planning reads ``names`` and the
+    groups, and errors the axes' spans. Built or not, they are the axes
+    :func:`_general_recipe` gives.
     """
 
     pattern: TransformPattern
@@ -63,6 +68,15 @@ class Recipe:
     # axes and leaves its result already in output order).
     permutation: tuple[int, ...] = ()
 
+    def __getattr__(self, name: str) -> Any:
+        # Called only for a slot not set yet: the axes of a recipe that _named_recipe made
+        # from its pattern's scanner record, built from that record when first read.
+        if name != "axes" or self.pattern.scanned is None:
+            raise AttributeError(f"'Recipe' object has no attribute {name!r}")
+        axes = _record_axes(self.pattern.scanned)
+        object.__setattr__(self, "axes", axes)
+        return axes
+
     def __post_init__(self) -> None:
         # names and permutation follow from the axes and groups; a builder that leaves
         # them out (einsum builds its recipes from objects) gets them derived here
@@ -76,7 +90,7 @@ class Recipe:
 
     def group_text(self, group: tuple[int, ...]) -> str:
         """``(h d)`` for a composed group, ``h`` for a single axis, ``()`` for a unit."""
-        names = [self.axes[i].name for i in group]
+        names = [self.names[i] for i in group]
         return names[0] if len(names) == 1 else "(" + " ".join(names) + ")"
 
 
@@ -90,43 +104,43 @@ def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
     """:func:`_general_recipe` for the commonest patterns, those of axis names alone with
     one left group per input dim, read from the scanner's record of the pattern (the
     walk below is that function's, on this ground); None for any other pattern or rank
-    (a number, a ``...``, a rank that does not fit, a pattern without a record)."""
+    (a number, a ``...``, a rank that does not fit, a pattern without a record). The
+    recipe's ``axes`` are built from the record when first read (:func:`_record_axes`)."""
     scanned = pattern.scanned
     if scanned is None:
         return None
     left_groups, right_groups = scanned[0], scanned[1]
     if len(left_groups) != ndim:
         return None
-    axes: list[ElementaryAxis] = []
     names: list[str] = []
     index_of: dict[str, int] = {}
     input_groups: list[tuple[int, ...]] = []
     input_spans: list[tuple[int, int]] = []
     for members, _, start, end in left_groups:
         dim = []
-        for name, name_start, name_end in members:
+        for member in members:
+            name = member[0]
             if type(name) is not str or name == "...":
                 return None
-            index_of[name] = len(axes)
-            dim.append(len(axes))
+            index_of[name] = len(names)
+            dim.append(len(names))
             names.append(name)
-            axes.append(ElementaryAxis(name, name_start, name_end))
         input_groups.append(tuple(dim))
         input_spans.append((start, end))
-    left_count = len(axes)
+    left_count = len(names)
     output_groups: list[tuple[int, ...]] = []
     output_spans: list[tuple[int, int]] = []
     kept: list[int] = []   # the left-side axes in output order
     for members, _, start, end in right_groups:
         dim = []
-        for name, name_start, name_end in members:
+        for member in members:
+            name = member[0]
             if type(name) is not str or name == "...":
                 return None
             index = index_of.get(name)
             if index is None:   # repeat: a new axis
-                index = index_of[name] = len(axes)
+                index = index_of[name] = len(names)
                 names.append(name)
-                axes.append(ElementaryAxis(name, name_start, name_end))
             else:
                 kept.append(index)
             dim.append(index)
@@ -137,20 +151,42 @@ def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
     else:
         in_output = set(kept)
         reduced = tuple([i for i in range(left_count) if i not in in_output])
-    return Recipe(
-        pattern=pattern,
-        ndim=ndim,
-        axes=tuple(axes),
-        input_groups=tuple(input_groups),
-        output_groups=tuple(output_groups),
-        input_spans=tuple(input_spans),
-        output_spans=tuple(output_spans),
-        reduced=reduced,
-        added=tuple(range(left_count, len(axes))),
-        fixed_lengths=(),
-        names=tuple(names),
-        permutation=tuple(kept) + reduced,
-    )
+    recipe = _new_object(Recipe)        # every slot but axes (see Recipe)
+    _set_pattern(recipe, pattern)
+    _set_ndim(recipe, ndim)
+    _set_input_groups(recipe, tuple(input_groups))
+    _set_output_groups(recipe, tuple(output_groups))
+    _set_input_spans(recipe, tuple(input_spans))
+    _set_output_spans(recipe, tuple(output_spans))
+    _set_reduced(recipe, reduced)
+    _set_added(recipe, tuple(range(left_count, len(names))))
+    _set_fixed_lengths(recipe, ())
+    _set_names(recipe, tuple(names))
+    _set_permutation(recipe, tuple(kept) + reduced)
+    return recipe
+
+
+_new_object = object.__new__
+(_set_pattern, _set_ndim, _set_input_groups, _set_output_groups, _set_input_spans,
+ _set_output_spans, _set_reduced, _set_added, _set_fixed_lengths, _set_names,
+ _set_permutation) = (Recipe.__dict__[name].__set__ for name in (   # member descriptors
+    "pattern", "ndim", "input_groups", "output_groups", "input_spans", "output_spans",
+    "reduced", "added", "fixed_lengths", "names", "permutation"))
+
+
+def _record_axes(scanned: tuple) -> tuple[ElementaryAxis, ...]:
+    """The axes of a name-only pattern's recipe from the pattern's scanner record: the
+    left side's names in order, then the right side's new ones (repeat), each with the
+    span of its first occurrence, as :func:`_general_recipe` numbers them."""
+    axes: list[ElementaryAxis] = []
+    seen: set[str] = set()
+    for side in scanned[0], scanned[1]:
+        for members, _, _, _ in side:
+            for name, start, end in members:
+                if name not in seen:
+                    seen.add(name)
+                    axes.append(ElementaryAxis(name, start, end))
+    return tuple(axes)
 
 
 def _general_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
@@ -273,6 +309,12 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
     :class:`SizeCheck` whose error is the one raised here for the same sizes (and not
     checked at all when ``checks`` is None).
     """
+    groups = recipe.input_groups
+    if (not axes_lengths and not recipe.fixed_lengths and not recipe.added
+            and len(recipe.names) == len(groups) == len(shape) and () not in groups):
+        # Every input dim is one axis (as many axes as dims, none a unit): input groups
+        # mention the left axes once each, in order, so the lengths are the shape's.
+        return tuple(shape)
     text = recipe.pattern.text
     names = recipe.names
     for name, length in axes_lengths.items():
@@ -295,7 +337,7 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 f"axis length {name}={length!r} is too large: lengths must be below 2**63",
                 text, axis.start, axis.end,
             )
-    lengths: list[int | None] = [None] * len(recipe.axes)
+    lengths: list[int | None] = [None] * len(names)
     for axis, length in recipe.fixed_lengths:   # at most 18 digits: parsing checks
         lengths[axis] = length
     for name, length in axes_lengths.items():
@@ -483,7 +525,7 @@ def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | 
     inside a group must not hide a product numpy refuses in the unmerged view).
     """
     text = recipe.pattern.text
-    left_count = len(recipe.axes) - len(recipe.added)
+    left_count = len(recipe.names) - len(recipe.added)
     if left_count > MAX_DIMS:
         left = recipe.pattern.left
         raise pattern_error(

@@ -211,7 +211,7 @@ def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
     split, perm, merge, copy_before_merge, copy_at_end = steps_args(plan)
     copy_step = next((step for step in plan.steps if step.is_copy), None)
     if copy_before_merge:
-        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
+        if _kernel_copies(copy_step):
             return CALL, kernel_runner(view_runner(split, perm, None), copy_step.kernel, merge)
         # numpy's final reshape of the (non-contiguous) permuted view copies it in C
         # order: for tiny and object arrays that is the cheapest copy step.
@@ -227,7 +227,7 @@ def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
     if not is_expected_view(runner(sample), sample, plan, view):
         runner = strided_runner(plan, view)
     if copy_at_end:
-        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
+        if _kernel_copies(copy_step):
             return CALL, kernel_runner(runner, copy_step.kernel, None)
         return CALL, lambda x: runner(x).copy()
     if perm is not None and split is None and merge is None:
@@ -239,6 +239,16 @@ def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
     if perm is None and (split or merge) is not None:
         return RESHAPE, merge if merge is not None else split
     return CALL, runner
+
+
+def _kernel_copies(step: Any) -> bool:
+    """Whether the compiled kernel makes this copy step's copy (else numpy's reshape or
+    copy does). A kernel still deferred is one that leaves the copy to numpy (see
+    rearrange.plan.Step): it is not described for this."""
+    if step.deferred is not None:
+        return False
+    kernel = step.kernel
+    return kernel is not None and kernel.variant not in ("numpy", "empty")
 
 
 def kernel_runner(view_part: Runner, planned: kernel.CopyKernel, merge: tuple | None) -> Runner:
