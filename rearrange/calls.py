@@ -21,7 +21,7 @@ import numpy as np
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .kernel.plan import CopyKernel, copies_with_numpy, plan_copy
 from .layout import Layout, canonical_layout
-from .parsing import parse_transform, pattern_error, shorten
+from .parsing import TransformPattern, parse_transform, pattern_error, shorten
 from .plan import REDUCTION_NAMES, Plan, plan_transform
 from .recipe import Recipe, build_recipe, is_symbolic
 from .tensor import Storage, Tensor, numpy_dtype
@@ -73,15 +73,15 @@ def with_context(error: RearrangeError, pattern: str, shape: Sequence[int] | Non
 
 
 def parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
-                axes_lengths: Mapping[str, Any]) -> None:
+                axes_lengths: Mapping[str, Any]) -> TransformPattern:
     """The first checks of every transform, in einops' order once the array type is
     known: the pattern's type, then its syntax and meaning (no shapes needed). Only
     then come the other arguments (``copy=``, the reduction, the lengths' types) and
-    the fit of the pattern to the input."""
+    the fit of the pattern to the input. Returns the parsed pattern."""
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
     try:
-        parse_transform(pattern, op)
+        return parse_transform(pattern, op)
     except PatternError as error:
         raise with_context(error, pattern, shape, axes_lengths, op) from None
 
@@ -119,11 +119,11 @@ def plan_for(
     op: str = "rearrange", reduction: str | None = None,
 ) -> Plan:
     """Parse, recipe and plan, with every PatternError given the call's context."""
-    parse_first(pattern, op, layout.shape, axes_lengths)
+    parsed = parse_first(pattern, op, layout.shape, axes_lengths)
     if copy is not None and copy is not True and copy is not False:
         raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
     try:
-        recipe = build_recipe(parse_transform(pattern, op), layout.ndim)
+        recipe = build_recipe(parsed, len(layout.shape))
         return plan_recipe(recipe, layout, axes_lengths, copy, dtype, itemsize, stride_unit,
                            op=op, reduction=reduction)
     except PatternError as error:
