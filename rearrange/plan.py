@@ -385,7 +385,7 @@ def plan_transform(
                 shape.extend(sizes)
                 strides.extend([stride * piece for piece in row_major_strides(sizes)])
         current = canonical_layout(tuple(shape), tuple(strides), current.offset)
-        steps.append(Step("split", current, False, (_split_reason, recipe), elementary_shape))
+        steps.append(_step("split", current, (_split_reason, recipe), elementary_shape))
 
     # permute: kept axes into output order, reduced axes last.
     order = recipe.permutation
@@ -393,7 +393,7 @@ def plan_transform(
         shape_now, strides_now = current.shape, current.strides
         current = canonical_layout(tuple([shape_now[d] for d in order]),
                                    tuple([strides_now[d] for d in order]), current.offset)
-        steps.append(Step("permute", current, False, (_permute_reason, recipe, order), order))
+        steps.append(_step("permute", current, (_permute_reason, recipe, order), order))
 
     # reduce: the trailing axes, into a fresh C-contiguous array of the kept axes.
     if recipe.reduced:
@@ -454,8 +454,8 @@ def plan_transform(
         merged = view_of(current, output_shape, math.prod(output_shape))
         if merged is None:  # pragma: no cover - the merge test above is exact
             raise AssertionError(f"planner bug: no view for {output_shape} from {current}")
-        steps.append(Step("merge", merged, False,
-                          (_merge_reason, recipe, bool(obstacles)), output_shape))
+        steps.append(_step("merge", merged, (_merge_reason, recipe, bool(obstacles)),
+                           output_shape))
         current = merged
 
     if copy and not obstacles and not recipe.reduced:
@@ -464,25 +464,57 @@ def plan_transform(
         steps.append(_copy_step(current, "copy=True: a fresh C-contiguous array",
                                 describe_copy, source))
 
-    return Plan(
-        op=op,
-        pattern=recipe.pattern.text,
-        dtype=dtype,
-        itemsize=itemsize,
-        input=layout,
-        output=current,
-        axis_lengths=tuple(zip(names, lengths)),
-        steps=tuple(steps),
-        copy_requested=copy,
-        stride_unit=stride_unit,
-        reduction=reduction if recipe.reduced else None,
-    )
+    return _plan(op, recipe.pattern.text, dtype, itemsize, layout, current,
+                 tuple(zip(names, lengths)), tuple(steps), copy, stride_unit,
+                 reduction if recipe.reduced else None)
 
 
+# Steps and plans made by the planner: their values are canonical by construction (as
+# canonical_layout's), so they are set through the slots' member descriptors, as the
+# frozen dataclasses' own __init__ does, without the keyword handling (a plan has twelve
+# fields and is made on every cold call).
 _new_object = object.__new__
-(_set_op, _set_layout, _set_is_copy, _set_why, _set_args, _set_deferred) = (
-    Step.__dict__[name].__set__ for name in (      # the slots' member descriptors
-        "op", "layout", "is_copy", "why", "args", "deferred"))
+(_set_op, _set_layout, _set_is_copy, _set_why, _set_args, _set_kernel, _set_deferred) = (
+    Step.__dict__[name].__set__ for name in (
+        "op", "layout", "is_copy", "why", "args", "kernel", "deferred"))
+_PLAN_SETTERS = tuple(Plan.__dict__[name].__set__ for name in (
+    "op", "pattern", "dtype", "itemsize", "input", "output", "axis_lengths", "steps",
+    "copy_requested", "stride_unit", "reduction", "notes"))
+
+
+def _step(op: str, layout: Layout, why: Any, args: tuple[int, ...]) -> Step:
+    """``Step(op, layout, False, why, args)``: a view step."""
+    step = _new_object(Step)
+    _set_op(step, op)
+    _set_layout(step, layout)
+    _set_is_copy(step, False)
+    _set_why(step, why)
+    _set_args(step, args)
+    _set_kernel(step, None)
+    _set_deferred(step, None)
+    return step
+
+
+def _plan(op: str, pattern: str, dtype: str | None, itemsize: int | None, input: Layout,
+          output: Layout, axis_lengths: tuple[tuple[str, int], ...], steps: tuple[Step, ...],
+          copy_requested: bool | None, stride_unit: str, reduction: str | None) -> Plan:
+    """``Plan(...)`` of these fields, without notes."""
+    plan = _new_object(Plan)
+    (set_op, set_pattern, set_dtype, set_itemsize, set_input, set_output, set_axis_lengths,
+     set_steps, set_copy_requested, set_stride_unit, set_reduction, set_notes) = _PLAN_SETTERS
+    set_op(plan, op)
+    set_pattern(plan, pattern)
+    set_dtype(plan, dtype)
+    set_itemsize(plan, itemsize)
+    set_input(plan, input)
+    set_output(plan, output)
+    set_axis_lengths(plan, axis_lengths)
+    set_steps(plan, steps)
+    set_copy_requested(plan, copy_requested)
+    set_stride_unit(plan, stride_unit)
+    set_reduction(plan, reduction)
+    set_notes(plan, ())
+    return plan
 
 
 def _copy_step(layout: Layout, why: Any, describe_copy: Callable[[Layout], Any] | None,

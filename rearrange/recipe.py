@@ -24,6 +24,7 @@ __all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_r
            "is_symbolic", "SizeCheck", "size_check", "shapes_check"]
 
 ELLIPSIS_PREFIX = "…"  # ellipsis dims are named …0, …1, ... (not valid identifiers)
+_PLAIN_INT = frozenset({int})
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +319,9 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
     text = recipe.pattern.text
     names = recipe.names
     for name, length in axes_lengths.items():
+        if type(length) is int and 0 < length <= MAX_SIZE and name in names \
+                and name.isidentifier():
+            continue  # the commonest: a plain positive int for a named axis (passes below)
         if is_symbolic(length) and name in names:
             continue  # a traced size: checking it would pin the trace to its value
         if name not in names or not name.isidentifier():  # not an ellipsis or numbered axis
@@ -341,7 +345,8 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
     for axis, length in recipe.fixed_lengths:   # at most 18 digits: parsing checks
         lengths[axis] = length
     for name, length in axes_lengths.items():
-        lengths[names.index(name)] = length if is_symbolic(length) else length.__index__()
+        lengths[names.index(name)] = length if type(length) is int or is_symbolic(length) \
+            else length.__index__()
 
     def require(lhs: Any, relation: str, rhs: Any, message: Callable[..., str],
                 quoted: tuple[Any, ...], start: int, end: int) -> None:
@@ -510,7 +515,7 @@ def _known(*values: Any) -> bool:
     """Can these sizes be compared? Symbolic ones are not: each comparison would become a
     guard of the compiled graph, i.e. a recompile per shape; the framework's own reshape
     checks them instead."""
-    return not any(map(is_symbolic, values))
+    return _PLAIN_INT.issuperset(map(type, values)) or not any(map(is_symbolic, values))
 
 
 def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | None) -> None:
