@@ -146,8 +146,9 @@ class TransformPattern:
     text: str
     left: Side
     right: Side
-    # The scanner's record of the sides (None: the sides were given): not part of the
-    # value, which the sides are.
+    # The scanner's record of the sides, kept only for patterns of axis names alone
+    # (None: the sides were given, or hold a number or '...'): not part of the value,
+    # which the sides are.
     scanned: tuple | None = field(default=None, compare=False, repr=False)
 
     def __hash__(self) -> int:

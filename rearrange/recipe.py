@@ -103,50 +103,37 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
 
 def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
     """:func:`_general_recipe` for the commonest patterns, those of axis names alone with
-    one left group per input dim, read from the scanner's record of the pattern (the
-    walk below is that function's, on this ground); None for any other pattern or rank
-    (a number, a ``...``, a rank that does not fit, a pattern without a record). The
-    recipe's ``axes`` are built from the record when first read (:func:`_record_axes`)."""
+    one left group per input dim, read from the scanner's record of the pattern (only
+    such patterns keep one: see TransformPattern); the walk below is that function's,
+    on this ground. None for any other pattern or rank. The recipe's ``axes`` are built
+    from the record when first read (:func:`_record_axes`)."""
     scanned = pattern.scanned
-    if scanned is None:
-        return None
-    left_groups, right_groups = scanned[0], scanned[1]
-    if len(left_groups) != ndim:
+    if scanned is None or len(scanned[0]) != ndim:
         return None
     names: list[str] = []
-    index_of: dict[str, int] = {}
     input_groups: list[tuple[int, ...]] = []
     input_spans: list[tuple[int, int]] = []
-    for members, _, start, end in left_groups:
-        dim = []
-        for member in members:
-            name = member[0]
-            if type(name) is not str or name == "...":
-                return None
-            index_of[name] = len(names)
-            dim.append(len(names))
-            names.append(name)
-        input_groups.append(tuple(dim))
+    for members, _, start, end in scanned[0]:   # left: each name the next axis
+        first = len(names)
+        names.extend([member[0] for member in members])
+        input_groups.append(tuple(range(first, len(names))))
         input_spans.append((start, end))
     left_count = len(names)
+    index_of = dict(zip(names, range(left_count)))
     output_groups: list[tuple[int, ...]] = []
     output_spans: list[tuple[int, int]] = []
-    kept: list[int] = []   # the left-side axes in output order
-    for members, _, start, end in right_groups:
+    for members, _, start, end in scanned[1]:   # right: a name of the left, or new (repeat)
         dim = []
         for member in members:
-            name = member[0]
-            if type(name) is not str or name == "...":
-                return None
-            index = index_of.get(name)
-            if index is None:   # repeat: a new axis
-                index = index_of[name] = len(names)
-                names.append(name)
-            else:
-                kept.append(index)
+            index = index_of.get(member[0])
+            if index is None:
+                index = index_of[member[0]] = len(names)
+                names.append(member[0])
             dim.append(index)
         output_groups.append(tuple(dim))
         output_spans.append((start, end))
+    # The left axes in output order; the added ones are the rest.
+    kept = [i for dim in output_groups for i in dim if i < left_count]
     if len(kept) == left_count:
         reduced: tuple[int, ...] = ()
     else:
