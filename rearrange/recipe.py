@@ -358,7 +358,7 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
         if len(group) == 1 and unknown:
             lengths[group[0]] = size
             continue
-        known = math.prod(lengths[i] for i in group if lengths[i] is not None)
+        known = math.prod([lengths[i] for i in group if lengths[i] is not None])
         if len(unknown) > 1:
             missing = ", ".join(f"{recipe.axes[i].name}=" for i in unknown)
             raise pattern_error(
@@ -368,6 +368,9 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 text, start, end,
             )
         if unknown:
+            if type(size) is int and type(known) is int and not size % known:
+                lengths[unknown[0]] = size // known   # divisible: require() would pass
+                continue
             require(size % known, "==", 0, lambda size, known: (
                 f"input dim {dim} of size {size} cannot be split into "
                 f"{recipe.group_text(group)}: {size} is not divisible by {known}"),
