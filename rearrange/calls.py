@@ -14,7 +14,7 @@ import functools
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -88,8 +88,9 @@ def parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
 
 @dataclass(frozen=True, slots=True)
 class CopyDescriber:
-    """How the copy kernel would copy a source layout of one dtype (for the plan):
-    ``describe(source)`` is its :class:`CopyKernel`, for the thread count set now."""
+    """How the copy kernel would copy a source layout of one dtype (for the plan): called
+    with the source layout, it gives the :class:`CopyKernel` for the thread count set
+    at that moment."""
 
     itemsize: int
     kind: str     # numpy's dtype.kind ("V" for names numpy does not know)

@@ -266,7 +266,8 @@ def test_row_major_strides() -> None:
 
 
 DTYPES = [np.float32, np.dtype(">f4"), np.int64, np.bool_, "U3", "S0", "V7", object,
-          np.dtype([("a", "<f4"), ("b", "<i8")]), np.dtype([("a", "<f4"), ("b", "<i8")], align=True),
+          np.dtype([("a", "<f4"), ("b", "<i8")]),
+          np.dtype([("a", "<f4"), ("b", "<i8")], align=True),
           np.dtype("f8", metadata={"unit": "m"}), "M8[s]", "m8"]
 
 
