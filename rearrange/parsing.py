@@ -146,10 +146,11 @@ class TransformPattern:
     text: str
     left: Side
     right: Side
-    # The scanner's record of the sides, kept only for patterns of axis names alone
-    # (None: the sides were given, or hold a number or '...'): not part of the value,
-    # which the sides are.
-    scanned: tuple | None = field(default=None, compare=False, repr=False)
+    # The scanner's record of the sides, kept only for patterns of axis names alone and
+    # set only by the parser (never a constructor argument: a pattern made with
+    # TransformPattern(...) or dataclasses.replace has its sides given; None then, and
+    # for sides that hold a number or '...'): not part of the value, which the sides are.
+    scanned: tuple | None = field(default=None, init=False, compare=False, repr=False)
 
     def __hash__(self) -> int:
         # The text decides the sides, so equal patterns have equal texts: hashing the

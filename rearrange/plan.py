@@ -49,10 +49,13 @@ class Step:
                                  # order; reduce: the reduced (trailing) dims
     kernel: Any = None           # copy: how the executor copies (rearrange.kernel.CopyKernel)
     # A copy step whose kernel is described when first read: (describe_copy, the source
-    # layout), set only where the describer says the kernel leaves the copy to numpy
-    # whatever the thread count (its ``numpy_copies``), so that the description does not
-    # depend on when it is made; None once described or when given.
-    deferred: tuple[Any, Layout] | None = field(default=None, compare=False, repr=False)
+    # layout), set only by the planner (never a constructor argument: a step made with
+    # Step(...) or dataclasses.replace has its kernel given) and only where the describer
+    # says the kernel leaves the copy to numpy whatever the thread count (its
+    # ``numpy_copies``), so that the description does not depend on when it is made;
+    # None once described.
+    deferred: tuple[Any, Layout] | None = field(default=None, init=False, compare=False,
+                                                repr=False)
 
     def __getattr__(self, name: str) -> Any:
         # Called only for a slot not set yet: the kernel of a deferred copy step.

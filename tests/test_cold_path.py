@@ -16,6 +16,7 @@ stand for.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import pickle
@@ -147,6 +148,13 @@ def test_scanned_patterns_have_lark_sides(op) -> None:
     assert checked > 20
 
 
+def test_a_pattern_with_given_sides_has_no_record() -> None:
+    parsed = parsing._build_transform("a b -> b a", "rearrange")
+    other = dataclasses.replace(parsed, text="b a -> a b")
+    assert other.scanned is None and other.left == parsed.left
+    assert recipes._named_recipe(other, 2) is None   # never a recipe of another text
+
+
 def test_unknown_attribute_of_a_scanned_pattern() -> None:
     parsed = parsing._build_transform("a b -> b a", "rearrange")
     assert parsed.scanned is not None
@@ -219,6 +227,17 @@ def test_deferred_kernel_is_the_kernel_described_at_once(shape, strides, dtype) 
         set_num_threads(threads)
     assert step.deferred is None and step.kernel is step.kernel
     assert step == planning.Step("copy", Layout.contiguous(shape), True, "why", kernel=at_once)
+
+
+def test_a_replaced_kernel_is_not_deferred() -> None:
+    describe = calls._copy_describer("float32", 4, "elements")
+    source = Layout((4, 5), (1, 4))
+    step = planning._copy_step(Layout.contiguous((4, 5)), "why", describe, source)
+    assert step.deferred is not None
+    given = dataclasses.replace(step, kernel=None)      # as the array API backend does
+    assert given.kernel is None and given.deferred is None
+    assert not ndarray._kernel_copies(given)
+    assert pickle.loads(pickle.dumps(step)).kernel == describe(source)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 8])
