@@ -6,7 +6,11 @@ one process on the same small numpy input, taking turns call by call (which of t
 goes first alternates from round to round), and the table gives each one's median over
 ``--calls`` calls per case, and the median of the per-round ratios ours / einops.
 
-    python bench/cold_call.py [--calls 400] [--json out.json]
+    python bench/cold_call.py [--calls 400] [--json out.json] [--against CHECKOUT]
+
+``--against`` adds a third contender in the same rounds: the ``rearrange`` package of
+another checkout (e.g. a worktree of the commit before a change), imported under another
+name; the table then also gives its ratio to einops and ours / it (the before/after A/B).
 
 Cases (x: float32, shape (2, 8, 16, 4) as b h t d):
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import itertools
 import json
 import os
@@ -59,13 +64,32 @@ def one_call(function, x: np.ndarray, template: str, needs_length: bool) -> floa
     return time.perf_counter() - start
 
 
+def import_checkout(checkout: str) -> object:
+    """The ``rearrange`` package of another checkout, as module ``rearrange_baseline``
+    (its imports are relative, so it runs beside ours)."""
+    package = os.path.join(os.path.abspath(checkout), "rearrange")
+    spec = importlib.util.spec_from_file_location(
+        "rearrange_baseline", os.path.join(package, "__init__.py"),
+        submodule_search_locations=[package])
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no rearrange package in {checkout}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rearrange_baseline"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="calls per case and library")
     parser.add_argument("--json", help="write every sample here")
+    parser.add_argument("--against", metavar="CHECKOUT",
+                        help="also time the rearrange package of this checkout")
     args = parser.parse_args()
 
     contenders = {"rearrange": ra.rearrange, "einops": einops.rearrange}
+    if args.against:
+        contenders["baseline"] = import_checkout(args.against).rearrange
     # Warm-up: imports, lark's parser, numpy's first calls; not part of any sample.
     for name, x, template, needs_length in cases():
         for function in contenders.values():
@@ -75,29 +99,52 @@ def main() -> None:
             b = einops.rearrange(x, template.format(h="h"), **({"h": 4} if needs_length else {}))
             assert a.shape == b.shape and np.array_equal(a, b), name
 
+    def paired(top: list[float], bottom: list[float]) -> float:
+        return statistics.median(t / b for t, b in zip(top, bottom))
+
     results = {}
     gc.collect()
+    names = list(contenders)
     for name, x, template, needs_length in cases():
         samples: dict[str, list[float]] = {key: [] for key in contenders}
         for round_ in range(args.calls):
-            order = list(contenders) if round_ % 2 == 0 else list(reversed(contenders))
+            # each contender first, then each after each other, equally often
+            shift = round_ % len(names)
+            order = names[shift:] + names[:shift]
+            if round_ // len(names) % 2:
+                order.reverse()
             for key in order:
                 samples[key].append(one_call(contenders[key], x, template, needs_length))
-        ratios = [ours / theirs for ours, theirs in zip(samples["rearrange"], samples["einops"])]
         results[name] = {
             "rearrange_us": statistics.median(samples["rearrange"]) * 1e6,
             "einops_us": statistics.median(samples["einops"]) * 1e6,
-            "ratio": statistics.median(ratios),
+            "ratio": paired(samples["rearrange"], samples["einops"]),
             "samples_s": samples,
         }
+        if "baseline" in samples:
+            results[name].update({
+                "baseline_us": statistics.median(samples["baseline"]) * 1e6,
+                "baseline_ratio": paired(samples["baseline"], samples["einops"]),
+                "ours_over_baseline": paired(samples["rearrange"], samples["baseline"]),
+            })
 
     print(f"Python {platform.python_version()}, numpy {np.__version__}, einops "
           f"{einops.__version__}; {args.calls} calls per case and library, interleaved\n")
-    print("| case | rearrange (µs) | einops (µs) | ours / einops |")
-    print("|---|---:|---:|---:|")
-    for name, result in results.items():
-        print(f"| {name} | {result['rearrange_us']:.1f} | {result['einops_us']:.1f} | "
-              f"{result['ratio']:.2f} |")
+    if args.against:
+        print(f"baseline: the rearrange package of {os.path.abspath(args.against)}\n")
+        print("| case | baseline (µs) | rearrange (µs) | einops (µs) | baseline / einops "
+              "| ours / einops | ours / baseline |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, result in results.items():
+            print(f"| {name} | {result['baseline_us']:.1f} | {result['rearrange_us']:.1f} | "
+                  f"{result['einops_us']:.1f} | {result['baseline_ratio']:.2f} | "
+                  f"{result['ratio']:.2f} | {result['ours_over_baseline']:.2f} |")
+    else:
+        print("| case | rearrange (µs) | einops (µs) | ours / einops |")
+        print("|---|---:|---:|---:|")
+        for name, result in results.items():
+            print(f"| {name} | {result['rearrange_us']:.1f} | {result['einops_us']:.1f} | "
+                  f"{result['ratio']:.2f} |")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle)

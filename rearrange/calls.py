@@ -10,16 +10,18 @@ the kernel's pure-Python copy planner) are all it needs.
 
 from __future__ import annotations
 
+import functools
+import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
-from .kernel.plan import CopyKernel, plan_copy
-from .layout import Layout
-from .parsing import parse_transform, pattern_error, shorten
+from .kernel.plan import CopyKernel, copies_with_numpy, plan_copy
+from .layout import Layout, canonical_layout
+from .parsing import TransformPattern, parse_transform, pattern_error, shorten
 from .plan import REDUCTION_NAMES, Plan, plan_transform
 from .recipe import Recipe, build_recipe, is_symbolic
 from .tensor import Storage, Tensor, numpy_dtype
@@ -39,10 +41,15 @@ SUPPORTED_ARRAYS = ("a numpy array, a rearrange.Tensor, a torch tensor, a dask a
 def numpy_layout(array: np.ndarray) -> tuple[Layout, str]:
     """The layout of a numpy array in elements, or in bytes when its byte strides are
     not whole multiples of the itemsize (views of structured fields)."""
-    itemsize = array.itemsize
-    if itemsize and all(s % itemsize == 0 for s in array.strides):
-        return Layout(array.shape, tuple(s // itemsize for s in array.strides), 0), "elements"
-    return Layout(array.shape, array.strides, 0), "bytes"
+    # numpy gives shape and strides as tuples of plain ints, the sizes >= 0: canonical
+    # values, which canonical_layout takes without the constructor's checks.
+    itemsize, strides = array.itemsize, array.strides
+    if itemsize == 1:
+        return canonical_layout(array.shape, strides, 0), "elements"
+    if itemsize and not any([s % itemsize for s in strides]):
+        return canonical_layout(array.shape, tuple([s // itemsize for s in strides]), 0), \
+            "elements"
+    return canonical_layout(array.shape, strides, 0), "bytes"
 
 
 _GERUND = {"rearrange": "rearranging", "reduce": "reducing", "repeat": "repeating"}
@@ -66,27 +73,45 @@ def with_context(error: RearrangeError, pattern: str, shape: Sequence[int] | Non
 
 
 def parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
-                axes_lengths: Mapping[str, Any]) -> None:
+                axes_lengths: Mapping[str, Any]) -> TransformPattern:
     """The first checks of every transform, in einops' order once the array type is
     known: the pattern's type, then its syntax and meaning (no shapes needed). Only
     then come the other arguments (``copy=``, the reduction, the lengths' types) and
-    the fit of the pattern to the input."""
+    the fit of the pattern to the input. Returns the parsed pattern."""
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
     try:
-        parse_transform(pattern, op)
+        return parse_transform(pattern, op)
     except PatternError as error:
         raise with_context(error, pattern, shape, axes_lengths, op) from None
 
 
-def _copy_describer(dtype: str, itemsize: int, stride_unit: str) -> Callable[[Layout], CopyKernel]:
-    """How the copy kernel would copy a source layout of this dtype (for the plan)."""
-    scale = itemsize if stride_unit == "elements" else 1
-    kind = np.dtype(dtype).kind if dtype in np.sctypeDict else "V"
+@dataclass(frozen=True, slots=True)
+class CopyDescriber:
+    """How the copy kernel would copy a source layout of one dtype (for the plan): called
+    with the source layout, it gives the :class:`CopyKernel` for the thread count set
+    at that moment."""
 
-    def describe_copy(source: Layout) -> CopyKernel:
-        return plan_copy(source.shape, tuple(s * scale for s in source.strides), itemsize, kind)
-    return describe_copy
+    itemsize: int
+    kind: str     # numpy's dtype.kind ("V" for names numpy does not know)
+    scale: int    # bytes per stride unit: the itemsize for strides in elements, else 1
+
+    def __call__(self, source: Layout) -> CopyKernel:
+        scale = self.scale
+        strides = source.strides if scale == 1 else tuple([s * scale for s in source.strides])
+        return plan_copy(source.shape, strides, self.itemsize, self.kind)
+
+    def numpy_copies(self, source: Layout) -> bool:
+        """Whether the kernel leaves this copy to numpy (variant ``numpy`` or ``empty``)
+        whatever the thread count: then its description may wait until it is read."""
+        return copies_with_numpy(math.prod(source.shape), self.itemsize, self.kind)
+
+
+@functools.lru_cache(maxsize=64)
+def _copy_describer(dtype: str, itemsize: int, stride_unit: str) -> CopyDescriber:
+    """The copy describer of this dtype: one per dtype serves every plan."""
+    kind = np.dtype(dtype).kind if dtype in np.sctypeDict else "V"
+    return CopyDescriber(itemsize, kind, itemsize if stride_unit == "elements" else 1)
 
 
 def plan_for(
@@ -95,11 +120,11 @@ def plan_for(
     op: str = "rearrange", reduction: str | None = None,
 ) -> Plan:
     """Parse, recipe and plan, with every PatternError given the call's context."""
-    parse_first(pattern, op, layout.shape, axes_lengths)
+    parsed = parse_first(pattern, op, layout.shape, axes_lengths)
     if copy is not None and copy is not True and copy is not False:
         raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
     try:
-        recipe = build_recipe(parse_transform(pattern, op), layout.ndim)
+        recipe = build_recipe(parsed, len(layout.shape))
         return plan_recipe(recipe, layout, axes_lengths, copy, dtype, itemsize, stride_unit,
                            op=op, reduction=reduction)
     except PatternError as error:

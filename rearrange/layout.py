@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 from .errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeError
 
 __all__ = ["Layout", "row_major_strides", "wrap_dim", "infer_size", "format_int_list",
-           "MAX_DIMS", "MAX_SIZE", "size_problem", "canonical_layout"]
+           "MAX_DIMS", "MAX_SIZE", "size_problem", "canonical_layout", "view_of"]
 
 
 _PLAIN_INT = frozenset({int})
@@ -118,8 +118,10 @@ def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
     step = 1
     for size in reversed(shape):
         strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
+        if size > 1:        # step *= max(size, 1)
+            step *= size
+    strides.reverse()
+    return tuple(strides)
 
 
 def infer_size(shape: Sequence[object], numel: int) -> tuple[int, ...]:
@@ -198,7 +200,8 @@ class Layout:
     @classmethod
     def contiguous(cls, shape: Sequence[int], offset: int = 0) -> Layout:
         """The C-contiguous (row-major) layout of ``shape``."""
-        shape = as_int_tuple(shape, "shape")
+        if type(shape) is not tuple or not _PLAIN_INT.issuperset(map(type, shape)):
+            shape = as_int_tuple(shape, "shape")
         if cls is Layout and type(offset) is int and min(shape, default=0) >= 0:
             return canonical_layout(shape, row_major_strides(shape), offset)
         return cls(shape, row_major_strides(shape), offset)
@@ -508,45 +511,12 @@ class Layout:
         dims take any stride. ``new_shape`` must hold exactly ``numel`` elements.
         """
         new_shape = as_int_tuple(new_shape, "shape")
-        shape, strides = self.shape, self.strides
-        numel = math.prod(shape)
+        numel = math.prod(self.shape)
         if math.prod(new_shape) != numel or min(new_shape, default=0) < 0:
             raise LayoutError(
                 f"shape '{format_int_list(new_shape)}' is invalid for input of size {numel}"
             )
-        if not shape:
-            return Layout(new_shape, (1,) * len(new_shape), self.offset)
-        if numel == 0:
-            if new_shape == shape:
-                return self
-            return Layout(new_shape, row_major_strides(new_shape), self.offset)
-
-        new_strides = [0] * len(new_shape)
-        view_d = len(new_shape) - 1
-        chunk_base_stride = strides[-1]
-        tensor_numel = 1
-        view_numel = 1
-        for tensor_d in range(len(shape) - 1, -1, -1):
-            tensor_numel *= shape[tensor_d]
-            chunk_ends = tensor_d == 0 or (
-                shape[tensor_d - 1] != 1
-                and strides[tensor_d - 1] != tensor_numel * chunk_base_stride
-            )
-            if not chunk_ends:
-                continue
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new_strides[view_d] = view_numel * chunk_base_stride
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if tensor_d > 0:
-                chunk_base_stride = strides[tensor_d - 1]
-                tensor_numel = 1
-                view_numel = 1
-        if view_d != -1:
-            return None
-        return canonical_layout(new_shape, tuple(new_strides), self.offset)
+        return view_of(self, new_shape, numel)
 
     # ------------------------------------------------------------------ indexing
 
@@ -654,3 +624,43 @@ def canonical_layout(shape: tuple[int, ...], strides: tuple[int, ...], offset: i
     _set_strides(layout, strides)
     _set_offset(layout, offset)
     return layout
+
+
+def view_of(layout: Layout, new_shape: tuple[int, ...], numel: int) -> Layout | None:
+    """:meth:`Layout.try_view` for a ``new_shape`` known to be canonical (a tuple of
+    plain ints >= 0) and to hold ``numel``, the layout's element count: the planner
+    calls it with shapes made of the layout's own sizes."""
+    shape, strides = layout.shape, layout.strides
+    if not shape:
+        return canonical_layout(new_shape, (1,) * len(new_shape), layout.offset)
+    if numel == 0:
+        if new_shape == shape:
+            return layout
+        return canonical_layout(new_shape, row_major_strides(new_shape), layout.offset)
+
+    new_strides = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = strides[-1]
+    tensor_numel = 1
+    view_numel = 1
+    for tensor_d in range(len(shape) - 1, -1, -1):
+        tensor_numel *= shape[tensor_d]
+        chunk_ends = tensor_d == 0 or (
+            shape[tensor_d - 1] != 1
+            and strides[tensor_d - 1] != tensor_numel * chunk_base_stride
+        )
+        if not chunk_ends:
+            continue
+        while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+            new_strides[view_d] = view_numel * chunk_base_stride
+            view_numel *= new_shape[view_d]
+            view_d -= 1
+        if view_numel != tensor_numel:
+            return None
+        if tensor_d > 0:
+            chunk_base_stride = strides[tensor_d - 1]
+            tensor_numel = 1
+            view_numel = 1
+    if view_d != -1:
+        return None
+    return canonical_layout(new_shape, tuple(new_strides), layout.offset)

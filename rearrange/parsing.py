@@ -27,7 +27,7 @@ import functools
 import pathlib
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .errors import ArgumentTypeError, PatternError, RearrangeError
@@ -132,16 +132,39 @@ class Side:
 
 @dataclass(frozen=True, slots=True)
 class TransformPattern:
-    """A checked ``lhs -> rhs`` pattern: valid for the op it was parsed for."""
+    """A checked ``lhs -> rhs`` pattern: valid for the op it was parsed for.
+
+    The parser keeps the scanner's record of the sides (``scanned``: tuples of strs and
+    ints, see :func:`_scan`) and builds ``left`` and ``right`` from it when one of them
+    is first read: the commonest calls (plan a rearrange, check its names) never need
+    the tree, and a cached pattern is then one object for the garbage collector instead
+    of one per group and axis. Invariant: a pattern with a record has exactly the sides
+    that :func:`_scan_transform` gives for its text, built or not, so it compares,
+    prints and pickles as if they had been built at once.
+    """
 
     text: str
     left: Side
     right: Side
+    # The scanner's record of the sides, kept only for patterns of axis names alone and
+    # set only by the parser (never a constructor argument: a pattern made with
+    # TransformPattern(...) or dataclasses.replace has its sides given; None then, and
+    # for sides that hold a number or '...'): not part of the value, which the sides are.
+    scanned: tuple | None = field(default=None, init=False, compare=False, repr=False)
 
     def __hash__(self) -> int:
         # The text decides the sides, so equal patterns have equal texts: hashing the
         # text alone keeps recipe cache keys cheap (no walk of the tree).
         return hash(self.text)
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for a slot not set yet: a side of a pattern made from a record.
+        if name not in ("left", "right") or self.scanned is None:
+            raise AttributeError(f"'TransformPattern' object has no attribute {name!r}")
+        left, right = _sides(self.scanned)
+        object.__setattr__(self, "left", left)
+        object.__setattr__(self, "right", right)
+        return left if name == "left" else right
 
 
 # --------------------------------------------------------------------------- errors
@@ -377,15 +400,37 @@ _PUNCTUATION = {"(": _LPAR, ")": _RPAR, "->": _ARROW}
 
 
 def _scan_transform(text: str) -> tuple[Side, Side] | None:
-    """The two sides of a transform pattern, or None: see the contract above.
+    """The two sides of a transform pattern, or None: see the contract above."""
+    scanned = _scan(text)
+    return None if scanned is None else _sides(scanned[0])
+
+
+# A scanned member: (value, start, end), value the axis name (a str), "..." or the number
+# (an int other than 1: a 1 is a unit, no member). A scanned group: (members, bracketed,
+# start, end). A record of both sides: (left groups, right groups, where the arrow starts,
+# where it ends). Tuples of strs and ints only, which the garbage collector stops
+# tracking: cheap to make and to keep.
+Scanned = tuple[tuple[tuple[tuple[Any, int, int], ...], bool, int, int], ...]
+
+
+def _scan(text: str) -> tuple[tuple[Scanned, Scanned, int, int], list[str] | None,
+                              list[str]] | None:
+    """The record of the two sides of a transform pattern (see ``Scanned``; :func:`_sides`
+    makes them), or None where :func:`_scan_transform` says None. Then what the checks
+    of the commonest patterns need, gathered on the way: the axis names of the left and
+    of the right side in text order, the left ones None where some member of either
+    side is a number or ``...``.
 
     The grammar, as this walks it: ``side ARROW side``; a side is a row of terms; a term
     is NAME, INT, ELLIPSIS or ``LPAR member* RPAR`` (members: NAME, INT, ELLIPSIS).
     """
-    left: list[Group] | None = None
+    left: list[Any] | None = None
+    left_names: list[str] = []
     arrow_start = arrow_end = 0
-    groups: list[Group] = []
-    members: list[Member] | None = None  # the open group's members; None outside "( )"
+    groups: list[Any] = []
+    names: list[str] = []                # this side's axis names, in text order
+    plain = True                         # no number, no "..." so far
+    members: list[Any] | None = None     # the open group's members; None outside "( )"
     opening = 0                          # where the open group starts
     position = 0                         # where the next match starts
     member_end = -1                      # where the previous member token ended
@@ -394,7 +439,7 @@ def _scan_transform(text: str) -> tuple[Side, Side] | None:
             if unknown:
                 return None
             break  # the end of the text
-        start = position + len(space)
+        start = position + len(space) if space else position
         position = end = start + len(token)
         kind = _PUNCTUATION.get(token)
         if kind is None:  # NAME, INT or ELLIPSIS
@@ -402,16 +447,22 @@ def _scan_transform(text: str) -> tuple[Side, Side] | None:
                 return None
             member_end = end
             if token == "...":
-                member: Member | None = EllipsisAxis(start, end)
+                member: Any = (token, start, end)
+                plain = False
             elif token.isdecimal():  # \d is Unicode's Nd, as isdecimal: an INT token
                 if len(token) > 18:  # the digit-count error, lark's path raises it
                     return None
                 number = int(token)
-                member = None if number == 1 else AnonymousAxis(number, start, end)
+                if number == 1:
+                    member = None
+                else:
+                    member = (number, start, end)
+                    plain = False
             else:
-                member = AxisName(token, start, end)
+                member = (token, start, end)
+                names.append(token)
             if members is None:
-                groups.append(Group(() if member is None else (member,), False, start, end))
+                groups.append((() if member is None else (member,), False, start, end))
             elif member is not None:  # a 1 inside a group is dropped
                 members.append(member)
         elif kind == _LPAR:
@@ -421,16 +472,36 @@ def _scan_transform(text: str) -> tuple[Side, Side] | None:
         elif kind == _RPAR:
             if members is None:
                 return None
-            groups.append(Group(tuple(members), True, opening, end))
+            groups.append((tuple(members), True, opening, end))
             members = None
         else:  # ARROW
             if members is not None or left is not None:
                 return None
             left, arrow_start, arrow_end = groups, start, end
-            groups = []
+            left_names, groups, names = names, [], []
     if members is not None or left is None:
         return None
-    return _side(tuple(left), arrow_start), _side(tuple(groups), arrow_end)
+    return ((tuple(left), tuple(groups), arrow_start, arrow_end),
+            left_names if plain else None, names)
+
+
+def _sides(scanned: tuple[Scanned, Scanned, int, int]) -> tuple[Side, Side]:
+    """The two sides of a scanner's record (see ``Scanned``)."""
+    left, right, arrow_start, arrow_end = scanned
+    return _side(_groups(left), arrow_start), _side(_groups(right), arrow_end)
+
+
+def _groups(scanned: Scanned) -> tuple[Group, ...]:
+    return tuple([Group(tuple([_member(*member) for member in members]), bracketed, start, end)
+                  for members, bracketed, start, end in scanned])
+
+
+def _member(value: Any, start: int, end: int) -> Member:
+    if type(value) is int:
+        return AnonymousAxis(value, start, end)
+    if value == "...":
+        return EllipsisAxis(start, end)
+    return AxisName(value, start, end)
 
 
 def _transform_sides_lark(text: str) -> tuple[Side, Side]:
@@ -497,6 +568,30 @@ def invalid_name_reason(name: str) -> str | None:
     if name[0] == "_" or name[-1] == "_":
         return "axis names must not start or end with '_'"
     return None
+
+
+def _names_plainly_valid(left: list[str], right: list[str], op: str) -> bool:
+    """:func:`_plainly_valid` for sides of axis names alone, given as their names in text
+    order (the scanner gathers them)."""
+    left_set, right_set = set(left), set(right)
+    if len(left_set) != len(left) or len(right_set) != len(right):
+        return False
+    if op == "rearrange":
+        if left_set != right_set:
+            return False
+        every = left_set
+    elif op == "reduce":
+        if not right_set <= left_set:
+            return False
+        every = left_set
+    else:  # repeat
+        if not left_set <= right_set:
+            return False
+        every = right_set
+    for name in every:
+        if not name.isidentifier() or name[0] == "_" or name[-1] == "_":
+            return False  # invalid_name_reason(name) is not None
+    return True
 
 
 def _plainly_valid(left: Side, right: Side, op: str) -> bool:
@@ -678,7 +773,27 @@ def parse_transform_cached(text: str, op: str) -> TransformPattern:
 def _build_transform(text: str, op: str) -> TransformPattern:
     if op not in TRANSFORM_OPS:
         raise RearrangeError(f"op must be one of {', '.join(map(repr, TRANSFORM_OPS))}, not {op!r}")
-    return _checked_transform(text, op, _scan_transform(text) or _transform_sides_lark(text))
+    scanned = _scan(text)
+    if scanned is None:
+        return _checked_transform(text, op, _transform_sides_lark(text))
+    record, left_names, right_names = scanned
+    if left_names is not None and _names_plainly_valid(left_names, right_names, op):
+        return _scanned_pattern(text, record)   # sides built when first read
+    return _checked_transform(text, op, _sides(record))
+
+
+_new_object = object.__new__
+_set_text = TransformPattern.__dict__["text"].__set__      # the slots' member descriptors
+_set_scanned = TransformPattern.__dict__["scanned"].__set__
+
+
+def _scanned_pattern(text: str, scanned: tuple) -> TransformPattern:
+    """The pattern ``text`` with the scanner's record ``scanned`` of its sides, which are
+    built when first read (see :class:`TransformPattern`)."""
+    pattern = _new_object(TransformPattern)
+    _set_text(pattern, text)
+    _set_scanned(pattern, scanned)
+    return pattern
 
 
 def _checked_transform(text: str, op: str, sides: tuple[Side, Side]) -> TransformPattern:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Mapping
 
 from .errors import NoViewError, RearrangeError
-from .layout import Layout, canonical_layout, row_major_strides
+from .layout import MAX_DIMS, MAX_SIZE, Layout, canonical_layout, row_major_strides, view_of
 from .recipe import Recipe, check_result_size, solve_lengths
 
 _PLAIN_INT = frozenset({int})
@@ -48,6 +48,24 @@ class Step:
     args: tuple[int, ...] = ()   # split/merge/expand: the new shape; permute: the dim
                                  # order; reduce: the reduced (trailing) dims
     kernel: Any = None           # copy: how the executor copies (rearrange.kernel.CopyKernel)
+    # A copy step whose kernel is described when first read: (describe_copy, the source
+    # layout), set only by the planner (never a constructor argument: a step made with
+    # Step(...) or dataclasses.replace has its kernel given) and only where the describer
+    # says the kernel leaves the copy to numpy whatever the thread count (its
+    # ``numpy_copies``), so that the description does not depend on when it is made;
+    # None once described.
+    deferred: tuple[Any, Layout] | None = field(default=None, init=False, compare=False,
+                                                repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for a slot not set yet: the kernel of a deferred copy step.
+        if name != "kernel" or self.deferred is None:
+            raise AttributeError(f"'Step' object has no attribute {name!r}")
+        describe_copy, source = self.deferred
+        kernel = describe_copy(source)
+        object.__setattr__(self, "kernel", kernel)
+        object.__setattr__(self, "deferred", None)
+        return kernel
 
     @property
     def reason(self) -> str:
@@ -340,16 +358,24 @@ def plan_transform(
     lengths = solve_lengths(recipe, layout.shape, axes_lengths)
     if not _PLAIN_INT.issuperset(map(type, lengths)):
         lengths = tuple(map(operator.index, lengths))  # sizes torch traces, as ints
-    check_result_size(recipe, lengths, itemsize)
     names = recipe.names
+    output_groups = recipe.output_groups
+    output_shape = tuple([lengths[g[0]] if len(g) == 1 else math.prod([lengths[i] for i in g])
+                          for g in output_groups])
+    # check_result_size passes whenever this holds (fewer axes than dims allowed, and a
+    # result of positive size within bounds: the unmerged axes multiply to the same
+    # product as the output shape); only otherwise need it look closer, and maybe raise.
+    if not (len(names) <= MAX_DIMS and len(output_shape) <= MAX_DIMS
+            and 0 < math.prod(output_shape) * (itemsize or 1) <= MAX_SIZE):
+        check_result_size(recipe, lengths, itemsize)
     steps: list[Step] = []
     current = layout
     # Every layout below is built from `layout`'s (checked) values and the lengths that
     # solve_lengths checked against them: canonical_layout skips the checks.
 
     # split: decompose every input dim into its elementary axes (units vanish).
-    left_count = len(recipe.axes) - len(recipe.added)
-    elementary_shape = tuple(lengths[:left_count])
+    left_count = len(names) - len(recipe.added)
+    elementary_shape = lengths[:left_count]
     if elementary_shape != current.shape:
         shape: list[int] = []
         strides: list[int] = []
@@ -362,7 +388,7 @@ def plan_transform(
                 shape.extend(sizes)
                 strides.extend([stride * piece for piece in row_major_strides(sizes)])
         current = canonical_layout(tuple(shape), tuple(strides), current.offset)
-        steps.append(Step("split", current, False, (_split_reason, recipe), elementary_shape))
+        steps.append(_step("split", current, (_split_reason, recipe), elementary_shape))
 
     # permute: kept axes into output order, reduced axes last.
     order = recipe.permutation
@@ -370,7 +396,7 @@ def plan_transform(
         shape_now, strides_now = current.shape, current.strides
         current = canonical_layout(tuple([shape_now[d] for d in order]),
                                    tuple([strides_now[d] for d in order]), current.offset)
-        steps.append(Step("permute", current, False, (_permute_reason, recipe, order), order))
+        steps.append(_step("permute", current, (_permute_reason, recipe, order), order))
 
     # reduce: the trailing axes, into a fresh C-contiguous array of the kept axes.
     if recipe.reduced:
@@ -405,7 +431,6 @@ def plan_transform(
     # merge: compose output groups; each must pass the stride test or a copy comes first:
     # consecutive non-unit dims i, j of a group need stride(i) == stride(j) * size(j)
     # (Layout.merge_obstacle; a zero-element layout merges anywhere).
-    output_shape = tuple([math.prod([lengths[i] for i in g]) for g in recipe.output_groups])
     obstacles = []  # (group, outer axis, inner axis, stride(outer), stride(inner) * size(inner))
     if 0 not in current.shape:
         shape_now, strides_now = current.shape, current.strides
@@ -424,37 +449,93 @@ def plan_transform(
             position = stop
 
     if obstacles:
-        kernel = describe_copy(current) if describe_copy else None
+        source = current
         current = Layout.contiguous(current.shape)
-        steps.append(Step("copy", current, True, (_copy_reason, recipe, tuple(obstacles)),
-                          kernel=kernel))
+        steps.append(_copy_step(current, (_copy_reason, recipe, tuple(obstacles)),
+                                describe_copy, source))
     if output_shape != current.shape:
-        merged = current.try_view(output_shape)
+        merged = view_of(current, output_shape, math.prod(output_shape))
         if merged is None:  # pragma: no cover - the merge test above is exact
             raise AssertionError(f"planner bug: no view for {output_shape} from {current}")
-        steps.append(Step("merge", merged, False,
-                          (_merge_reason, recipe, bool(obstacles)), output_shape))
+        steps.append(_step("merge", merged, (_merge_reason, recipe, bool(obstacles)),
+                           output_shape))
         current = merged
 
     if copy and not obstacles and not recipe.reduced:
-        kernel = describe_copy(current) if describe_copy else None
+        source = current
         current = Layout.contiguous(current.shape)
-        steps.append(Step("copy", current, True, "copy=True: a fresh C-contiguous array",
-                          kernel=kernel))
+        steps.append(_copy_step(current, "copy=True: a fresh C-contiguous array",
+                                describe_copy, source))
 
-    return Plan(
-        op=op,
-        pattern=recipe.pattern.text,
-        dtype=dtype,
-        itemsize=itemsize,
-        input=layout,
-        output=current,
-        axis_lengths=tuple(zip(names, lengths)),
-        steps=tuple(steps),
-        copy_requested=copy,
-        stride_unit=stride_unit,
-        reduction=reduction if recipe.reduced else None,
-    )
+    return _plan(op, recipe.pattern.text, dtype, itemsize, layout, current,
+                 tuple(zip(names, lengths)), tuple(steps), copy, stride_unit,
+                 reduction if recipe.reduced else None)
+
+
+# Steps and plans made by the planner: their values are canonical by construction (as
+# canonical_layout's), so they are set through the slots' member descriptors, as the
+# frozen dataclasses' own __init__ does, without the keyword handling (a plan has twelve
+# fields and is made on every cold call).
+_new_object = object.__new__
+(_set_op, _set_layout, _set_is_copy, _set_why, _set_args, _set_kernel, _set_deferred) = (
+    Step.__dict__[name].__set__ for name in (
+        "op", "layout", "is_copy", "why", "args", "kernel", "deferred"))
+_PLAN_SETTERS = tuple(Plan.__dict__[name].__set__ for name in (
+    "op", "pattern", "dtype", "itemsize", "input", "output", "axis_lengths", "steps",
+    "copy_requested", "stride_unit", "reduction", "notes"))
+
+
+def _step(op: str, layout: Layout, why: Any, args: tuple[int, ...]) -> Step:
+    """``Step(op, layout, False, why, args)``: a view step."""
+    step = _new_object(Step)
+    _set_op(step, op)
+    _set_layout(step, layout)
+    _set_is_copy(step, False)
+    _set_why(step, why)
+    _set_args(step, args)
+    _set_kernel(step, None)
+    _set_deferred(step, None)
+    return step
+
+
+def _plan(op: str, pattern: str, dtype: str | None, itemsize: int | None, input: Layout,
+          output: Layout, axis_lengths: tuple[tuple[str, int], ...], steps: tuple[Step, ...],
+          copy_requested: bool | None, stride_unit: str, reduction: str | None) -> Plan:
+    """``Plan(...)`` of these fields, without notes."""
+    plan = _new_object(Plan)
+    (set_op, set_pattern, set_dtype, set_itemsize, set_input, set_output, set_axis_lengths,
+     set_steps, set_copy_requested, set_stride_unit, set_reduction, set_notes) = _PLAN_SETTERS
+    set_op(plan, op)
+    set_pattern(plan, pattern)
+    set_dtype(plan, dtype)
+    set_itemsize(plan, itemsize)
+    set_input(plan, input)
+    set_output(plan, output)
+    set_axis_lengths(plan, axis_lengths)
+    set_steps(plan, steps)
+    set_copy_requested(plan, copy_requested)
+    set_stride_unit(plan, stride_unit)
+    set_reduction(plan, reduction)
+    set_notes(plan, ())
+    return plan
+
+
+def _copy_step(layout: Layout, why: Any, describe_copy: Callable[[Layout], Any] | None,
+               source: Layout) -> Step:
+    """The copy step of ``source`` into ``layout`` (its C-contiguous layout), its kernel
+    described now, or when first read where the describer allows it (see Step)."""
+    numpy_copies = getattr(describe_copy, "numpy_copies", None)
+    if numpy_copies is None or not numpy_copies(source):
+        kernel = describe_copy(source) if describe_copy else None
+        return Step("copy", layout, True, why, kernel=kernel)
+    step = _new_object(Step)               # every slot but kernel
+    _set_op(step, "copy")
+    _set_layout(step, layout)
+    _set_is_copy(step, True)
+    _set_why(step, why)
+    _set_args(step, ())
+    _set_deferred(step, (describe_copy, source))
+    return step
 
 
 # The words of each step's reason (Step.why): called only when the reason is read.

@@ -24,6 +24,7 @@ __all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_r
            "is_symbolic", "SizeCheck", "size_check", "shapes_check"]
 
 ELLIPSIS_PREFIX = "…"  # ellipsis dims are named …0, …1, ... (not valid identifiers)
+_PLAIN_INT = frozenset({int})
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,11 @@ class Recipe:
     reduced and no added axes; reduce has reduced axes (left-only, numbers included);
     repeat has added axes (right-only, numbers included), which come last in ``axes``.
     An empty group is a unit (size-1) dim.
+
+    A recipe of a pattern of axis names alone (:func:`_named_recipe`) builds ``axes``
+    from its pattern's scanner record when first read: planning reads ``names`` and the
+    groups, and errors the axes' spans. Built or not, they are the axes
+    :func:`_general_recipe` gives.
     """
 
     pattern: TransformPattern
@@ -63,6 +69,15 @@ class Recipe:
     # axes and leaves its result already in output order).
     permutation: tuple[int, ...] = ()
 
+    def __getattr__(self, name: str) -> Any:
+        # Called only for a slot not set yet: the axes of a recipe that _named_recipe made
+        # from its pattern's scanner record, built from that record when first read.
+        if name != "axes" or self.pattern.scanned is None:
+            raise AttributeError(f"'Recipe' object has no attribute {name!r}")
+        axes = _record_axes(self.pattern.scanned)
+        object.__setattr__(self, "axes", axes)
+        return axes
+
     def __post_init__(self) -> None:
         # names and permutation follow from the axes and groups; a builder that leaves
         # them out (einsum builds its recipes from objects) gets them derived here
@@ -76,13 +91,94 @@ class Recipe:
 
     def group_text(self, group: tuple[int, ...]) -> str:
         """``(h d)`` for a composed group, ``h`` for a single axis, ``()`` for a unit."""
-        names = [self.axes[i].name for i in group]
+        names = [self.names[i] for i in group]
         return names[0] if len(names) == 1 else "(" + " ".join(names) + ")"
 
 
 @lru_cache(maxsize=1024)
 def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
     """The recipe of a parsed rearrange pattern for an input of rank ``ndim``."""
+    return _named_recipe(pattern, ndim) or _general_recipe(pattern, ndim)
+
+
+def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
+    """:func:`_general_recipe` for the commonest patterns, those of axis names alone with
+    one left group per input dim, read from the scanner's record of the pattern (only
+    such patterns keep one: see TransformPattern); the walk below is that function's,
+    on this ground. None for any other pattern or rank. The recipe's ``axes`` are built
+    from the record when first read (:func:`_record_axes`)."""
+    scanned = pattern.scanned
+    if scanned is None or len(scanned[0]) != ndim:
+        return None
+    names: list[str] = []
+    input_groups: list[tuple[int, ...]] = []
+    input_spans: list[tuple[int, int]] = []
+    for members, _, start, end in scanned[0]:   # left: each name the next axis
+        first = len(names)
+        names.extend([member[0] for member in members])
+        input_groups.append(tuple(range(first, len(names))))
+        input_spans.append((start, end))
+    left_count = len(names)
+    index_of = dict(zip(names, range(left_count)))
+    output_groups: list[tuple[int, ...]] = []
+    output_spans: list[tuple[int, int]] = []
+    for members, _, start, end in scanned[1]:   # right: a name of the left, or new (repeat)
+        dim = []
+        for member in members:
+            index = index_of.get(member[0])
+            if index is None:
+                index = index_of[member[0]] = len(names)
+                names.append(member[0])
+            dim.append(index)
+        output_groups.append(tuple(dim))
+        output_spans.append((start, end))
+    # The left axes in output order; the added ones are the rest.
+    kept = [i for dim in output_groups for i in dim if i < left_count]
+    if len(kept) == left_count:
+        reduced: tuple[int, ...] = ()
+    else:
+        in_output = set(kept)
+        reduced = tuple([i for i in range(left_count) if i not in in_output])
+    recipe = _new_object(Recipe)        # every slot but axes (see Recipe)
+    _set_pattern(recipe, pattern)
+    _set_ndim(recipe, ndim)
+    _set_input_groups(recipe, tuple(input_groups))
+    _set_output_groups(recipe, tuple(output_groups))
+    _set_input_spans(recipe, tuple(input_spans))
+    _set_output_spans(recipe, tuple(output_spans))
+    _set_reduced(recipe, reduced)
+    _set_added(recipe, tuple(range(left_count, len(names))))
+    _set_fixed_lengths(recipe, ())
+    _set_names(recipe, tuple(names))
+    _set_permutation(recipe, tuple(kept) + reduced)
+    return recipe
+
+
+_new_object = object.__new__
+(_set_pattern, _set_ndim, _set_input_groups, _set_output_groups, _set_input_spans,
+ _set_output_spans, _set_reduced, _set_added, _set_fixed_lengths, _set_names,
+ _set_permutation) = (Recipe.__dict__[name].__set__ for name in (   # member descriptors
+    "pattern", "ndim", "input_groups", "output_groups", "input_spans", "output_spans",
+    "reduced", "added", "fixed_lengths", "names", "permutation"))
+
+
+def _record_axes(scanned: tuple) -> tuple[ElementaryAxis, ...]:
+    """The axes of a name-only pattern's recipe from the pattern's scanner record: the
+    left side's names in order, then the right side's new ones (repeat), each with the
+    span of its first occurrence, as :func:`_general_recipe` numbers them."""
+    axes: list[ElementaryAxis] = []
+    seen: set[str] = set()
+    for side in scanned[0], scanned[1]:
+        for members, _, _, _ in side:
+            for name, start, end in members:
+                if name not in seen:
+                    seen.add(name)
+                    axes.append(ElementaryAxis(name, start, end))
+    return tuple(axes)
+
+
+def _general_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
+    """The recipe of any parsed transform pattern for an input of rank ``ndim``."""
     left = pattern.left
     left_groups = left.groups
     bare_ellipsis = 0  # 1 when the left side holds a bare "..." (at most one: parsing)
@@ -201,9 +297,18 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
     :class:`SizeCheck` whose error is the one raised here for the same sizes (and not
     checked at all when ``checks`` is None).
     """
+    groups = recipe.input_groups
+    if (not axes_lengths and not recipe.fixed_lengths and not recipe.added
+            and len(recipe.names) == len(groups) == len(shape) and () not in groups):
+        # Every input dim is one axis (as many axes as dims, none a unit): input groups
+        # mention the left axes once each, in order, so the lengths are the shape's.
+        return tuple(shape)
     text = recipe.pattern.text
     names = recipe.names
     for name, length in axes_lengths.items():
+        if type(length) is int and 0 < length <= MAX_SIZE and name in names \
+                and name.isidentifier():
+            continue  # the commonest: a plain positive int for a named axis (passes below)
         if is_symbolic(length) and name in names:
             continue  # a traced size: checking it would pin the trace to its value
         if name not in names or not name.isidentifier():  # not an ellipsis or numbered axis
@@ -223,11 +328,12 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 f"axis length {name}={length!r} is too large: lengths must be below 2**63",
                 text, axis.start, axis.end,
             )
-    lengths: list[int | None] = [None] * len(recipe.axes)
+    lengths: list[int | None] = [None] * len(names)
     for axis, length in recipe.fixed_lengths:   # at most 18 digits: parsing checks
         lengths[axis] = length
     for name, length in axes_lengths.items():
-        lengths[names.index(name)] = length if is_symbolic(length) else length.__index__()
+        lengths[names.index(name)] = length if type(length) is int or is_symbolic(length) \
+            else length.__index__()
 
     def require(lhs: Any, relation: str, rhs: Any, message: Callable[..., str],
                 quoted: tuple[Any, ...], start: int, end: int) -> None:
@@ -252,7 +358,7 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
         if len(group) == 1 and unknown:
             lengths[group[0]] = size
             continue
-        known = math.prod(lengths[i] for i in group if lengths[i] is not None)
+        known = math.prod([lengths[i] for i in group if lengths[i] is not None])
         if len(unknown) > 1:
             missing = ", ".join(f"{recipe.axes[i].name}=" for i in unknown)
             raise pattern_error(
@@ -262,6 +368,9 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                 text, start, end,
             )
         if unknown:
+            if type(size) is int and type(known) is int and not size % known:
+                lengths[unknown[0]] = size // known   # divisible: require() would pass
+                continue
             require(size % known, "==", 0, lambda size, known: (
                 f"input dim {dim} of size {size} cannot be split into "
                 f"{recipe.group_text(group)}: {size} is not divisible by {known}"),
@@ -396,7 +505,7 @@ def _known(*values: Any) -> bool:
     """Can these sizes be compared? Symbolic ones are not: each comparison would become a
     guard of the compiled graph, i.e. a recompile per shape; the framework's own reshape
     checks them instead."""
-    return not any(map(is_symbolic, values))
+    return _PLAIN_INT.issuperset(map(type, values)) or not any(map(is_symbolic, values))
 
 
 def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | None) -> None:
@@ -411,9 +520,9 @@ def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | 
     inside a group must not hide a product numpy refuses in the unmerged view).
     """
     text = recipe.pattern.text
-    left, right = recipe.pattern.left, recipe.pattern.right
-    left_count = len(recipe.axes) - len(recipe.added)
+    left_count = len(recipe.names) - len(recipe.added)
     if left_count > MAX_DIMS:
+        left = recipe.pattern.left
         raise pattern_error(
             f"the left side splits the input into {left_count} axes; arrays have at most "
             f"{MAX_DIMS} dims (numpy's limit)", text, left.start, max(left.end, left.start + 1))
@@ -424,5 +533,6 @@ def check_result_size(recipe: Recipe, lengths: tuple[int, ...], itemsize: int | 
     problem = (size_problem(unmerged, itemsize or 1)
                or size_problem(tuple(1 for _ in recipe.output_groups)))
     if problem is not None:
+        right = recipe.pattern.right
         raise pattern_error(f"no array can hold the result: {problem}",
                             text, right.start, max(right.end, right.start + 1))

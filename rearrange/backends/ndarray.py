@@ -68,7 +68,26 @@ def einsum(subscripts: str, *xs: np.ndarray) -> np.ndarray:
 
 def describe(x: np.ndarray) -> ArrayInfo:
     layout, unit = numpy_layout(x)
-    return ArrayInfo(layout, x.dtype.name, x.itemsize, unit)
+    return ArrayInfo(layout, dtype_name(x.dtype), x.itemsize, unit)
+
+
+# dtype -> dtype.name, which numpy computes afresh on every read (in Python, a few
+# microseconds). Equal dtypes have equal names; bounded by clearing, as dtypes are few.
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """``dtype.name``, remembered per dtype."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        name = dtype.name
+        if len(_DTYPE_NAMES) >= 256:
+            _DTYPE_NAMES.clear()
+        _DTYPE_NAMES[dtype] = name
+        return name
+    except TypeError:  # pragma: no cover - every numpy dtype hashes
+        return dtype.name
 
 
 def lower(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
@@ -201,7 +220,7 @@ def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
     split, perm, merge, copy_before_merge, copy_at_end = steps_args(plan)
     copy_step = next((step for step in plan.steps if step.is_copy), None)
     if copy_before_merge:
-        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
+        if _kernel_copies(copy_step):
             return CALL, kernel_runner(view_runner(split, perm, None), copy_step.kernel, merge)
         # numpy's final reshape of the (non-contiguous) permuted view copies it in C
         # order: for tiny and object arrays that is the cheapest copy step.
@@ -217,7 +236,7 @@ def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
     if not is_expected_view(runner(sample), sample, plan, view):
         runner = strided_runner(plan, view)
     if copy_at_end:
-        if copy_step.kernel is not None and copy_step.kernel.variant not in ("numpy", "empty"):
+        if _kernel_copies(copy_step):
             return CALL, kernel_runner(runner, copy_step.kernel, None)
         return CALL, lambda x: runner(x).copy()
     if perm is not None and split is None and merge is None:
@@ -229,6 +248,16 @@ def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
     if perm is None and (split or merge) is not None:
         return RESHAPE, merge if merge is not None else split
     return CALL, runner
+
+
+def _kernel_copies(step: Any) -> bool:
+    """Whether the compiled kernel makes this copy step's copy (else numpy's reshape or
+    copy does). A kernel still deferred is one that leaves the copy to numpy (see
+    rearrange.plan.Step): it is not described for this."""
+    if step.deferred is not None:
+        return False
+    kernel = step.kernel
+    return kernel is not None and kernel.variant not in ("numpy", "empty")
 
 
 def kernel_runner(view_part: Runner, planned: kernel.CopyKernel, merge: tuple | None) -> Runner:
@@ -265,13 +294,9 @@ def is_expected_view(result: np.ndarray, source: np.ndarray, plan: Plan, view: L
     if result.size == 0:
         return True
     scale = plan.itemsize if plan.stride_unit == "elements" else 1
-    expected = tuple(s * scale for s in view.strides)
-    same_strides = all(
-        size == 1 or got == want
-        for size, got, want in zip(result.shape, result.strides, expected)
-    )
-    if not same_strides:
-        return False
+    for size, got, want in zip(result.shape, result.strides, view.strides):
+        if got != want * scale and size != 1:
+            return False
     # Same memory: numpy points a view's base at the array that owns the memory, so a
     # view of `source` has `source` (or the owner `source` itself views) as its base; a
     # copy never does. Anything else (subclasses may keep longer base chains) compares

@@ -82,8 +82,8 @@ from dataclasses import dataclass, field
 from ..errors import RearrangeError
 from .threads import get_num_threads
 
-__all__ = ["CopyKernel", "plan_copy", "plan_aligned", "lowbit", "stages", "tile_columns_b2",
-           "woven_block"]
+__all__ = ["CopyKernel", "plan_copy", "plan_aligned", "copies_with_numpy", "lowbit", "stages",
+           "tile_columns_b2", "woven_block"]
 
 # ---------------------------------------------------------------------------- tuning
 # Measured on a 2-core Xeon (AVX-512) shared with other work; see bench/kernel_bench.py.
@@ -218,6 +218,14 @@ class CopyKernel:
     block: int = 0
 
 
+def copies_with_numpy(total: int, itemsize: int, kind: str) -> bool:
+    """Whether :func:`plan_copy` gives the ``numpy`` or the ``empty`` variant for a source
+    of ``total`` items of ``itemsize`` bytes and numpy's ``kind``, whatever its strides
+    and the thread count: object dtypes, zero-size sources and copies under
+    NUMPY_MAX_BYTES (the first exits of :func:`plan_aligned`, which asks this)."""
+    return kind == "O" or total * itemsize < NUMPY_MAX_BYTES
+
+
 def lowbit(x: int) -> int:
     """The lowest set bit of x (x = 0: larger than any alignment)."""
     return x & -x if x else 1 << 62
@@ -257,10 +265,11 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     if threads < 1:
         raise RearrangeError(f"plan_copy: threads must be positive, got {threads}")
     signature = (shape, strides, itemsize)
+    total = math.prod(shape)
+    small = copies_with_numpy(total, itemsize, kind)   # then one of the next three exits
     if kind == "O":
         return CopyKernel("numpy", itemsize, tuple(shape), (), None, 1,
                           "object dtype: numpy copies references", signature)
-    total = math.prod(shape)
     if total == 0:
         return CopyKernel("empty", itemsize, (0,), (0,), None, 1, "zero-size: nothing to copy",
                           signature)
@@ -274,7 +283,7 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     u = min(bits & -bits, 8)
     fshape, fstr = _fuse(shape, strides, itemsize, u)
 
-    if nbytes < NUMPY_MAX_BYTES or not fshape:
+    if small or not fshape:
         why = "a single item" if not fshape else f"{nbytes} B < {NUMPY_MAX_BYTES} B"
         return CopyKernel("numpy", u, fshape, fstr, None, 1,
                           f"{why}: np.copyto costs less than a kernel call", signature)
