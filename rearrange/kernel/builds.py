@@ -14,8 +14,9 @@ copies with numpy (or torch) at once. What "usable now" means is the *mode*
   starts a worker :data:`START_DELAY_SECONDS` later (the first time: numba's import
   would otherwise compete with the caller's first copy and a short script's exit).
   A separate process rather than a thread: numba's compiler is Python and would hold
-  this process's GIL for seconds (measured in docs/copy.md). Without a writable cache directory the worker could not hand its work
-  back, so the compile runs in a thread of this process instead (one warning says so).
+  this process's GIL for seconds (measured in docs/copy.md). Without a writable cache
+  directory the worker could not hand its work back, so the compile runs in a thread of
+  this process instead (one warning says so).
 * ``eager``: compile in the call that needs the runner (the behaviour before background
   compilation; benchmarks use it).
 * ``off``: never compile nor run a compiled runner; copies use numpy's (or torch's).
