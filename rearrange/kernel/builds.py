@@ -419,9 +419,10 @@ START_DELAY_SECONDS = 0.2
 
 
 class _Service:
-    """This process's background builder: one daemon thread taking runners off a
-    queue, each compiled by a worker process of its own (or, without a disk cache, in
-    the thread itself)."""
+    """This process's background builder: one thread (which, like a daemon thread, does
+    not hold up the exit) taking runners off a queue after its start delay, each loaded
+    from the disk cache or compiled by a worker process of its own (or, without a disk
+    cache, in the thread itself)."""
 
     def __init__(self) -> None:
         self.jobs: deque[Key] = deque()     # (under self.lock)

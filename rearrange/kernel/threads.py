@@ -407,14 +407,14 @@ def _yield() -> None:
 
 # More workers than CPUs would only take turns.
 _MAX_HELPERS = max(1, os.cpu_count() or 1) - 1
-# The pool (``_pool``) is made by the first multithreaded copy, not at import: a
-# process that never splits a copy never builds one.
-
-
+# The pool is ``_pool`` in this module's namespace once made: by the first multithreaded
+# copy (or a look-up of ``threads._pool``), not at import, so that a process that never
+# splits a copy never builds one. A forked child makes its own.
 _pool_lock = threading.Lock()
 
 
 def _the_pool() -> _Pool:
+    """The process's pool, made at the first ask."""
     pool = globals().get("_pool")
     if pool is None:
         with _pool_lock:            # one pool, whichever threads copy first
