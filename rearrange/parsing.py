@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import pathlib
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -224,6 +223,8 @@ def _caret_lines(text: str, start: int, end: int | None) -> str:
 
 
 def _display_width(text: str) -> int:
+    import unicodedata      # (error messages only: not at import)
+
     return sum(
         0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
         for char in text

@@ -18,7 +18,6 @@ because that output dim would not step through storage by a constant amount.
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 from dataclasses import dataclass, field
@@ -118,6 +117,8 @@ class JsonDump:
 
     def dump(self, fp: IO[str] | None = None, **json_options: Any) -> str | None:
         """The plan as JSON: written to ``fp``, or returned as a string when ``fp`` is None."""
+        import json
+
         json_options.setdefault("indent", 2)
         if fp is None:
             return json.dumps(self.to_dict(), **json_options)

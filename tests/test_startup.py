@@ -223,3 +223,28 @@ def test_read_only_the_kernel_is_compiled_in_a_thread(tmp_path: Path) -> None:
     assert len(report["warnings"]) == 1 and "no writable cache" in report["warnings"][0]
     assert_caller_never_touched_numba(report)
     assert report["numba"] == [False]
+
+
+def test_the_loader_waits_before_importing_numba_unless_asked(on_disk: Path) -> None:
+    """The service's thread does nothing for its start delay (made a minute here): the
+    copies meanwhile are numpy's, numba is not imported by anyone, nor the disk cache
+    looked at (hashlib: the sources' stamp); kernel.wait() cuts the delay short and the
+    runner loads in that thread. A process that ends within the delay never pays for
+    numba's import."""
+    report = run("""
+        builds.START_DELAY_SECONDS = 60.0
+        copy(big)
+        copy(big)
+        report["numba_loaded"] = "numba" in sys.modules
+        report["hashlib_loaded"] = "hashlib" in sys.modules
+        report["first"] = builds.status("transpose", 4)
+        report["waited"] = K.wait(600)
+        copy(big)
+        report["then"] = builds.status("transpose", 4)
+        report.update(seen, compiled=builds.compiles_started)
+        print(json.dumps(report))
+    """, on_disk)
+    assert not report["numba_loaded"] and not report["hashlib_loaded"], report
+    assert report["first"] == "loading"
+    assert report["waited"] and report["then"] == "ready" and report["compiled"] == 0
+    assert report["numba"] == [False] and set(report["loads"]) == {False}

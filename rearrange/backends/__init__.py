@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
@@ -31,9 +31,11 @@ from ..calls import (SUPPORTED_ARRAYS, check_reduction, no_view_error, parse_fir
 from ..errors import ArgumentTypeError, RearrangeError
 from ..layout import Layout
 from ..plan import Plan
-from ..symbolic import SymbolicPlan, plan_symbolic
 from ..tensor import Tensor
 from .protocol import hook
+
+if TYPE_CHECKING:
+    from ..symbolic import SymbolicPlan
 
 __all__ = ["ArrayInfo", "backend_for", "plan_for_array", "asnumpy",
            "SUPPORTED_ARRAYS"]
@@ -161,6 +163,8 @@ def plan_traced(x: Any, op: str, pattern: str, reduction: Any, copy: bool | None
                 axes_lengths: Mapping[str, Any]) -> SymbolicPlan:
     """The plan of ``op`` for an array whose sizes are traced: steps from the pattern
     alone, sizes as expressions (see :mod:`rearrange.symbolic`)."""
+    from ..symbolic import plan_symbolic       # (traced calls only: not at import)
+
     shape = tuple(x.shape)
     parse_first(pattern, op, shape, axes_lengths)
     if copy is not None and copy is not True and copy is not False:

@@ -14,14 +14,16 @@ import dataclasses
 import importlib.abc
 import sys
 import warnings
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import ArgumentTypeError, NoViewError
 from ..layout import Layout
 from ..plan import Plan
 from ..recipe import is_symbolic
-from ..symbolic import SymbolicPlan
 from . import ArrayInfo, reduction_error
+
+if TYPE_CHECKING:
+    from ..symbolic import SymbolicPlan
 
 Runner = Callable[[Any], Any]
 

@@ -182,12 +182,13 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
         np.copyto(dst, src, casting="no")           # numpy's memcpy: the same thing
         return
     from .builds import runner_for
-    from .lowering import lower
 
     run = runner_for(_families()[kernel.variant], kernel.unit_bytes)
     if run is None:         # not compiled yet (or kernels off): numpy's copy, at once
         np.copyto(dst, src, casting="no")
         return
+    from .lowering import lower
+
     # A destination the process has not touched yet (a fresh np.empty of this size is a
     # new mapping) is page-faulted as it is written; the faults zero its lines into the
     # caches. Rows and panels then use regular stores (non-temporal ones would first

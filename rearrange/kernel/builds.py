@@ -9,10 +9,14 @@ copies with numpy (or torch) at once. What "usable now" means is the *mode*
   machine before (its ready marker is in the cache directory: it loads from the disk
   cache, ~10 ms once numba is imported), is used; any other is compiled *out of the
   caller's way*, in a worker process (``python -m rearrange.kernel.worker``), and used by
-  the first copy after it is ready. A separate process rather than a thread: numba's
-  compiler is Python and would hold this process's GIL for seconds (measured in
-  docs/copy.md). Without a writable cache directory the worker could not hand its work
-  back, so the compile runs in a thread of this process instead (one warning says so).
+  the first copy after it is ready. The caller's thread only notes the runner as asked
+  for and starts the service's thread, which looks at the disk cache and loads or
+  starts a worker :data:`START_DELAY_SECONDS` later (the first time: numba's import
+  would otherwise compete with the caller's first copy and a short script's exit).
+  A separate process rather than a thread: numba's compiler is Python and would hold
+  this process's GIL for seconds (measured in docs/copy.md). Without a writable cache
+  directory the worker could not hand its work back, so the compile runs in a thread of
+  this process instead (one warning says so).
 * ``eager``: compile in the call that needs the runner (the behaviour before background
   compilation; benchmarks use it).
 * ``off``: never compile nor run a compiled runner; copies use numpy's (or torch's).
@@ -44,9 +48,11 @@ in memory — in eager mode in the call, in background mode in a thread of this 
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import threading
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -182,13 +188,15 @@ def runner_for(family: str, unit: int) -> Any:
         except Exception as error:  # noqa: BLE001 — never raised in a copy: numpy's copy
             _fail(key, error)
             return None
-    # Background: this thread never imports numba nor loads a runner. One on disk is
-    # loaded by the service's thread (numba's import, ~0.4 s, then ~10 ms a runner);
-    # any other is compiled by a worker process. Until then: the array library's copy.
+    # Background: this thread never imports numba nor loads a runner, nor even looks at
+    # the disk cache (its directory, the sources' stamp: hashlib's import, file reads).
+    # The service's thread does, after a start delay (START_DELAY_SECONDS): one on disk is
+    # loaded there (numba's import, ~0.4 s, then ~10 ms a runner); any other is compiled
+    # by a worker process. Until then: the array library's copy.
     with _lock:
         if key in _pending:
             return None
-        _pending[key] = "loading" if _on_disk(key) else "compiling"
+        _pending[key] = "queued"
     _get_service().submit(key)
     return None
 
@@ -257,6 +265,8 @@ def status(family: str, unit: int) -> str:
     if key in _ready:
         return "ready"
     pending = _pending.get(key)
+    if pending == "queued":         # asked for; the service has not looked at it yet
+        return "loading" if _on_disk(key) else "compiling"
     if pending is not None:
         return pending
     return "on disk" if _on_disk(key) else "not compiled"
@@ -295,7 +305,8 @@ def wait(timeout: float | None = None) -> bool:
     still compiling. For tests, benchmarks and scripts that want the kernel's speed."""
     service = _service
     if service is None:
-        return not any(state in ("compiling", "loading") for state in _pending.values())
+        return not any(state in ("queued", "compiling", "loading")
+                       for state in _pending.values())
     return service.join(timeout)
 
 
@@ -396,49 +407,67 @@ def _finish_worker(worker: subprocess.Popen) -> None:
                            f"the compile worker exited with {worker.returncode}")
 
 
+# The service's thread starts its work this long after it was started (by a copy that
+# asked for a runner; a wait() cuts it short), unless numba is imported already. Until
+# then it takes no CPU time nor the GIL, and the copy that started it has long returned.
+# A process that ends sooner could not have used the kernel anyway (numba's import alone
+# takes ~0.4 s): numba's import would only have competed with it for the GIL and the
+# CPU, in its first copy and at its exit (#37). Nor does such a process start a worker
+# for a runner that is not on disk: the first process that lives longer does
+# (`python -m rearrange warmup` compiles them all).
+START_DELAY_SECONDS = 0.2
+
+
 class _Service:
-    """This process's background builder: one daemon thread taking runners off a
-    queue, each compiled by a worker process of its own (or, without a disk cache, in
-    the thread itself)."""
+    """This process's background builder: one thread (which, like a daemon thread, does
+    not hold up the exit) taking runners off a queue after its start delay, each loaded
+    from the disk cache or compiled by a worker process of its own (or, without a disk
+    cache, in the thread itself)."""
 
     def __init__(self) -> None:
-        import queue
-
-        self.jobs: queue.Queue[Key] = queue.Queue()
-        self.thread: threading.Thread | None = None
+        self.jobs: deque[Key] = deque()     # (under self.lock)
+        self.running = False                # the thread is serving (under self.lock)
         self.lock = threading.Lock()
         self.idle = threading.Condition(self.lock)
         self.outstanding = 0
+        self.hurry = threading.Event()      # set by join(): no start delay any more
 
     def submit(self, key: Key) -> None:
         with self.lock:
             self.outstanding += 1
-            self.jobs.put(key)
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._serve, daemon=True,
-                                               name="rearrange-kernel-builds")
-                self.thread.start()
+            self.jobs.append(key)
+            if not self.running:
+                # A thread of the low-level API: threading.Thread.start() waits until
+                # the new thread has run, one scheduling delay of the OS in the caller's
+                # copy (0.5-14 ms on a busy 2-core machine, #37). Like a daemon thread,
+                # it does not hold up the process's exit.
+                self.running = True
+                _thread.start_new_thread(self._serve, ())
 
     def join(self, timeout: float | None) -> bool:
+        self.hurry.set()
         with self.idle:
             return self.idle.wait_for(lambda: self.outstanding == 0, timeout)
 
     def _serve(self) -> None:
         busy: set[Key] = set()      # runners another process is compiling, seen once
+        if "numba" not in sys.modules:      # the first runner of the process
+            self.hurry.wait(START_DELAY_SECONDS)
         while True:
             with self.lock:
-                if self.jobs.empty():
-                    self.thread = None
+                if not self.jobs:
+                    self.running = False
                     return
-                key = self.jobs.get()
-                others = not self.jobs.empty()
+                key = self.jobs.popleft()
+                others = bool(self.jobs)
             try:
                 # A runner another process compiles goes to the back of the queue once
                 # (this process compiles the next one meanwhile); the second time, or
                 # with nothing else to do, the thread waits for it.
                 if not self._build(key, wait=key in busy or not others):
                     busy.add(key)
-                    self.jobs.put(key)
+                    with self.lock:
+                        self.jobs.append(key)
                     continue
                 busy.discard(key)
             except Exception as error:  # noqa: BLE001 — reported, never raised in a copy
@@ -453,7 +482,10 @@ class _Service:
         global compiles_started
         if unavailable() is not None:
             raise KernelUnavailable(unavailable())
-        if _on_disk(key):
+        on_disk = _on_disk(key)
+        with _lock:
+            _pending[key] = "loading" if on_disk else "compiling"
+        if on_disk:
             # No lock needed to load: entries are renamed into place whole (.sealed).
             try:
                 run = _load(key, compile=False)
@@ -522,7 +554,8 @@ def _get_service() -> _Service:
 
 
 def _forget_in_child() -> None:
-    """After fork: the parent's builder thread and worker are not this process's."""
+    """After fork: the parent's builder thread and worker are not this process's; what
+    they had yet to make ready is asked for again by the child's first copy."""
     global _service, _lock, _pending
     for fd in list(_lock_fds):
         try:
@@ -532,7 +565,7 @@ def _forget_in_child() -> None:
     _lock_fds.clear()
     _service = None
     _lock = threading.Lock()
-    _pending = {key: state for key, state in _pending.items() if state != "compiling"}
+    _pending = {key: state for key, state in _pending.items() if state.startswith("failed")}
 
 
 if hasattr(os, "register_at_fork"):

@@ -155,12 +155,13 @@ def _vector_bytes() -> int:
 
 
 def _host_vector_bytes() -> int:
-    """64 if the host CPU has AVX-512 (Linux: its flags in /proc/cpuinfo), else 32."""
+    """64 if the host CPU has AVX-512 (Linux: its flags in /proc/cpuinfo), else 32. (Read
+    as bytes: no text codec to import at ``import rearrange``.)"""
     try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+        with open("/proc/cpuinfo", "rb") as info:
             for line in info:
-                if line.startswith("flags"):
-                    return 64 if " avx512f" in line else 32
+                if line.startswith(b"flags"):
+                    return 64 if b" avx512f" in line else 32
     except OSError:
         pass
     return 32

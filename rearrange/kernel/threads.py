@@ -182,10 +182,11 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
         ctrl[C_CHUNK], ctrl[C_NCHUNK] = chunk, -(-nwork // chunk)
         ctrl[C_NRANGE] = min(threads, RANGES_MAX, ctrl[C_NCHUNK])
         job = _Job(runner, args, (itv, pv, scratch))
-        posts = _pool.submit(job, threads - 1)
+        pool = _the_pool()
+        posts = pool.submit(job, threads - 1)
         runner(*args)
         if posts:
-            _pool.settle(posts, ctrl)
+            pool.settle(posts, ctrl)
         if ctrl[C_DONE] != nwork:
             _wait(job)
     else:
@@ -270,6 +271,7 @@ class _Pool:
 
     def __init__(self) -> None:
         import queue
+
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.workers: list[threading.Thread] = []
         self.lock = threading.Lock()
@@ -405,17 +407,40 @@ def _yield() -> None:
 
 # More workers than CPUs would only take turns.
 _MAX_HELPERS = max(1, os.cpu_count() or 1) - 1
-_pool = _Pool()
+# The pool is ``_pool`` in this module's namespace once made: by the first multithreaded
+# copy (or a look-up of ``threads._pool``), not at import, so that a process that never
+# splits a copy never builds one. A forked child makes its own.
+_pool_lock = threading.Lock()
+
+
+def _the_pool() -> _Pool:
+    """The process's pool, made at the first ask."""
+    pool = globals().get("_pool")
+    if pool is None:
+        with _pool_lock:            # one pool, whichever threads copy first
+            pool = globals().get("_pool")
+            if pool is None:
+                pool = globals()["_pool"] = _Pool()
+    return pool
+
+
+def __getattr__(name: str):
+    if name == "_pool":          # (tests reach for the pool as threads._pool)
+        return _the_pool()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @atexit.register
 def _stop_spinning_at_exit() -> None:
-    _pool.stop_spinning()
+    pool = globals().get("_pool")
+    if pool is not None:
+        pool.stop_spinning()
 
 
 def _reset_pool_in_child() -> None:
-    global _pool
-    _pool = _Pool()
+    global _pool_lock
+    _pool_lock = threading.Lock()
+    globals().pop("_pool", None)    # the parent's workers are not the child's
 
 
 if hasattr(os, "register_at_fork"):
