@@ -174,14 +174,24 @@ _NOTATION_PATTERNS: set[str] = set()
 
 def _rearrange_notation(tensor: Any, pattern: str, copy: Any, out: Any,
                         axes_lengths: Mapping[str, Any]) -> Any:
-    from .concatenation import rearrange_notation
-
     if out is not None:
         raise ArgumentTypeError("out= is not supported with a notation pattern (',', '+' "
                                 "or a repeated axis)")
     if copy is not None and copy is not True and copy is not False:
         raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
-    return rearrange_notation(tensor, pattern, copy, axes_lengths)
+    return (_notation_runner or _load_notation())(tensor, pattern, copy, axes_lengths)
+
+
+_notation_runner: Callable[..., Any] | None = None
+
+
+def _load_notation() -> Callable[..., Any]:
+    """rearrange/concatenation.py's entry, imported on the first notation call."""
+    global _notation_runner
+    from .concatenation import rearrange_notation
+
+    _notation_runner = rearrange_notation
+    return rearrange_notation
 
 
 def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,

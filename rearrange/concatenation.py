@@ -88,7 +88,8 @@ class Part:
     order: tuple[int, ...]               # piece axes in the order of the named leaves
     broadcast: tuple[str, ...]           # names the part adds (the piece repeats over them)
     einops: str                          # the piece to the part, as an einops pattern
-    copy: str                            # how it runs (see NotationPlan.__str__)
+    copier: str                          # view | kernel | staged | numpy | torch | dask ...
+    copy: str                            # how it runs, in words (explain prints it)
     text: str                            # the output expression's part, e.g. 'a b (c1)'
 
 
@@ -435,47 +436,61 @@ def _plan_part(index: int, out: int, region: Region, axes: tuple[Any, ...], piec
     leaf_names = tuple(leaf.name if leaf.name is not None else new_names.get(k)
                        for k, leaf in enumerate(leaves))
     order = tuple(piece.names.index(name) for name in named if name in piece.names)
-    how = _copy_method(piece, leaf_shape, leaf_names, order, region, output_shape,
+    copier, how = _copy_method(piece, leaf_shape, leaf_names, order, region, output_shape,
                        concatenated, dtype, itemsize, backend, copy, einops, lengths,
                        broadcast)
     return Part(piece=index, output=out, region=region, leaf_shape=tuple(leaf_shape),
                 leaf_names=leaf_names, order=order, broadcast=tuple(broadcast),
-                einops=einops, copy=how, text=_cell_text(axes))
+                einops=einops, copier=copier, copy=how, text=_cell_text(axes))
 
 
 def _copy_method(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | None, ...],
                  order: tuple[int, ...], region: Region, output_shape: tuple[int, ...],
                  concatenated: bool, dtype: str | None, itemsize: int | None, backend: str,
                  copy: bool | None, einops: str, lengths: Mapping[str, int],
-                 broadcast: list[str]) -> str:
-    """How one part runs, as explain prints it."""
+                 broadcast: list[str]) -> tuple[str, str]:
+    """How one part runs: ``(copier, what explain prints)``. Copiers: ``view`` (a
+    view, or our rearrange's copy), ``kernel`` (the copy kernel into a C-contiguous
+    slice), ``staged`` (the kernel into a buffer, then numpy's row copies into a slice
+    whose rows have gaps), ``numpy`` (numpy's copyto), or the backend's name."""
     if not concatenated:
         if backend != "numpy" or piece.strides is None:
-            return f"{backend}: rearrange (a view where its strides allow)"
+            return "view", f"{backend}: rearrange (a view where its strides allow)"
         from .calls import plan_for
         from .layout import Layout
 
         if broadcast:
-            return "repeat: a broadcast view (stride 0 on the added axes)"
+            return "view", "repeat: a broadcast view (stride 0 on the added axes)"
         plan = plan_for(einops, Layout(piece.shape, piece.strides, 0), {}, copy, dtype,
                         itemsize, "elements")
-        return "view" if plan.is_view else "copy by the kernel (as rearrange)"
+        return "view", ("view" if plan.is_view else "a copy by the kernel (as rearrange "
+                        "does when no strides express it)")
+    if backend == "torch":
+        return "torch", ("torch: a copy into the slice (the kernel where it may copy, else "
+                         "copy_); torch.cat under autograd, transforms or tracing")
     if backend != "numpy":
-        return {"torch": "torch: copy into the slice (torch.cat under autograd, transforms "
-                         "or tracing)",
-                }.get(backend, f"{backend}: concatenate")
-    if not _dst_contiguous(region, leaf_shape, output_shape):
-        return "numpy copyto (the part's rows have gaps: an inner concatenation axis)"
+        return backend, f"{backend}: concatenate"
     if piece.strides is None or itemsize is None:
-        return "copy by the kernel"
+        return "numpy", "numpy copyto (strides not whole items)"
     from .kernel.plan import plan_copy
 
     src_strides = _part_source_strides(piece, leaf_names, order)
     kernel = plan_copy(tuple(leaf_shape), tuple(s * itemsize for s in src_strides), itemsize,
                        "f")
     if kernel.variant in ("numpy", "empty"):
-        return f"numpy copyto (small: below the kernel's threshold; {kernel.variant})"
-    return f"copy by the kernel ({kernel.variant})"
+        return "numpy", f"numpy copyto (small: below the kernel's threshold)"
+    if _dst_contiguous(region, leaf_shape, output_shape):
+        return "kernel", f"a copy by the kernel ({kernel.variant})"
+    if kernel.variant in _ROW_VARIANTS:
+        return "numpy", (f"numpy copyto: rows to rows (the part's rows have gaps; "
+                         f"the kernel would run {kernel.variant})")
+    return "staged", (f"the kernel ({kernel.variant}) into a buffer, then numpy's row "
+                      "copies (the part's rows have gaps: an inner concatenation axis)")
+
+
+# Kernel variants that copy whole source rows: numpy's copyto does the same into a slice
+# whose rows have gaps, so no buffer is needed.
+_ROW_VARIANTS = frozenset({"contiguous-memcpy", "inner-contiguous", "strided-rows"})
 
 
 def _part_source_strides(piece: Piece, leaf_names: Sequence[str | None],
@@ -563,6 +578,51 @@ def _inputs(tensor: Any, parsed_inputs: int, pattern: str) -> list[Any]:
 def rearrange_notation(tensor: Any, pattern: str, copy: bool | None,
                        axes_lengths: Mapping[str, Any]) -> Any:
     """``rearrange`` for a notation pattern (see the module's docstring)."""
+    # numpy's warm path: the key from the arrays' layouts alone (plain-int lengths)
+    kind = type(tensor)
+    if not axes_lengths or _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
+        if kind is _ndarray:
+            key = (_NUMPY_ARRAY, pattern, copy, tuple(axes_lengths.items()),
+                   tensor.shape, tensor.strides, tensor.dtype)
+            runner = PLANS.peek(key)
+            if runner is not None:
+                return runner((tensor,))
+        elif kind is tuple or kind is list:
+            layouts: list[Any] = [_NUMPY_LIST, pattern, copy, tuple(axes_lengths.items())]
+            for array in tensor:
+                if type(array) is not _ndarray:
+                    break
+                layouts += (array.shape, array.strides, array.dtype)
+            else:
+                runner = PLANS.peek(tuple(layouts))
+                if runner is not None:
+                    return runner(tensor)
+    return _rearrange_notation(tensor, pattern, copy, axes_lengths)
+
+
+_PLAIN_INT = frozenset({int})
+_ndarray = np.ndarray
+# The tags of numpy's warm-path keys: one array; a list or tuple of arrays, one per input
+_NUMPY_ARRAY = "rearrange-notation-numpy"
+_NUMPY_LIST = "rearrange-notation-numpy-list"
+
+
+def _numpy_key(tensor: Any, pattern: str, copy: bool | None,
+               axes_lengths: Mapping[str, Any]) -> tuple | None:
+    """The warm path's key for this call, or None (no key: not numpy, a stacked list)."""
+    if type(tensor) is _ndarray:
+        return (_NUMPY_ARRAY, pattern, copy, tuple(axes_lengths.items()), tensor.shape,
+                tensor.strides, tensor.dtype)
+    if type(tensor) in (list, tuple) and all(type(a) is _ndarray for a in tensor):
+        key: list[Any] = [_NUMPY_LIST, pattern, copy, tuple(axes_lengths.items())]
+        for array in tensor:
+            key += (array.shape, array.strides, array.dtype)
+        return tuple(key)
+    return None
+
+
+def _rearrange_notation(tensor: Any, pattern: str, copy: bool | None,
+                        axes_lengths: Mapping[str, Any]) -> Any:
     from .calls import with_context
 
     parsed = parse_notation(pattern)
@@ -590,6 +650,11 @@ def rearrange_notation(tensor: Any, pattern: str, copy: bool | None,
         runner = _lower(plan, name, backend, copy)
         if key is not None:
             PLANS.put(key, runner)
+            if name == "numpy" and (len(parsed.inputs) > 1 or not isinstance(
+                    tensor, (list, tuple))):
+                warm = _numpy_key(tensor, pattern, copy, axes_lengths)
+                if warm is not None:
+                    PLANS.put(warm, runner)
         return runner(arrays)
     except RearrangeError as error:
         shape = shape_of[0] if len(shape_of) == 1 else shape_of
@@ -675,6 +740,9 @@ def _lower_numpy(plan: NotationPlan, copy: bool | None) -> Callable:
             outputs.append(_numpy_concatenation(parts, shape, plan, piece_views))
     dtype = np.dtype(plan.dtype) if plan.dtype else None
     single = len(outputs) == 1
+    if single:
+        make = outputs[0]
+        return lambda arrays: make(arrays, dtype)
 
     def run(arrays: Sequence[np.ndarray]) -> Any:
         results = tuple(make(arrays, dtype) for make in outputs)
@@ -715,6 +783,27 @@ def _rename_lengths(part: Part) -> dict[str, int]:
     return lengths
 
 
+def _numpy_source(piece: Piece, part: Part, view: Callable, input_shape: tuple[int, ...]
+                  ) -> tuple[Callable[[np.ndarray], np.ndarray], tuple[int, ...]]:
+    """The piece as a view shaped like the part's leaves (a unit axis where the part has
+    an axis the piece lacks), with only the numpy calls that change something; and that
+    view's shape."""
+    unit_shape = tuple(s if n is not None and n in piece.names else 1
+                       for n, s in zip(part.leaf_names, part.leaf_shape))
+    order = part.order
+    permuted = tuple(piece.shape[k] for k in order)
+    plain = not piece.is_diagonal and all(r is None for r in piece.region)
+    if plain and order == tuple(range(len(order))):
+        if unit_shape == input_shape:
+            return (lambda x: x), unit_shape
+        return (lambda x: x.reshape(unit_shape)), unit_shape
+    if plain and piece.shape == input_shape:
+        if permuted == unit_shape:
+            return (lambda x: x.transpose(order)), unit_shape
+        return (lambda x: x.transpose(order).reshape(unit_shape)), unit_shape
+    return (lambda x: view(x).transpose(order).reshape(unit_shape)), unit_shape
+
+
 def _numpy_concatenation(parts: list[Part], shape: tuple[int, ...], plan: NotationPlan,
                          piece_views: list) -> Callable:
     from .kernel import copy_into
@@ -722,26 +811,33 @@ def _numpy_concatenation(parts: list[Part], shape: tuple[int, ...], plan: Notati
     steps = []
     for part in parts:
         piece = plan.pieces[part.piece]
-        # the piece's axes in the part's order, a unit axis where the part has a name
-        # the piece lacks (broadcast below) or an anonymous unit
-        order = part.order
-        unit_shape = tuple(
-            s if n is not None and n in piece.names else 1
-            for n, s in zip(part.leaf_names, part.leaf_shape))
-        steps.append((piece.input, piece_views[part.piece], order, unit_shape,
-                      part.leaf_shape, _slices(part.region), part.copy.startswith("copy by")))
+        source, unit_shape = _numpy_source(piece, part, piece_views[part.piece],
+                                           plan.input_shapes[piece.input])
+        region_shape = tuple(n if r is None else r[1] - r[0]
+                             for n, r in zip(shape, part.region))
+        steps.append((piece.input, source, unit_shape != part.leaf_shape,
+                      region_shape != part.leaf_shape, part.leaf_shape,
+                      _slices(part.region), part.copier))
+    copyto, empty, broadcast_to = np.copyto, np.empty, np.broadcast_to
 
     def make(arrays: Sequence[np.ndarray], dtype: Any) -> np.ndarray:
-        out = np.empty(shape, dtype=dtype)
-        for source, view, order, unit_shape, leaf_shape, index, kernel in steps:
-            src = view(arrays[source]).transpose(order).reshape(unit_shape)
-            dst = out[index].reshape(leaf_shape)
-            if kernel and src.dtype == dtype:
-                if unit_shape != leaf_shape:
-                    src = np.broadcast_to(src, leaf_shape)
+        out = empty(shape, dtype=dtype)
+        for source, src_of, broadcast, split, leaf_shape, index, copier in steps:
+            src = src_of(arrays[source])
+            dst = out[index]
+            if split:
+                dst = dst.reshape(leaf_shape)       # splitting axes: always a view
+            if copier == "numpy" or src.dtype != dtype:
+                copyto(dst, src, casting="unsafe")
+                continue
+            if broadcast:
+                src = broadcast_to(src, leaf_shape)
+            if copier == "kernel":
                 copy_into(dst, src)
-            else:
-                np.copyto(dst, src, casting="unsafe")
+            else:   # staged: a transposing copy into a buffer, then rows into the gaps
+                buffer = empty(leaf_shape, dtype)
+                copy_into(buffer, src)
+                copyto(dst, buffer)
         return out
     return make
 
@@ -824,7 +920,7 @@ def _torch_into(plan: NotationPlan, parts: list[Part], shape: tuple[int, ...],
                            for n, s in zip(part.leaf_names, part.leaf_shape))
         src = src.reshape(unit_shape).expand(part.leaf_shape)
         dst = out[_slices(part.region)].view(part.leaf_shape)
-        if (part.copy.startswith("torch") and dst.is_contiguous() and src.dtype == dtype
+        if (dst.is_contiguous() and src.dtype == dtype
                 and kernel_may_copy(src) and _numpy_viewable(src)):
             copy_into(dst.numpy(), src.numpy())
         else:
