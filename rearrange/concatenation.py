@@ -106,6 +106,8 @@ class NotationPlan:
     pieces: tuple[Piece, ...]
     parts: tuple[Part, ...]
     concatenated: tuple[bool, ...]       # per output
+    joins: tuple[tuple[tuple[int, int], ...], ...]  # per output: (axis, number of parts)
+                                         # of each concatenated axis, outermost first
     lengths: tuple[tuple[str, int], ...] # every named axis' length
     backend: str                         # "numpy", "torch", ... (what the copies name)
 
@@ -351,13 +353,15 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
     output_shapes = tuple(tuple(notation.length_of(d, lengths) for d in dims)
                           for dims in out_dims)
     concatenated = tuple(any(type(d) is Sum for d in dims) for dims in out_dims)
+    joins = tuple(tuple((k, len(d.parts)) for k, d in enumerate(dims) if type(d) is Sum)
+                  for dims in out_dims)
     parts: list[Part] = []
     for index, ((out, region, axes), piece) in enumerate(zip(cells, pieces)):
         parts.append(_plan_part(index, out, region, axes, piece, lengths, text, pattern,
                                 output_shapes[out], concatenated[out], dtype, itemsize,
                                 backend, copy))
     return NotationPlan(pattern, tuple(tuple(s) for s in shapes), output_shapes, dtype,
-                        tuple(pieces), tuple(parts), concatenated,
+                        tuple(pieces), tuple(parts), concatenated, joins,
                         tuple(lengths.items()), backend)
 
 
@@ -888,13 +892,9 @@ def _grad(arrays: Sequence[Any]) -> bool:
 def _joined(plan: NotationPlan, parts: list[Part], arrays: Sequence[Any],
             part_value: Callable, backend: Any) -> Any:
     """The parts of one output concatenated along its split axes, the last first."""
-    axes = [k for k, r in enumerate(parts[0].region) if r is not None]
     values = [part_value(p, arrays) for p in parts]
-    # parts are row-major over the concatenated axes: group the innermost first
-    counts = []
-    for axis in axes:
-        counts.append(len({p.region[axis] for p in parts}))
-    for axis, count in zip(reversed(axes), reversed(counts)):
+    # parts are row-major over the concatenated axes: join the innermost first
+    for axis, count in reversed(plan.joins[parts[0].output]):
         values = [backend.concat(values[i:i + count], axis)
                   for i in range(0, len(values), count)]
     return values[0]
