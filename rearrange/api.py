@@ -159,7 +159,7 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
         # transform parser refuses (rearrange/concatenation.py)
         from .concatenation import is_notation_rearrange
 
-        if not is_notation_rearrange(pattern) or isinstance(tensor, (list, tuple)):
+        if not is_notation_rearrange(pattern):
             raise
     if len(_NOTATION_PATTERNS) >= 1024:
         _NOTATION_PATTERNS.clear()

@@ -278,6 +278,7 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
             f"{'s' if len(parsed.inputs) != 1 else ''}, one per array; got "
             f"{len(shapes)} array{'s' if len(shapes) != 1 else ''}", text,
             parsed.inputs[0].start, parsed.inputs[-1].end)
+    _check_one_side(parsed, text)
     in_dims = [expand(e, text, rank=len(s)) for e, s in zip(parsed.inputs, shapes)]
     dots = None
     for expression, shape in zip(parsed.inputs, shapes):
@@ -287,13 +288,6 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
                                     if type(t) is not notation.Dots)
             break
     out_dims = [expand(e, text, dots=dots) for e in parsed.outputs]
-    split_in = any(type(d) is Sum for dims in in_dims for d in dims)
-    joined_out = any(type(d) is Sum for dims in out_dims for d in dims)
-    if split_in and joined_out:
-        first = next(d for dims in out_dims for d in dims if type(d) is Sum)
-        raise pattern_error("'+' on both sides: concatenate (inputs -> one output with '+') "
-                            "or split (an input with '+' -> outputs), not both at once",
-                            text, first.term.start, first.term.end)
     given = dict(axes_lengths or {})
     for name, value in given.items():
         if type(value) is not int and not _is_symbolic(value) or (type(value) is int
@@ -365,6 +359,19 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
                         tuple(lengths.items()), backend)
 
 
+def _check_one_side(parsed: Any, text: str) -> None:
+    """A '+' on both sides of the arrow is refused: a call concatenates (inputs -> an
+    output with '+') or splits (an input with '+' -> outputs)."""
+    def concatenations(expressions: Sequence[Any]) -> list[Any]:
+        return [t for e in expressions for t in notation._walk(e.terms)
+                if type(t) is notation.Group and t.is_concatenation]
+    joined = concatenations(parsed.outputs)
+    if concatenations(parsed.inputs) and joined:
+        raise pattern_error("'+' on both sides: concatenate (inputs -> an output with "
+                            "'+') or split (an input with '+' -> outputs), not both at once",
+                            text, joined[0].start, joined[0].end)
+
+
 def _top_axes(terms: Sequence[Any]) -> list[Any]:
     found = []
     for term in terms:
@@ -397,12 +404,15 @@ def _plan_part(index: int, out: int, region: Region, axes: tuple[Any, ...], piec
                                 leaf.term.start, leaf.term.end)
     missing = [name for name in piece.names if name not in named]
     if missing:
-        where = axes[0].term if axes else None
+        # the caret under the part's axes (a Sum's part stands for its whole group)
+        spans = [(d.term.start, d.term.end) for d in axes]
+        start, end = ((min(a for a, _ in spans), max(b for _, b in spans)) if spans
+                      else (len(text), None))
         raise pattern_error(
             f"piece {index} ({piece.text!r} of input {piece.input}) fills output part "
             f"{index} ({_cell_text(axes) or 'a scalar'!r}), which lacks "
             f"{', '.join(map(repr, missing))}: every axis of a piece must be in its part",
-            text, 0, len(text))
+            text, start, end)
     # the einops pattern from the piece's axes to the part (names renamed: '...0' is no
     # einops name); anonymous unit leaves become '()' axes or vanish inside a group,
     # anonymous leaves longer than 1 and names the piece lacks are repeated over
