@@ -766,18 +766,22 @@ def _lower_numpy(plan: NotationPlan, copy: bool | None) -> Callable:
 
 def _numpy_view_output(part: Part, plan: NotationPlan, piece_views: list, copy: bool | None
                        ) -> Callable:
-    from .api import rearrange, repeat
-
     piece = plan.pieces[part.piece]
     view = piece_views[part.piece]
     renamed = _rename_lengths(part)
 
     def make(arrays: Sequence[np.ndarray], dtype: Any) -> np.ndarray:
         x = view(arrays[piece.input])
-        if renamed:
-            return repeat(x, part.einops, copy=copy, **renamed)
-        return rearrange(x, part.einops, copy=copy)
+        return _transform(x, part.einops, copy, renamed)
     return make
+
+
+def _transform(x: Any, pattern: str, copy: bool | None, added: Mapping[str, int]) -> Any:
+    """Our own rearrange of a piece (``repeat`` when the part adds axes of ``added``
+    lengths): a view wherever strides allow, else the planned copy."""
+    from .front import run_transform
+
+    return run_transform("repeat" if added else "rearrange", x, pattern, None, copy, added)
 
 
 def _rename_lengths(part: Part) -> dict[str, int]:
@@ -860,8 +864,6 @@ def _lower_generic(plan: NotationPlan, name: str, backend: Any, copy: bool | Non
     """torch, dask, array-API: pieces by indexing, reshape and (for a diagonal) the
     backend's einsum; parts by our own rearrange/repeat; concatenated outputs by the
     backend's concat (torch in plain eager without grad: empty + a copy per slice)."""
-    from .api import rearrange, repeat
-
     pieces = [_generic_piece(p, backend) for p in plan.pieces]
     makers = []
     for out, shape in enumerate(plan.output_shapes):
@@ -871,10 +873,7 @@ def _lower_generic(plan: NotationPlan, name: str, backend: Any, copy: bool | Non
     def part_value(part: Part, arrays: Sequence[Any]) -> Any:
         piece = plan.pieces[part.piece]
         x = pieces[part.piece](arrays[piece.input])
-        lengths = _rename_lengths(part)
-        if lengths:
-            return repeat(x, part.einops, copy=copy, **lengths)
-        return rearrange(x, part.einops, copy=copy)
+        return _transform(x, part.einops, copy, _rename_lengths(part))
 
     def run(arrays: Sequence[Any]) -> Any:
         results = []
@@ -930,18 +929,16 @@ def _torch_into(plan: NotationPlan, parts: list[Part], shape: tuple[int, ...],
                            for n, s in zip(part.leaf_names, part.leaf_shape))
         src = src.reshape(unit_shape).expand(part.leaf_shape)
         dst = out[_slices(part.region)].view(part.leaf_shape)
-        if (dst.is_contiguous() and src.dtype == dtype
-                and kernel_may_copy(src) and _numpy_viewable(src)):
-            copy_into(dst.numpy(), src.numpy())
+        if dst.is_contiguous() and src.dtype == dtype and kernel_may_copy(src):
+            try:
+                target, source = dst.numpy(), src.numpy()
+            except TypeError:       # a dtype numpy cannot view (bfloat16, ...)
+                dst.copy_(src)
+            else:
+                copy_into(target, source)
         else:
             dst.copy_(src)
     return out
-
-
-def _numpy_viewable(x: Any) -> bool:
-    from .backends._torch import _NUMPY_VIEWABLE
-
-    return str(x.dtype).removeprefix("torch.") in _NUMPY_VIEWABLE
 
 
 def _generic_piece(piece: Piece, backend: Any) -> Callable[[Any], Any]:
