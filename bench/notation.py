@@ -81,10 +81,29 @@ def _ours_torch(pattern: str) -> Callable[..., Any]:
 CONCAT_OUTER = "a b, a c -> (b + c) a"
 CONCAT_INNER = "b a, c a -> a (b + c)"
 
+def _numpy_into(axis: int) -> Callable[..., Any]:
+    """numpy's best call for the same C-contiguous result: one transposing copy per
+    input into its slice (np.concatenate keeps its inputs' memory order instead, so
+    ``concatenate([x.T, y.T])`` is Fortran-ordered: no transposition at all)."""
+    def call(x: Any, y: Any) -> Any:
+        xt, yt = x.T, y.T
+        shape = list(xt.shape)
+        shape[axis] += yt.shape[axis]
+        out = np.empty(shape, dtype=np.result_type(x, y))
+        split = xt.shape[axis]
+        if axis == 0:
+            out[:split], out[split:] = xt, yt
+        else:
+            out[:, :split], out[:, split:] = xt, yt
+        return out
+    return call
+
+
 CASES: list[Case] = [
     Case("concat two transposed (1024, 2048) f32 -> (b + c) a", _pair((1024, 2048)), {
         "ours": lambda x, y: ra.rearrange((x, y), CONCAT_OUTER),
         "numpy concatenate([x.T, y.T])": lambda x, y: np.concatenate([x.T, y.T]),
+        "numpy into C-order slices": _numpy_into(0),
         "einx (numpy)": _einx(CONCAT_OUTER),
         "torch.cat([x.T, y.T])": _torch_cat(0, True),
         "ours (torch)": _ours_torch(CONCAT_OUTER),
@@ -92,6 +111,7 @@ CASES: list[Case] = [
     Case("concat two transposed (2048, 1024) f32 -> a (b + c)", _pair((2048, 1024)), {
         "ours": lambda x, y: ra.rearrange((x, y), CONCAT_INNER),
         "numpy concatenate([x.T, y.T], 1)": lambda x, y: np.concatenate([x.T, y.T], axis=1),
+        "numpy into C-order slices": _numpy_into(1),
         "einx (numpy)": _einx(CONCAT_INNER),
         "torch.cat([x.T, y.T], 1)": _torch_cat(1, True),
         "ours (torch)": _ours_torch(CONCAT_INNER),

@@ -480,11 +480,28 @@ def _copy_method(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | No
         return "view", ("view" if plan.is_view else "a copy by the kernel (as rearrange "
                         "does when no strides express it)")
     if backend == "torch":
-        return "torch", ("torch: a copy into the slice (the kernel where it may copy, else "
-                         "copy_); torch.cat under autograd, transforms or tracing")
+        if piece.strides is None or itemsize is None:
+            copier, how = "numpy", "copy_"
+        else:
+            copier, how = _numpy_copier(piece, leaf_shape, leaf_names, order, region,
+                                        output_shape, itemsize)
+        how = how.replace("numpy copyto", "torch's copy_")
+        return copier, (f"torch in plain eager without grad: {how} (torch's copy_ where "
+                        "the kernel may not copy); torch.cat under autograd, transforms "
+                        "or tracing")
     if backend != "numpy":
         return backend, f"{backend}: concatenate"
     if piece.strides is None or itemsize is None:
+        return "numpy", "numpy copyto (strides not whole items)"
+    return _numpy_copier(piece, leaf_shape, leaf_names, order, region, output_shape,
+                         itemsize)
+
+
+def _numpy_copier(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | None, ...],
+                  order: tuple[int, ...], region: Region, output_shape: tuple[int, ...],
+                  itemsize: int) -> tuple[str, str]:
+    """The copy of one part into a slice of a C-contiguous output, by its layouts."""
+    if piece.strides is None:
         return "numpy", "numpy copyto (strides not whole items)"
     from .kernel.plan import plan_copy
 
@@ -929,15 +946,19 @@ def _torch_into(plan: NotationPlan, parts: list[Part], shape: tuple[int, ...],
                            for n, s in zip(part.leaf_names, part.leaf_shape))
         src = src.reshape(unit_shape).expand(part.leaf_shape)
         dst = out[_slices(part.region)].view(part.leaf_shape)
-        if dst.is_contiguous() and src.dtype == dtype and kernel_may_copy(src):
-            try:
-                target, source = dst.numpy(), src.numpy()
-            except TypeError:       # a dtype numpy cannot view (bfloat16, ...)
-                dst.copy_(src)
-            else:
-                copy_into(target, source)
-        else:
+        if part.copier == "numpy" or src.dtype != dtype or not kernel_may_copy(src):
             dst.copy_(src)
+            continue
+        target = dst if part.copier == "kernel" else torch.empty(part.leaf_shape,
+                                                                 dtype=dtype)
+        try:
+            target_memory, source = target.numpy(), src.numpy()
+        except TypeError:           # a dtype numpy cannot view (bfloat16, ...)
+            dst.copy_(src)
+            continue
+        copy_into(target_memory, source)
+        if target is not dst:       # staged: rows into the slice's gapped rows
+            dst.copy_(target)
     return out
 
 
