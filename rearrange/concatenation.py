@@ -48,6 +48,7 @@ from .caching import PLANS
 from .calls import canonical_lengths, numpy_layout
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .notation import Leaf, Product, Sum, expand, parse_notation, pattern_error, solve
+from .recipe import is_symbolic
 from .tensor import Tensor
 
 __all__ = ["NotationPlan", "Piece", "Part", "plan_notation", "rearrange_notation",
@@ -279,6 +280,12 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
             f"{len(shapes)} array{'s' if len(shapes) != 1 else ''}", text,
             parsed.inputs[0].start, parsed.inputs[-1].end)
     _check_one_side(parsed, text)
+    for expression in parsed.expressions:
+        for term in notation._walk(expression.terms):
+            if type(term) is notation.Brackets:
+                raise pattern_error("brackets mark the axes an operation acts on (reduce, "
+                                    "indexing, ...); rearrange takes none", text,
+                                    term.start, term.end)
     in_dims = [expand(e, text, rank=len(s)) for e, s in zip(parsed.inputs, shapes)]
     dots = None
     for expression, shape in zip(parsed.inputs, shapes):
@@ -290,7 +297,7 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
     out_dims = [expand(e, text, dots=dots) for e in parsed.outputs]
     given = dict(axes_lengths or {})
     for name, value in given.items():
-        if type(value) is not int and not _is_symbolic(value) or (type(value) is int
+        if type(value) is not int and not is_symbolic(value) or (type(value) is int
                                                                    and value < 0):
             raise PatternError(f"axis length {name}={value!r} must be a non-negative integer")
     lengths = solve(in_dims, [tuple(s) for s in shapes], text, given)
@@ -380,10 +387,6 @@ def _top_axes(terms: Sequence[Any]) -> list[Any]:
         else:
             found.append(term)
     return found
-
-
-def _is_symbolic(value: Any) -> bool:
-    return type(value).__name__ in ("SymInt",)
 
 
 def _plan_part(index: int, out: int, region: Region, axes: tuple[Any, ...], piece: Piece,

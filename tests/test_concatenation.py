@@ -244,12 +244,25 @@ def test_copy_true_copies_a_split():
      "lacks 'b'"),
     (lambda: ra.rearrange(arange(2, 3), "a b -> a (b + 1)"), "1 piece and the outputs 2 parts"),
     (lambda: ra.rearrange(arange(3), "a -> a a"), "twice"),
+    (lambda: ra.rearrange(arange(2, 3), "a [b] -> a, b"), "brackets"),
+    (lambda: ra.rearrange((arange(2, 3),) * 2, "a b, a c"), "'->'"),
     (lambda: ra.rearrange(arange(2, 3), "a (b + c) -> a b, a c"), "no length|determine"),
 ])
 def test_errors_are_pattern_errors_with_a_caret(call, match):
     with pytest.raises(PatternError, match=match) as info:
         call()
     assert "^" in str(info.value)
+
+
+@pytest.mark.parametrize("length", [2.5, True, -1, "2"])
+def test_bad_lengths_are_pattern_errors(length):
+    with pytest.raises(PatternError, match=f"b={length!r}"):
+        ra.rearrange(arange(3, 7), "a (b + c) -> a b, a c", b=length)
+
+
+def test_rearrange_tensor_is_refused_clearly():
+    with pytest.raises(ra.ArgumentTypeError, match="rearrange.Tensor"):
+        ra.rearrange(ra.arange(9).view(3, 3), "a a -> a")
 
 
 def test_wrong_types_are_argument_type_errors():
