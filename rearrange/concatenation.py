@@ -717,7 +717,9 @@ def _plan_for_arrays(name: str, backend: Any, arrays: Sequence[Any], pattern: st
         return plan_notation(pattern, shapes, strides, dtype.name, dtype.itemsize,
                              axes_lengths, "numpy", copy)
     if name == "torch":
-        strides = [tuple(a.stride()) for a in arrays]
+        # traced sizes: no strides, so no copy is planned from sizes (a guard each)
+        traced = not all(type(n) is int for shape in shapes for n in shape)
+        strides = None if traced else [tuple(a.stride()) for a in arrays]
         dtype = str(arrays[0].dtype).removeprefix("torch.")
         return plan_notation(pattern, shapes, strides, dtype, arrays[0].element_size(),
                              axes_lengths, "torch", copy)

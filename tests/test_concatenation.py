@@ -337,10 +337,28 @@ def test_torch_compile_dynamic_fullgraph():
         first, second = ra.rearrange(joined, "a (b + c) -> a b, c a", b=2)
         return first.sum(1) + second.sum(0) + ra.rearrange(z, "a a -> a")
 
+    torch._dynamo.reset()
     compiled = torch.compile(f, dynamic=True, fullgraph=True)
-    for n in (3, 5, 8):
-        x, y, z = torch.randn(n, 2), torch.randn(n, 4), torch.randn(n, n)
-        torch.testing.assert_close(compiled(x, y, z), f(x, y, z))
+    with torch._dynamo.config.patch(error_on_recompile=True):     # one graph, all sizes
+        for n in (3, 5, 8, 3000):
+            x, y, z = torch.randn(n, 2), torch.randn(n, 4), torch.randn(n, n)
+            torch.testing.assert_close(compiled(x, y, z), f(x, y, z))
+
+
+def test_torch_export_dynamic():
+    torch = pytest.importorskip("torch")
+
+    class Model(torch.nn.Module):
+        def forward(self, x, y, z):
+            joined = ra.rearrange((x, y), "a b, a c -> (b + c) a")
+            return joined.sum(0) + ra.rearrange(z, "a a -> a")
+
+    a = torch.export.Dim("a")
+    program = torch.export.export(
+        Model(), (torch.randn(4, 2), torch.randn(4, 3), torch.randn(4, 4)),
+        dynamic_shapes=({0: a}, {0: a}, {0: a, 1: a}))
+    x, y, z = torch.randn(6, 2), torch.randn(6, 3), torch.randn(6, 6)
+    torch.testing.assert_close(program.module()(x, y, z), Model()(x, y, z))
 
 
 # --------------------------------------------------------------------------- dask, jax
