@@ -273,7 +273,6 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
         raise pattern_error("rearrange needs '->' and the outputs' expressions", text,
                             len(text))
     if len(shapes) != len(parsed.inputs):
-        expression = parsed.inputs[-1] if len(shapes) < len(parsed.inputs) else parsed.inputs[0]
         raise pattern_error(
             f"pattern has {len(parsed.inputs)} input expression"
             f"{'s' if len(parsed.inputs) != 1 else ''}, one per array; got "
