@@ -159,13 +159,54 @@ def rearrange(tensor: Any, pattern: str, *, copy: bool | None = None, out: Any =
             if how == _RUN_MT_RESHAPE:
                 return tensor.mT.reshape(first)
             return first(tensor)
+    if type(pattern) is str and ("," in pattern or pattern in _NOTATION_PATTERNS):
+        return _rearrange_notation(tensor, pattern, copy, out, axes_lengths)
     if (copy is not None and copy is not True and copy is not False) or type(out) is int:
         copy, out, axes_lengths = keyword_axes(pattern, "rearrange", copy, out, axes_lengths)
+    try:
+        if out is not None:
+            return _rearrange_into(tensor, pattern, copy, axes_lengths, out)
+        if type(tensor) is not _ndarray:
+            return run_transform("rearrange", tensor, pattern, None, copy, axes_lengths)
+        return _rearrange_numpy(tensor, pattern, copy, axes_lengths)
+    except PatternError:
+        # a diagonal ('a a -> a') or a '+' without a comma: einx's notation, which the
+        # transform parser refuses (rearrange/concatenation.py)
+        from .concatenation import is_notation_rearrange
+
+        if not is_notation_rearrange(pattern):
+            raise
+    if len(_NOTATION_PATTERNS) >= 1024:
+        _NOTATION_PATTERNS.clear()
+    _NOTATION_PATTERNS.add(pattern)
+    return _rearrange_notation(tensor, pattern, copy, out, axes_lengths)
+
+
+# Patterns without a comma that only the notation reads (diagonals), once seen: later
+# calls go straight to it rather than through the transform parser's refusal.
+_NOTATION_PATTERNS: set[str] = set()
+
+
+def _rearrange_notation(tensor: Any, pattern: str, copy: Any, out: Any,
+                        axes_lengths: Mapping[str, Any]) -> Any:
     if out is not None:
-        return _rearrange_into(tensor, pattern, copy, axes_lengths, out)
-    if type(tensor) is not _ndarray:
-        return run_transform("rearrange", tensor, pattern, None, copy, axes_lengths)
-    return _rearrange_numpy(tensor, pattern, copy, axes_lengths)
+        raise ArgumentTypeError("out= is not supported with a notation pattern (',', '+' "
+                                "or a repeated axis)")
+    if copy is not None and copy is not True and copy is not False:
+        raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
+    return (_notation_runner or _load_notation())(tensor, pattern, copy, axes_lengths)
+
+
+_notation_runner: Callable[..., Any] | None = None
+
+
+def _load_notation() -> Callable[..., Any]:
+    """rearrange/concatenation.py's entry, imported on the first notation call."""
+    global _notation_runner
+    from .concatenation import rearrange_notation
+
+    _notation_runner = rearrange_notation
+    return rearrange_notation
 
 
 def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
@@ -332,6 +373,13 @@ def _no_lengths(op: str, axes_lengths: Mapping[str, Any]) -> None:
             f"explain(op={op!r}) takes no axis lengths; got {', '.join(axes_lengths)}")
 
 
+def _notation_only(pattern: Any) -> bool:
+    """A pattern only the notation reads: a comma, '+' or a diagonal (no brackets)."""
+    from .concatenation import is_notation_rearrange
+
+    return is_notation_rearrange(pattern)
+
+
 _EXPLAINED_OPS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack",
                   "parse_shape", "check_shape")
 
@@ -367,6 +415,11 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
         raise ArgumentTypeError(f"reduction= applies to op='reduce', not op={op!r}")
     if op != "unpack" and packed_shapes is not None:
         raise ArgumentTypeError(f"packed_shapes= applies to op='unpack', not op={op!r}")
+    if op == "rearrange" and _notation_only(pattern):
+        from .concatenation import explain_concatenation
+
+        return explain_concatenation(x_or_shape, pattern, strides=strides, dtype=dtype,
+                                     copy=copy, **axes_lengths)
     if op == "einsum":
         from .contraction import explain_einsum
 
