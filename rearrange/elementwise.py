@@ -80,6 +80,7 @@ ELEMENTWISE_OPS: dict[str, Operation] = {op.name: op for op in (
 )}
 
 _SCALAR_TYPES = (bool, int, float, complex)
+_PYTHON_NUMBERS = frozenset(_SCALAR_TYPES)
 
 
 # --------------------------------------------------------------------------- the plan
@@ -121,7 +122,8 @@ class ElementwisePlan:
     inputs: tuple[InputView, ...]
     expand_first: bool   # some output axis is in no input: the first view is broadcast
                          # to every output axis (stride 0) so the result has them all
-    grouped: bool        # the output expression has compositions: a reshape at the end
+    grouped: bool        # the output has compositions or unit axes: a reshape at the end
+                         # (a view: the fresh output is C-contiguous)
 
     @property
     def is_view(self) -> bool:
@@ -397,7 +399,8 @@ def plan_elementwise(op: str, pattern: str, shapes: Sequence[tuple[Any, ...] | N
     missing = [key for key in positions if key not in covered]
     return ElementwisePlan(op, text, text[output_expression.start:output_expression.end],
                            axes, output_shape, tuple(views), bool(missing),
-                           any(type(dim) is not Leaf for dim in output_dims))
+                           any(type(dim) is not Leaf for dim in output_dims)
+                           or None in output_keys)
 
 
 def _dots_count(expression: Expression, rank: int) -> int | None:
@@ -721,45 +724,54 @@ def lower_namespace(plan: ElementwisePlan, xp: Any) -> Runner:
 _ndarray = np.ndarray
 
 
+#: a type seen before -> its family and namespace (None for numpy and torch): a
+#: type's family never changes.
+_families: dict[type, tuple[str, Any]] = {}
+
+
+def _family_of_type(x: Any, position: int, op: str) -> tuple[str, Any]:
+    from . import backends
+    from .tensor import Tensor
+
+    kind = type(x)
+    if isinstance(x, (np.ndarray, np.generic)) and backends.backend_for(x) is None:
+        return "numpy", None
+    if isinstance(x, Tensor):
+        raise ArgumentTypeError(f"{op}() does not take rearrange.Tensor inputs (argument "
+                                f"{position + 1}); convert with .numpy() or use numpy "
+                                "or torch arrays")
+    backend = backends.backend_for(x)
+    name = None if backend is None else backend.__name__.rsplit(".", 1)[-1]
+    if name == "_torch":
+        return "torch", None
+    if name == "_dask":
+        return "dask", sys.modules["dask.array"]
+    if name == "_array_api":
+        return "array_api", x.__array_namespace__()
+    raise ArgumentTypeError(
+        f"{op}() takes numpy arrays, torch tensors, dask arrays, array-API arrays or "
+        f"Python numbers; argument {position + 1} is {kind.__module__}.{kind.__name__}")
+
+
 def _family(arrays: Sequence[Any], op: str) -> tuple[str, Any]:
     """The array family of a call (``'numpy'``, ``'torch'``, ``'dask'``, ``'array_api'``)
     and, for a namespace family, its namespace. Python numbers fit any family; arrays of
     two families, a ``rearrange.Tensor`` or anything else are an ArgumentTypeError."""
-    from . import backends
-    from .tensor import Tensor
-
     family = None
     namespace = None
     for position, x in enumerate(arrays):
         kind = type(x)
-        if kind is _ndarray or isinstance(x, np.generic):
-            this = "numpy"
-        elif isinstance(x, _SCALAR_TYPES):
+        if kind in _PYTHON_NUMBERS:
             continue
-        elif isinstance(x, Tensor):
-            raise ArgumentTypeError(f"{op}() does not take rearrange.Tensor inputs (argument "
-                                    f"{position + 1}); convert with .numpy() or use numpy "
-                                    "or torch arrays")
-        else:
-            backend = backends.backend_for(x)
-            name = None if backend is None else backend.__name__.rsplit(".", 1)[-1]
-            if name == "_torch":
-                this = "torch"
-            elif name == "_dask":
-                this = "dask"
-                namespace = sys.modules["dask.array"]
-            elif name == "_array_api":
-                this = "array_api"
-                namespace = x.__array_namespace__()
-            else:
-                raise ArgumentTypeError(
-                    f"{op}() takes numpy arrays, torch tensors, dask arrays, array-API "
-                    f"arrays or Python numbers; argument {position + 1} is "
-                    f"{kind.__module__}.{kind.__name__}")
+        known = _families.get(kind)
+        if known is None:
+            known = _family_of_type(x, position, op)
+            if known[0] != "array_api":   # (an array-API type's namespace may vary)
+                _families[kind] = known
+        this = known[0]
         if family is None:
-            family = this
+            family, namespace = known
         elif family != this:
-            # numpy 0-d arrays and numpy scalars mix with anything as scalars would not:
             raise ArgumentTypeError(f"{op}() got arrays of two kinds, {family} and {this}: "
                                     "convert them to one first")
     return family or "numpy", namespace
@@ -788,11 +800,21 @@ def _strides_of(x: Any) -> tuple[int, ...] | None:
     return None
 
 
-def _traced(family: str, arrays: Sequence[Any], lengths: Mapping[str, Any]) -> bool:
-    if family != "torch":
-        return False
-    from .backends import _torch
-    return any(_torch.traced(x, lengths) for x in arrays if not isinstance(x, _SCALAR_TYPES))
+def _untraced_key(family: str, arrays: Sequence[Any]) -> tuple | None:
+    """Each input's part of the plan key — its type, shape and dtype (a number: its
+    type) — or None when the call must not be cached: torch sizes that are traced
+    (``torch.compile``/``torch.export`` SymInts, which do not hash, or
+    ``torch.jit.trace``, whose sizes a cached runner would bake in)."""
+    if family == "torch" and sys.modules["torch"]._C._get_tracing_state() is not None:
+        return None
+    parts: list[Any] = []
+    for x in arrays:
+        kind = type(x)
+        if kind in _PYTHON_NUMBERS:
+            parts.append(kind)
+        else:
+            parts.append((kind, x.shape, x.dtype))
+    return tuple(parts)
 
 
 def _lower(plan: ElementwisePlan, family: str, namespace: Any,
@@ -853,19 +875,16 @@ def _run(op: str, args: tuple[Any, ...], lengths: dict[str, Any]) -> Any:
         family, namespace = _family(arrays, op)
         if lengths:
             lengths = dict(canonical_lengths(lengths))
-        if _traced(family, arrays, lengths):
-            key_tuple = None
-        else:
-            key_tuple = ("elementwise", op, pattern, family, *(
-                (type(x),) if isinstance(x, _SCALAR_TYPES) else
-                (type(x), tuple(x.shape), x.dtype) for x in arrays), *lengths.items())
-            try:
-                runner = PLANS.entries.get(key_tuple)
-            except TypeError:
-                key_tuple, runner = None, None
-            if runner is not None:
-                PLANS.hits += 1
-                return runner(arrays)
+        parts = _untraced_key(family, arrays)
+        key_tuple = None if parts is None else (
+            "elementwise", op, pattern, family, parts, *lengths.items())
+        try:
+            runner = None if key_tuple is None else PLANS.entries.get(key_tuple)
+        except TypeError:   # symbolic sizes: planned over them, never kept
+            key_tuple, runner = None, None
+        if runner is not None:
+            PLANS.hits += 1
+            return runner(arrays)
     PLANS.misses += 1
     try:
         plan = plan_elementwise(op, pattern, [_shape_of(x) for x in arrays], lengths)
