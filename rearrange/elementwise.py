@@ -156,9 +156,9 @@ class ElementwisePlan:
 
     def __str__(self) -> str:
         axes = " ".join(name for name, _ in self.axes)
-        lines = [f"{self.op} '{shorten(self.pattern)}': every input a view over the output's "
-                 f"axes ({axes}) of lengths {_shape_text(self.elementary_shape)}, the "
-                 "operation run once (no copy)"]
+        lines = [f"{self.op} '{shorten(self.pattern)}' over axes ({axes}) "
+                 f"{_shape_text(self.elementary_shape)}: every input a view, one "
+                 "computation, no copy"]
         for k, view in enumerate(self.inputs):
             where = f"x{k}  '{view.expression}'"
             if view.scalar:
@@ -182,7 +182,7 @@ class ElementwisePlan:
             broadcast = f" (stride 0 on {' '.join(lacks)})" if lacks else ""
             lines.append(f"  {where} shape {_shape_text(view.shape)}{strides} -> view "
                          f"{_shape_text(self.elementary_shape)}{view_strides}{broadcast}"
-                         f"{': ' + ', '.join(steps) if steps else ': as it is'}")
+                         f": {', '.join(steps) if steps else 'the array itself'}")
         lines.append(f"  run: {self.computation('numpy')}  (numpy; torch: "
                      f"{self.computation('torch')})")
         if self.expand_first:
