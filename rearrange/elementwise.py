@@ -563,14 +563,24 @@ def lower_numpy(plan: ElementwisePlan, samples: Sequence[Any]) -> Runner:
             return result if regroup is None else result.reshape(regroup)
         return run1
     if operation.name == "where":
-        make0, make1, make2 = makers
+        make0, make1, make2 = (m or _same for m in makers)
+        if regroup is None:
+            def run_where(arrays: Sequence[Any]) -> Any:
+                c, x, y = arrays
+                return np.where(make0(c), make1(x), make2(y))
+            return run_where
 
-        def run_where(arrays: Sequence[Any]) -> Any:
-            c, x, y = arrays
-            result = np.where(c if make0 is None else make0(c), x if make1 is None
-                              else make1(x), y if make2 is None else make2(y))
-            return result if regroup is None else result.reshape(regroup)
-        return run_where
+        def run_where_into(arrays: Sequence[Any]) -> Any:
+            # np.where has no out= and lays its result out in its inputs' memory order,
+            # which the final reshape would then copy: write a C-contiguous output
+            # instead, y everywhere then x where the condition holds (the dtype is
+            # np.where's: numpy's promotion of x and y)
+            c, x, y = make0(arrays[0]), make1(arrays[1]), make2(arrays[2])
+            out = np.empty(full, dtype=np.result_type(x, y))
+            np.copyto(out, y)
+            np.copyto(out, x, where=c)
+            return out.reshape(regroup)
+        return run_where_into
     if len(makers) == 2:
         make0, make1 = (m or _same for m in makers)
 

@@ -20,8 +20,6 @@ from rearrange.caching import PLANS
 
 einx = pytest.importorskip("einx")
 
-warnings.filterwarnings("ignore", category=DeprecationWarning)
-
 OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "logaddexp")
 
 
@@ -191,6 +189,8 @@ def test_size_zero_axes_against_numpy():
 
 WHERE_CORPUS = [
     ("a b, a b, a b", [(2, 3), (2, 3), (2, 3)], {}),
+    ("a b, a b, a b -> (b a)", [(2, 3), (2, 3), (2, 3)], {}),
+    ("a b, b a, -> (b a)", [(2, 3), (3, 2), None], {}),
     ("a b, b, a", [(2, 3), (3,), (2,)], {}),
     ("a, b, a b", [(2,), (3,), (2, 3)], {}),
     ("a, b, -> a b", [(2,), (3,), None], {}),
@@ -332,6 +332,14 @@ def test_any_layout_equals_einx(data):
     assert_same(result, expected)
     for a, b in zip(arrays, before):
         np.testing.assert_array_equal(a, b)
+    torch = pytest.importorskip("torch")
+    if all(isinstance(a, (float, np.generic)) or min(a.strides, default=0) >= 0
+           for a in arrays):   # (torch has no negative strides)
+        with warnings.catch_warnings():     # (read-only broadcasts: never written)
+            warnings.simplefilter("ignore", UserWarning)
+            as_torch = [a if isinstance(a, (float, np.generic)) else torch.from_numpy(a)
+                        for a in arrays]
+        assert_same(ours(op, *as_torch, pattern, **given_lengths), expected)
 
 
 def test_every_input_is_a_view_with_the_planned_strides():
