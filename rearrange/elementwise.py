@@ -50,6 +50,7 @@ from .errors import ArgumentTypeError, PatternError, RearrangeError
 from .notation import (Brackets, Dots, Expression, Group, Leaf, Name, Number, Product, Sum,
                        expand, leaves, parse_notation, solve)
 from .parsing import pattern_error, shorten
+from .recipe import is_symbolic
 
 __all__ = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "logaddexp",
            "where", "explain_elementwise", "plan_elementwise", "ElementwisePlan",
@@ -344,6 +345,13 @@ def plan_elementwise(op: str, pattern: str, shapes: Sequence[tuple[Any, ...] | N
                             parsed.outputs[0].start, parsed.outputs[-1].end)
     for expression in parsed.expressions:
         _check_terms(expression, text)
+    for name, length in (axes_lengths or {}).items():
+        if is_symbolic(length):
+            continue
+        if isinstance(length, bool) or not hasattr(length, "__index__") \
+                or length.__index__() < 0:
+            raise PatternError(f"axis length {name}={length!r} must be a non-negative "
+                               f"integer\n  pattern '{shorten(text)}'")
     # how many axes '...' stands for: the same in every input that shows it at the top
     dots = None
     for expression, shape in zip(parsed.inputs, shapes):

@@ -410,6 +410,13 @@ def test_bad_calls_raise_our_errors_where_einx_raises(op, pattern, shapes, lengt
     assert pattern in str(caught.value)
 
 
+@pytest.mark.parametrize("length", [2.5, -1, "x", True, None])
+def test_bad_axis_lengths(length):
+    x = np.ones((2, 3))
+    with pytest.raises(ra.PatternError, match="must be a non-negative integer"):
+        ra.add(x, x[0], "a b, b -> a b c", c=length)
+
+
 def test_wrong_argument_types():
     x = np.ones((2, 3))
     with pytest.raises(ra.ArgumentTypeError, match="pattern last"):
