@@ -278,6 +278,9 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
     if op in _ELEMENTWISE_OPS:   # x_or_shape: the list of inputs (arrays, shapes, numbers)
         from .elementwise import explain_elementwise
 
+        if any(v is not None for v in (reduction, strides, dtype, copy, packed_shapes)):
+            raise ArgumentTypeError(f"explain(op={op!r}) takes the inputs (arrays, shapes or "
+                                    "numbers) as a list and axis lengths, nothing else")
         return explain_elementwise(*x_or_shape, pattern, op=op, **axes_lengths)
     if op not in _EXPLAINED_OPS:
         raise RearrangeError(f"explain: op must be one of {', '.join(map(repr, _EXPLAINED_OPS))}, "

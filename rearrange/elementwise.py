@@ -47,7 +47,7 @@ import numpy as np
 from .caching import PLANS
 from .calls import canonical_lengths
 from .errors import ArgumentTypeError, PatternError, RearrangeError
-from .notation import (Brackets, Dots, Expression, Group, Leaf, Name, Number, Product, Sum,
+from .notation import (Brackets, Dots, Expression, Group, Leaf, Name, Number,
                        expand, leaves, parse_notation, solve)
 from .parsing import pattern_error, shorten
 from .recipe import is_symbolic
@@ -136,24 +136,25 @@ class ElementwisePlan:
         return tuple(length for _, length in self.axes)
 
     def computation(self, library: str = "numpy") -> str:
-        """The one computation, written as the library's call over the views x0, x1..."""
+        """The one computation, written as the library's calls over the views x0, x1...
+        (numpy: the ufunc allocates the output, C-contiguous, with ``order='C'``; a third
+        input and more are folded into it, in place where the dtype allows)."""
         operation = ELEMENTWISE_OPS[self.op]
         names = [f"x{k}" for k in range(len(self.inputs))]
-        if library == "torch":
-            function = f"torch.{operation.torch}"
-        else:
-            function = f"np.{operation.numpy}"
-        if operation.name == "where" or len(names) <= 2:
-            call = f"{function}({', '.join(names)}" + (
-                ", order='C')" if library == "numpy" and operation.name != "where" and
-                len(names) > 1 else ")")
-        else:
-            call = f"{function}({names[0]}, {names[1]}" + (
-                ", order='C')" if library == "numpy" else ")")
-            for name in names[2:]:
-                call = (f"{function}(out, {name}, out=out)" if library == "numpy"
-                        else f"{function}(out, {name})") + " after out = " + call
-        return call
+        numpy = library == "numpy"
+        function = f"np.{operation.numpy}" if numpy else f"torch.{operation.torch}"
+        if len(names) == 1:
+            return f"a copy of {names[0]}"
+        if operation.name == "where":
+            if numpy and self.grouped:
+                return "out = np.empty(...); np.copyto(out, x2); np.copyto(out, x1, where=x0)"
+            return f"{function}({', '.join(names)})"
+        call = f"{function}(x0, x1{', order=' + repr('C') if numpy else ''})"
+        if len(names) == 2:
+            return call
+        rest = "; ".join(f"{function}(out, {name}{', out=out' if numpy else ''})"
+                         for name in names[2:])
+        return f"out = {call}; {rest}"
 
     def __str__(self) -> str:
         axes = " ".join(name for name, _ in self.axes)
@@ -393,14 +394,14 @@ def plan_elementwise(op: str, pattern: str, shapes: Sequence[tuple[Any, ...] | N
             raise pattern_error(f"axis {_display(leaf.name)!r} of the output is in no input; "
                                 f"give its length ({_display(leaf.name)}=...)", text,
                                 leaf.term.start, leaf.term.end)
-    axes = tuple((_axis_label(leaf, key), length) for leaf, key, length in
-                 zip(leaves(output_dims), output_keys, _leaf_lengths(output_dims, lengths)))
+    axes = tuple((_axis_label(leaf), length) for leaf, length in
+                 zip(leaves(output_dims), _leaf_lengths(output_dims, lengths)))
     output_shape = tuple(_dim_length(dim, lengths) for dim in output_dims)
     positions = {key: k for k, key in enumerate(output_keys) if key is not None}
     views = []
     covered: set = set()
     for k, (expression, dims, shape) in enumerate(zip(parsed.inputs, input_dims, shapes)):
-        keys = _leaf_keys(dims, chosen if k == chosen else k)
+        keys = _leaf_keys(dims, k)   # (the implicit output's keys are its input's)
         views.append(_input_view(expression, text, dims, keys, shape, lengths, positions,
                                  output_keys, None if strides is None else strides[k]))
         covered.update(key for key in keys if key is not None)
@@ -434,7 +435,7 @@ def _display(name: str) -> str:
     return "..." if name.startswith("...") else name
 
 
-def _axis_label(leaf: Leaf, key: Any) -> str:
+def _axis_label(leaf: Leaf) -> str:
     if leaf.name is not None:
         return leaf.name
     return str(leaf.length)
@@ -671,11 +672,14 @@ def lower_torch(plan: ElementwisePlan) -> Runner:
     def run(arrays: Sequence[Any]) -> Any:
         views = []
         for make, x in zip(makers, arrays):
-            if make is not None:
-                x = make(x)
-            elif wants_tensors and not isinstance(x, torch.Tensor):
-                device = next(a.device for a in arrays if isinstance(a, torch.Tensor))
-                x = torch.tensor(x, device=device)
+            if isinstance(x, torch.Tensor):
+                x = x if make is None else make(x)
+            else:   # a number (a numpy scalar or 0-d array: its value, a number too)
+                if isinstance(x, (np.ndarray, np.generic)):
+                    x = x.item()
+                if wants_tensors:
+                    device = next(a.device for a in arrays if isinstance(a, torch.Tensor))
+                    x = torch.tensor(x, device=device)
             views.append(x)
         if len(views) == 1:
             result = views[0].clone()
@@ -779,8 +783,9 @@ def _family(arrays: Sequence[Any], op: str) -> tuple[str, Any]:
     namespace = None
     for position, x in enumerate(arrays):
         kind = type(x)
-        if kind in _PYTHON_NUMBERS:
-            continue
+        if kind in _PYTHON_NUMBERS or isinstance(x, np.generic) or (
+                kind is _ndarray and x.ndim == 0):
+            continue    # numbers, numpy scalars and 0-d numpy arrays go with any family
         known = _families.get(kind)
         if known is None:
             known = _family_of_type(x, position, op)

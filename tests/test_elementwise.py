@@ -247,6 +247,16 @@ def test_numpy_dtypes_of_arrays_and_a_fold_that_widens():
     np.testing.assert_array_equal(same, x + x + x[0])
 
 
+def test_numbers_of_numpy_go_with_torch():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(6.0).reshape(2, 3)
+    for number in (np.float32(2.5), np.array(2.5), 2.5):
+        for op in ("maximum", "add", "logaddexp"):
+            result = ours(op, x, number, "a b, -> b a")
+            assert isinstance(result, torch.Tensor)
+            assert_same(result, oracle(op, "a b, -> b a", x, number))
+
+
 def test_torch_dtype_is_torchs_own():
     torch = pytest.importorskip("torch")
     for dtype, scalar in ((torch.float16, 1.5), (torch.int32, 1.5), (torch.int64, 2),
@@ -371,6 +381,10 @@ def test_explain_shows_views_and_one_computation():
     assert [v.view_strides for v in outer.inputs] == [(1, 0), (0, 1)]
     with pytest.raises(ra.ArgumentTypeError):
         ra.explain_elementwise((3,), "a", op="power")
+    through_explain = ra.explain([(2, 5, 8), (8,)], "b t c, c", op="add")
+    assert through_explain == plan
+    with pytest.raises(ra.ArgumentTypeError, match="nothing else"):
+        ra.explain([(2, 5, 8), (8,)], "b t c, c", op="add", strides=(1,))
 
 
 # --------------------------------------------------------------------------- errors
