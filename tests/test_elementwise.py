@@ -7,6 +7,7 @@ hand) are the oracle for dtypes, since einx turns Python numbers into arrays fir
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -298,12 +299,63 @@ def strided(draw, rank_shape):
     return values(rng, shape)
 
 
+# (pattern, its input expressions, its output expression — einx's inference for those
+# without '->')
 LAYOUT_PATTERNS = [
-    ("a b c, c", ("a b c", "c")), ("a b, b -> b a", ("a b", "b")),
-    ("a, b -> a b", ("a", "b")), ("a b c, a c -> c b a", ("a b c", "a c")),
-    ("a b, b a, a -> a b", ("a b", "b a", "a")), ("a b,", ("a b", "")),
-    ("(a b) c, c b -> c (a b)", ("(a b) c", "c b")), ("a a b, b a -> a b", ("a a b", "b a")),
+    ("a b c, c", ("a b c", "c"), "a b c"), ("a b, b -> b a", ("a b", "b"), "b a"),
+    ("a, b -> a b", ("a", "b"), "a b"), ("a b c, a c -> c b a", ("a b c", "a c"), "c b a"),
+    ("a b, b a, a -> a b", ("a b", "b a", "a"), "a b"), ("a b,", ("a b", ""), "a b"),
+    ("(a b) c, c b -> c (a b)", ("(a b) c", "c b"), "c (a b)"),
+    ("a a b, b a -> a b", ("a a b", "b a"), "a b"),
+    ("a b, c -> (c a) b", ("a b", "c"), "(c a) b"),
 ]
+
+
+def _dims(expression):
+    """An expression of names and one-level groups as a list of dims, each a list of
+    names."""
+    dims, group = [], None
+    for token in expression.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            group = []
+        elif token == ")":
+            dims.append(group)
+            group = None
+        elif group is not None:
+            group.append(token)
+        else:
+            dims.append([token])
+    return dims
+
+
+def brute_force(op, expressions, output, arrays, lengths):
+    """The operation element by element: for every index of the output's axes, each
+    input's element at the index its expression gives (a group's index in mixed radix),
+    combined left to right by numpy's function on those elements."""
+    function = getattr(np, op)
+    out_dims = _dims(output)
+    names = [name for dim in out_dims for name in dim]
+    result = []
+    for index in itertools.product(*(range(lengths[name]) for name in names)):
+        at = dict(zip(names, index))
+        elements = []
+        for expression, array in zip(expressions, arrays):
+            if not expression:
+                elements.append(np.asarray(array)[()])
+                continue
+            position = []
+            for dim in _dims(expression):
+                flat = 0
+                for name in dim:
+                    flat = flat * lengths[name] + at[name]
+                position.append(flat)
+            elements.append(np.asarray(array)[tuple(position)])
+        value = elements[0]
+        for element in elements[1:]:
+            value = function(value, element)
+        result.append(value)
+    shape = tuple(int(np.prod([lengths[n] for n in dim])) for dim in out_dims)
+    return np.array(result, dtype=np.float64).reshape(shape)
 
 
 def _shape(expression, lengths):
@@ -325,7 +377,7 @@ def _shape(expression, lengths):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_layout_equals_einx(data):
-    pattern, expressions = data.draw(st.sampled_from(LAYOUT_PATTERNS))
+    pattern, expressions, _ = data.draw(st.sampled_from(LAYOUT_PATTERNS))
     # (einx refuses length-0 axes: test_size_zero_axes_against_numpy has those)
     lengths = {name: data.draw(st.integers(1, 3), label=name) for name in "abc"}
     arrays = []
@@ -336,6 +388,8 @@ def test_any_layout_equals_einx(data):
         arrays.append(data.draw(strided(_shape(expression, lengths))))
     op = data.draw(st.sampled_from(["add", "multiply", "maximum"]))
     given_lengths = {"a": lengths["a"], "b": lengths["b"]} if "(" in pattern else {}
+    if "c" in pattern.split("->")[-1] and "c" not in "".join(expressions):
+        given_lengths["c"] = lengths["c"]
     expected = oracle(op, pattern, *arrays, **given_lengths)
     before = [np.array(a, copy=True) for a in arrays]
     result = ours(op, *arrays, pattern, **given_lengths)
@@ -350,6 +404,23 @@ def test_any_layout_equals_einx(data):
             as_torch = [a if isinstance(a, (float, np.generic)) else torch.from_numpy(a)
                         for a in arrays]
         assert_same(ours(op, *as_torch, pattern, **given_lengths), expected)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_layout_and_length_zero_equals_the_brute_force_model(data):
+    """Lengths 0 to 3 (einx refuses length 0): the element-by-element model is the
+    oracle."""
+    pattern, expressions, output = data.draw(st.sampled_from(LAYOUT_PATTERNS))
+    lengths = {name: data.draw(st.integers(0, 3), label=name) for name in "abc"}
+    arrays = [data.draw(st.sampled_from([2.5, np.array(-1.5)])) if not expression
+              else data.draw(strided(_shape(expression, lengths)))
+              for expression in expressions]
+    op = data.draw(st.sampled_from(["add", "subtract", "maximum", "logaddexp"])
+                   if len(arrays) == 2 else st.sampled_from(["add", "minimum"]))
+    given_lengths = {name: lengths[name] for name in "abc" if name in pattern}
+    expected = brute_force(op, expressions, output, arrays, lengths)
+    assert_same(ours(op, *arrays, pattern, **given_lengths), expected)
 
 
 def test_every_input_is_a_view_with_the_planned_strides():
