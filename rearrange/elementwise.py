@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from . import front
 from .caching import PLANS
 from .calls import canonical_lengths
 from .errors import ArgumentTypeError, PatternError, RearrangeError
@@ -82,6 +83,7 @@ ELEMENTWISE_OPS: dict[str, Operation] = {op.name: op for op in (
 
 _SCALAR_TYPES = (bool, int, float, complex)
 _PYTHON_NUMBERS = frozenset(_SCALAR_TYPES)
+_PLAIN_INT = frozenset({int})
 
 
 # --------------------------------------------------------------------------- the plan
@@ -823,25 +825,56 @@ def _strides_of(x: Any) -> tuple[int, ...] | None:
     return None
 
 
-def _untraced_key(family: str, arrays: Sequence[Any]) -> tuple | None:
-    """Each input's part of the plan key — its type, shape and dtype (a number: its
-    type) — or None when the call must not be cached: torch sizes that are traced
-    (``torch.compile``/``torch.export`` SymInts, which do not hash, or
-    ``torch.jit.trace``, whose sizes a cached runner would bake in)."""
-    if family == "torch" and sys.modules["torch"]._C._get_tracing_state() is not None:
-        return None
-    parts: list[Any] = []
+def _key(op: str, pattern: str, arrays: Sequence[Any], lengths: Mapping[str, Any]) -> Any:
+    """The plan cache's key of a call: ``("elementwise", op, pattern, ...)``, then per
+    input its shape and dtype (an exact numpy array), its type (a Python number) or its
+    type, shape and dtype (anything else), then the lengths — what the runner depends
+    on (every step is a view whatever the strides: no stride is in it). NOT_KEPT under
+    ``torch.jit.trace`` (a runner would bake the traced sizes in); torch.compile's
+    SymInts make the key unhashable, which the door treats the same way."""
+    key: list[Any] = ["elementwise", op, pattern]
     for x in arrays:
         kind = type(x)
-        if kind in _PYTHON_NUMBERS:
-            parts.append(kind)
+        if kind is _ndarray:
+            key.append(x.shape)
+            key.append(x.dtype)
+        elif kind in _PYTHON_NUMBERS:
+            key.append(kind)
         else:
-            parts.append((kind, x.shape, x.dtype))
-    return tuple(parts)
+            torch = sys.modules.get("torch")
+            if torch is not None and isinstance(x, torch.Tensor) and \
+                    torch._C._get_tracing_state() is not None:
+                return front.NOT_KEPT
+            key.append((kind, tuple(x.shape), x.dtype))
+    if lengths:
+        key.extend(lengths.items())
+    return tuple(key)
 
 
-def _lower(plan: ElementwisePlan, family: str, namespace: Any,
-           arrays: Sequence[Any]) -> Runner:
+def _traced(backend: tuple[str, Any], arrays: Sequence[Any], lengths: Mapping[str, Any],
+            extras: Any) -> bool:
+    """Are the call's sizes traced (torch.compile / torch.export SymInts, or
+    torch.jit.trace)? Then it is planned over them and its runner is never kept."""
+    if backend[0] != "torch":
+        return False
+    from .backends import _torch
+    return any(_torch.traced(x, lengths) for x in arrays if isinstance(x, sys.modules[
+        "torch"].Tensor))
+
+
+def _door_plan(op: str) -> Callable[..., ElementwisePlan]:
+    def plan(backend: Any, arrays: Sequence[Any], pattern: str, lengths: Mapping[str, Any],
+             extras: Any) -> ElementwisePlan:
+        try:
+            return plan_elementwise(op, pattern, [_shape_of(x) for x in arrays], lengths)
+        except RearrangeError as error:
+            raise _context(error, pattern, arrays, lengths, op) from None
+    return plan
+
+
+def _door_lower(backend: tuple[str, Any], plan: ElementwisePlan, arrays: Sequence[Any],
+                lengths: Mapping[str, Any], extras: Any) -> Runner:
+    family, namespace = backend
     if family == "numpy":
         return lower_numpy(plan, arrays)
     if family == "torch":
@@ -849,8 +882,19 @@ def _lower(plan: ElementwisePlan, family: str, namespace: Any,
     return lower_namespace(plan, namespace)
 
 
-def _context(error: RearrangeError, op: str, pattern: str, arrays: Sequence[Any],
-             lengths: Mapping[str, Any]) -> RearrangeError:
+def _door_traced(op: str) -> Callable[..., Runner]:
+    plan = _door_plan(op)
+
+    def lower_traced(backend: Any, arrays: Sequence[Any], pattern: str,
+                     lengths: Mapping[str, Any], extras: Any) -> Runner:
+        return _door_lower(backend, plan(backend, arrays, pattern, lengths, extras), arrays,
+                           lengths, extras)
+    return lower_traced
+
+
+def _context(error: RearrangeError, pattern: str, arrays: Sequence[Any],
+             lengths: Mapping[str, Any], op: str) -> RearrangeError:
+    """``error`` with the call's context line, unless it quotes the pattern already."""
     if f"pattern '{shorten(pattern)}'" in str(error):
         return error
     shapes = ", ".join("a number" if isinstance(x, _SCALAR_TYPES) else str(tuple(x.shape))
@@ -860,63 +904,59 @@ def _context(error: RearrangeError, op: str, pattern: str, arrays: Sequence[Any]
                        f"shapes {shapes}{given}")
 
 
+def _operation(op: str) -> Any:
+    """``op`` as the door (:func:`rearrange.front.run`) takes it: the inputs are the
+    list of arrays, the "backend" the call's array family and its namespace."""
+    return front.Operation(
+        name=op, parse_kind="notation",
+        inputs=lambda arrays: (_family(arrays, op), arrays),
+        key=lambda backend, arrays, pattern, lengths, extras: _key(op, pattern, arrays,
+                                                                   lengths),
+        plan=_door_plan(op), lower=_door_lower,
+        context=lambda error, pattern, arrays, lengths, extras: _context(
+            error, pattern, arrays, lengths, op),
+        traced=_traced, lower_traced=_door_traced(op))
+
+
+#: Every elementwise operation as the door takes it.
+OPERATIONS: dict[str, Any] = {op: _operation(op) for op in ELEMENTWISE_OPS}
+
+
 def _run(op: str, args: tuple[Any, ...], lengths: dict[str, Any]) -> Any:
-    """An elementwise call: ``args`` are the arrays then the pattern."""
+    """An elementwise call: ``args`` are the arrays then the pattern. numpy arrays and
+    Python numbers with integer lengths look their runner up here (:func:`_key`,
+    written out); the rest of every call is the door's."""
     if not args:
         raise ArgumentTypeError(f"{op}() takes the arrays, then the pattern")
     *arrays, pattern = args
     if type(pattern) is not str:
         raise ArgumentTypeError(f"{op}() takes the arrays first and the pattern last; the "
                                 f"last argument is {type(pattern).__name__}, not a str")
-    # the warm path: exact numpy arrays (and Python numbers), one key, one lookup
     key: list[Any] = ["elementwise", op, pattern]
-    plain = True
     for x in arrays:
         kind = type(x)
         if kind is _ndarray:
             key.append(x.shape)
             key.append(x.dtype)
-        elif kind in (float, int, bool, complex):
+        elif kind in _PYTHON_NUMBERS:
             key.append(kind)
         else:
-            plain = False
             break
-    if plain:
-        if lengths:
-            lengths = dict(canonical_lengths(lengths))
-            key.extend(lengths.items())
-        key_tuple = tuple(key)
-        try:
-            runner = PLANS.entries.get(key_tuple)
-        except TypeError:
-            runner = None
-        if runner is not None:
-            PLANS.hits += 1
-            return runner(arrays)
-        family, namespace = "numpy", None
     else:
-        family, namespace = _family(arrays, op)
-        if lengths:
-            lengths = dict(canonical_lengths(lengths))
-        parts = _untraced_key(family, arrays)
-        key_tuple = None if parts is None else (
-            "elementwise", op, pattern, family, parts, *lengths.items())
-        try:
-            runner = None if key_tuple is None else PLANS.entries.get(key_tuple)
-        except TypeError:   # symbolic sizes: planned over them, never kept
-            key_tuple, runner = None, None
-        if runner is not None:
-            PLANS.hits += 1
-            return runner(arrays)
-    PLANS.misses += 1
-    try:
-        plan = plan_elementwise(op, pattern, [_shape_of(x) for x in arrays], lengths)
-    except RearrangeError as error:
-        raise _context(error, op, pattern, arrays, lengths) from None
-    runner = _lower(plan, family, namespace, arrays)
-    if key_tuple is not None:
-        PLANS.put(key_tuple, runner)
-    return runner(arrays)
+        if not lengths or _PLAIN_INT.issuperset(map(type, lengths.values())):
+            if lengths:
+                key.extend(lengths.items())
+            runner = PLANS.peek(tuple(key))
+            if runner is not None:
+                try:
+                    return runner(arrays)
+                except (RearrangeError, MemoryError, RuntimeError) as error:
+                    raised = front.failure(OPERATIONS[op], error, pattern, arrays, lengths,
+                                           None)
+                    if raised is None:
+                        raise
+                    raise raised from None
+    return front.run(OPERATIONS[op], arrays, pattern, lengths)
 
 
 def add(*args: Any, **axes_lengths: Any) -> Any:
