@@ -560,7 +560,8 @@ def lower_numpy(plan: ElementwisePlan, samples: Sequence[Any]) -> Runner:
     full = plan.elementary_shape
     # the first view covers every output axis when the others alone would not, or when
     # later inputs are folded into the first result (which must have the full shape)
-    broadcast_first = plan.expand_first or len(plan.inputs) > 2
+    broadcast_first = plan.expand_first or (len(plan.inputs) > 2
+                                            and operation.name != "where")
     makers = [None if view.scalar else
               _numpy_view(view, full if k == 0 and broadcast_first else None)
               for k, view in enumerate(plan.inputs)]
