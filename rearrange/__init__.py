@@ -64,6 +64,8 @@ if TYPE_CHECKING:   # what __getattr__ serves, as type checkers should see it
     from .api import compile_pattern as compile  # noqa: F401
     from .contraction import einsum  # noqa: F401
     from .indexing import add_at, explain_indexing, get_at, set_at, subtract_at  # noqa: F401
+    from .elementwise import (add, divide, explain_elementwise, logaddexp,  # noqa: F401
+                              maximum, minimum, multiply, subtract, where)
     from .packing import pack, unpack  # noqa: F401
     from .shapes import ShapeMismatchError, check_shape, parse_shape  # noqa: F401
     from .tensor import BUILTIN_NAMED_DTYPES
@@ -77,6 +79,9 @@ _LAZY = {
     "einsum": "contraction",
     **dict.fromkeys(("get_at", "set_at", "add_at", "subtract_at", "explain_indexing"),
                     "indexing"),
+    **{name: "elementwise" for name in ("add", "subtract", "multiply", "divide", "maximum",
+                                        "minimum", "logaddexp", "where",
+                                        "explain_elementwise")},
 }
 
 
@@ -135,4 +140,6 @@ __all__ = [
     "Tensor", "Size", "Storage", "UntypedStorage",
     "tensor", "as_tensor", "from_numpy", "arange", "zeros", "ones", "empty", "full",
     "rand", "randn", "as_strided", "manual_seed",
+    "add", "subtract", "multiply", "divide", "maximum", "minimum", "logaddexp", "where",
+    "explain_elementwise",
 ]

@@ -382,6 +382,8 @@ def _notation_only(pattern: Any) -> bool:
 
 _EXPLAINED_OPS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack",
                   "parse_shape", "check_shape")
+_ELEMENTWISE_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum",
+                    "logaddexp", "where")
 
 
 def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: Any = None,
@@ -406,6 +408,13 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
     >>> ra.explain((2, 3, 4), 'b h w -> b w', op='reduce', reduction='mean').to_source()
     'x.transpose(0, 2, 1).mean(axis=(2,))'
     """
+    if op in _ELEMENTWISE_OPS:   # x_or_shape: the list of inputs (arrays, shapes, numbers)
+        from .elementwise import explain_elementwise
+
+        if any(v is not None for v in (reduction, strides, dtype, copy, packed_shapes)):
+            raise ArgumentTypeError(f"explain(op={op!r}) takes the inputs (arrays, shapes or "
+                                    "numbers) as a list and axis lengths, nothing else")
+        return explain_elementwise(*x_or_shape, pattern, op=op, **axes_lengths)
     if op not in _EXPLAINED_OPS:
         raise RearrangeError(f"explain: op must be one of {', '.join(map(repr, _EXPLAINED_OPS))}, "
                              f"got {op!r}")

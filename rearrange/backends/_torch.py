@@ -42,7 +42,8 @@ def matches(x: Any) -> bool:
 
 
 _OPERATIONS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack", "get_at", "set_at",
-               "add_at", "subtract_at")
+               "add_at", "subtract_at", "add", "subtract", "multiply", "divide", "maximum",
+               "minimum", "logaddexp", "where")
 _registered: list[bool] = []
 
 
