@@ -63,6 +63,8 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:   # what __getattr__ serves, as type checkers should see it
     from .api import compile_pattern as compile  # noqa: F401
     from .contraction import einsum  # noqa: F401
+    from .along import (argmax, argmin, argsort, flip, log_softmax, roll,  # noqa: F401
+                        softmax, sort)
     from .packing import pack, unpack  # noqa: F401
     from .shapes import ShapeMismatchError, check_shape, parse_shape  # noqa: F401
     from .tensor import BUILTIN_NAMED_DTYPES
@@ -74,6 +76,8 @@ _LAZY = {
     "pack": "packing", "unpack": "packing",
     "parse_shape": "shapes", "check_shape": "shapes", "ShapeMismatchError": "shapes",
     "einsum": "contraction",
+    **{name: "along" for name in ("softmax", "log_softmax", "flip", "roll", "sort", "argsort",
+                                  "argmax", "argmin")},
 }
 
 
@@ -123,6 +127,8 @@ _register_with_torch_compile()
 __all__ = [
     # einops' public names
     "rearrange", "reduce", "repeat", "pack", "unpack", "einsum", "parse_shape", "asnumpy",
+    # einx's operations along bracketed axes
+    "softmax", "log_softmax", "flip", "roll", "sort", "argsort", "argmax", "argmin",
     # ours
     "check_shape", "explain", "cache_info", "cache_clear", "CompiledRearrange",
     "Plan", "Step", "Layout", "set_num_threads", "get_num_threads", "set_jit_mode",

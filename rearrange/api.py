@@ -249,6 +249,7 @@ def _no_lengths(op: str, axes_lengths: Mapping[str, Any]) -> None:
 
 _EXPLAINED_OPS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack",
                   "parse_shape", "check_shape")
+_ALONG_OPS = ("softmax", "log_softmax", "flip", "roll", "sort", "argsort", "argmax", "argmin")
 
 
 def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: Any = None,
@@ -273,6 +274,15 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
     >>> ra.explain((2, 3, 4), 'b h w -> b w', op='reduce', reduction='mean').to_source()
     'x.transpose(0, 2, 1).mean(axis=(2,))'
     """
+    if op in _ALONG_OPS:      # operations along bracketed axes (rearrange/along.py)
+        from .along import explain_along
+
+        return explain_along(x_or_shape, pattern, op=op, strides=strides, dtype=dtype,
+                             **axes_lengths)
+    if op == "reduce" and type(pattern) is str and "[" in pattern:
+        from .along import reduce_pattern
+
+        pattern = reduce_pattern(pattern)
     if op not in _EXPLAINED_OPS:
         raise RearrangeError(f"explain: op must be one of {', '.join(map(repr, _EXPLAINED_OPS))}, "
                              f"got {op!r}")
@@ -388,6 +398,9 @@ def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
 
     As in einops, ``reduction='rearrange'`` and ``'repeat'`` run those operations.
     """
+    if type(pattern) is str and "[" in pattern:     # einx's brackets: the reduced axes
+        from .along import reduce_pattern
+        pattern = reduce_pattern(pattern)
     if type(reduction) is str and reduction in ("rearrange", "repeat"):
         return (rearrange if reduction == "rearrange" else repeat)(tensor, pattern, **axes_lengths)
     return run_transform("reduce", tensor, pattern, reduction, None, axes_lengths)

@@ -1326,6 +1326,9 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
                 if runner is not None:
                     return runner(tensors)
     tensors, pattern = _split_arguments(tensors_and_pattern)
+    if type(pattern) is str and "[" in pattern:     # einx's brackets: the contracted axes
+        from .along import einsum_pattern
+        return einsum(*tensors, einsum_pattern(pattern), **axes_lengths)
     if tensors and not isinstance(tensors[0], (np.ndarray, np.generic, Tensor)):
         backend = backends.backend_for(tensors[0])
         if backend is not None:

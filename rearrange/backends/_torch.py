@@ -39,7 +39,8 @@ def matches(x: Any) -> bool:
     return True
 
 
-_OPERATIONS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack")
+_OPERATIONS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack",
+               "softmax", "log_softmax", "flip", "roll", "sort", "argsort", "argmax", "argmin")
 _registered: list[bool] = []
 
 
