@@ -170,7 +170,15 @@ def plan_along(op: str, pattern: str, ndim: int, given: tuple[tuple[str, int], .
     dims = expand(source, pattern, rank=ndim)
     _refuse_concatenation(dims, pattern, op)
     dots = sum(1 for leaf in leaves(dims) if leaf.name is not None and leaf.name.startswith("..."))
-    namer = _Namer(_names_of(source) | (_names_of(parsed.outputs[0]) if parsed.outputs else set()))
+    own_names = _names_of(source)
+    for name, _ in given:
+        if name not in own_names:
+            hint = " (shift= applies to roll only)" if name == "shift" else ""
+            raise pattern_error(f"axis length given for {name!r}, which is not an axis of "
+                                f"the input (its axes: {', '.join(sorted(own_names)) or 'none'})"
+                                + hint,
+                                pattern, source.start, max(source.end, source.start + 1))
+    namer = _Namer(own_names | (_names_of(parsed.outputs[0]) if parsed.outputs else set()))
     names: dict[int, str] = {}
     lengths: dict[str, int] = dict(given)
     elementary: list[Leaf] = list(leaves(dims))
@@ -186,7 +194,8 @@ def plan_along(op: str, pattern: str, ndim: int, given: tuple[tuple[str, int], .
         if leaf.name is not None:
             seen[leaf.name] = leaf
     axes = tuple(k for k, leaf in enumerate(elementary) if leaf.marked)
-    if not axes:
+    has_brackets = any(type(t) is Brackets for t in _walk_terms(source.terms))
+    if not has_brackets or (not axes and op not in ("flip", "roll", "softmax", "log_softmax")):
         raise pattern_error(f"{op} needs the axes it acts on in brackets, e.g. 'a [b] c'; "
                             f"found none", pattern, source.start, max(source.end, source.start + 1))
     if op in _ONE_AXIS and len(axes) != 1:
@@ -266,6 +275,12 @@ def _explicit_output(op: str, pattern: str, output: Expression, elementary: list
                                 f"not in the output; an axis is bracketed everywhere or "
                                 f"nowhere", pattern, leaf.term.start, leaf.term.end)
         out_names[id(leaf)] = names[id(source)]
+    present = {leaf.name for leaf in leaves(dims)}
+    missing = [name for name in by_name if name not in present]
+    if missing:
+        raise pattern_error(f"axes {', '.join(repr(n.replace('...', '... ')) for n in missing)}"
+                            f" of the input are not in the output; {op} keeps every axis",
+                            pattern, output.start, max(output.end, output.start + 1))
     return " ".join(_group_text(d, out_names) for d in dims)
 
 
@@ -514,6 +529,9 @@ class _NumpyLike:
 
     def run(self, plan: AlongPlan, x: Any) -> Any:
         xp, op, axes = self.xp, plan.op, plan.axes
+        if not axes:      # flip, roll, softmax over no axis (a 0-d input: '[]')
+            return x if op in ("flip", "roll") else _softmax_parts(
+                xp, x, axes, op == "log_softmax", lambda v, a: v, lambda v, a: v)
         if op == "flip":
             if self.kind == "numpy":
                 index = [slice(None)] * x.ndim
@@ -554,6 +572,9 @@ class _Torch:
 
     def run(self, plan: AlongPlan, x: Any) -> Any:
         torch, op, axes = self.torch, plan.op, plan.axes
+        if not axes:      # flip, roll, softmax over no axis (a 0-d input: '[]')
+            return x if op in ("flip", "roll") else _softmax_parts(
+                torch, x, axes, op == "log_softmax", lambda v, a: v.detach(), lambda v, a: v)
         if op == "flip":
             return torch.flip(x, dims=axes)
         if op == "roll":
