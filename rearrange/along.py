@@ -542,6 +542,8 @@ class _NumpyLike:
         if op == "roll":
             return xp.roll(x, shift=plan.shift, axis=axes)
         if op in ("softmax", "log_softmax"):
+            if 0 in x.shape:    # no values: the max has none to take (the dtype as computed)
+                return xp.exp(x - x)
             amax = (lambda v, a: xp.max(v, axis=a, keepdims=True))
             keep = (lambda v, a: xp.sum(v, axis=a, keepdims=True))
             return _softmax_parts(xp, x, axes, op == "log_softmax", amax, keep)
@@ -584,6 +586,8 @@ class _Torch:
                 function = (torch.nn.functional.softmax if op == "softmax"
                             else torch.nn.functional.log_softmax)
                 return function(x, dim=axes[0])
+            if any(type(n) is int and n == 0 for n in x.shape):   # nothing for amax
+                return torch.exp(x - x)
             # einx's formula; the max is a constant for autograd, as in einx
             amax = (lambda v, a: torch.amax(v, dim=a, keepdim=True).detach())
             keep = (lambda v, a: torch.sum(v, dim=a, keepdim=True))
@@ -655,6 +659,8 @@ def _given(op: str, axes_lengths: Mapping[str, Any]) -> tuple[tuple[str, Any], .
 
 
 def _shift_tuple(shift: Any) -> tuple[int, ...]:
+    if shift is None:
+        raise ArgumentTypeError("roll() needs shift=: an int, or one int per axis in brackets")
     if isinstance(shift, (bool, np.bool_)):
         raise ArgumentTypeError(f"roll(): shift must be an int or ints, got {shift!r}")
     if isinstance(shift, (int, np.integer)):
