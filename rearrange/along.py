@@ -34,6 +34,7 @@ import numpy as np
 
 from .caching import PLANS
 from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .front import run_transform
 from .notation import (Brackets, Dots, Expression, Group, Leaf, Name, Number, Product, Sum,
                        expand, leaves, parse_notation)
 from .parsing import pattern_error
@@ -693,15 +694,16 @@ def _run(op: str, x: Any, pattern: Any, shift: Any, axes_lengths: Mapping[str, A
     given = _given(op, axes_lengths) if axes_lengths else ()
     shift_values = _shift_tuple(shift) if op == "roll" else None
     plan = _plan(op, pattern, len(array.shape), given, shift_values)
-    from .api import rearrange
     try:
         elementary = (array if plan.split is None else
-                      rearrange(array, plan.split, **dict(plan.split_lengths)))
+                      run_transform("rearrange", array, plan.split, None, None,
+                                    dict(plan.split_lengths)))
         if op in _ARGFIND:
             _check_not_empty(op, elementary, plan.axes)
         result = library.run(plan, elementary)
         return (result if plan.merge is None else
-                rearrange(result, plan.merge, **dict(plan.merge_lengths)))
+                run_transform("rearrange", result, plan.merge, None, None,
+                              dict(plan.merge_lengths)))
     except RearrangeError as error:
         raise type(error)(f"{error}\n(in {op}() with pattern {pattern!r})") from None
 
