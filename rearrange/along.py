@@ -689,23 +689,63 @@ def _plan(op: str, pattern: Any, ndim: int, given: tuple, shift: tuple | None) -
     return plan
 
 
+_entries = PLANS.entries
+_PLAIN = (int, type(None))
+
+
 def _run(op: str, x: Any, pattern: Any, shift: Any, axes_lengths: Mapping[str, Any]) -> Any:
+    """The warm path: one key — (op, pattern, array type, rank, shift, lengths), no sizes,
+    so traced inputs share it — and the runner lowered for it."""
+    try:
+        key = ("along", op, pattern, type(x), len(x.shape), shift, *axes_lengths.items())
+        runner = _entries.get(key)
+    except (TypeError, AttributeError):     # unhashable shift or lengths, no shape
+        key, runner = None, None
+    if runner is not None:
+        PLANS.hits += 1
+        return runner(x)
+    runner = _lower(op, x, pattern, shift, axes_lengths)
+    # kept only for plain ints: 3.0 or True must not hit an entry made for 3 or 1
+    if key is not None and type(shift) in _PLAIN and all(
+            type(v) is int for v in axes_lengths.values()):
+        PLANS.put(key, runner)
+    return runner(x)
+
+
+def _lower(op: str, x: Any, pattern: Any, shift: Any,
+           axes_lengths: Mapping[str, Any]) -> Callable[[Any], Any]:
+    """A runner of ``op`` for arrays of ``x``'s type and rank (checks first: the library,
+    the lengths, ``shift``, then the plan)."""
     library, array = _library_of(x, op)
+    convert = array is not x            # numpy scalars and subclasses: as numpy arrays
     given = _given(op, axes_lengths) if axes_lengths else ()
     shift_values = _shift_tuple(shift) if op == "roll" else None
     plan = _plan(op, pattern, len(array.shape), given, shift_values)
-    try:
-        elementary = (array if plan.split is None else
-                      run_transform("rearrange", array, plan.split, None, None,
-                                    dict(plan.split_lengths)))
-        if op in _ARGFIND:
-            _check_not_empty(op, elementary, plan.axes)
-        result = library.run(plan, elementary)
-        return (result if plan.merge is None else
-                run_transform("rearrange", result, plan.merge, None, None,
-                              dict(plan.merge_lengths)))
-    except RearrangeError as error:
-        raise type(error)(f"{error}\n(in {op}() with pattern {pattern!r})") from None
+    split, split_lengths = plan.split, dict(plan.split_lengths)
+    merge, merge_lengths = plan.merge, dict(plan.merge_lengths)
+    if library is _NUMPY and op == "flip" and split is None and merge is None and plan.axes:
+        # a view: one basic index, each flipped axis by a negative step
+        index = tuple(slice(None, None, -1) if k in plan.axes else slice(None)
+                      for k in range(len(array.shape)))
+        return (lambda v: np.asarray(v)[index]) if convert else (lambda v: v[index])
+    run_op = library.run
+    argfind = op in _ARGFIND
+
+    def run(value: Any) -> Any:
+        if convert:
+            value = np.asarray(value)
+        try:
+            if split is not None:
+                value = run_transform("rearrange", value, split, None, None, split_lengths)
+            if argfind:
+                _check_not_empty(op, value, plan.axes)
+            value = run_op(plan, value)
+            if merge is not None:
+                value = run_transform("rearrange", value, merge, None, None, merge_lengths)
+            return value
+        except RearrangeError as error:
+            raise type(error)(f"{error}\n(in {op}() with pattern {pattern!r})") from None
+    return run
 
 
 def _check_not_empty(op: str, x: Any, axes: tuple[int, ...]) -> None:
