@@ -3,6 +3,7 @@ the plain library call, side by side in one process (bench/timing.py's interleav
 rounds; the figure to quote is the paired ratio ours / einx).
 
     PYTHONPATH=. python bench/notation_along.py [--rounds 15] [--min-sample 0.02]
+        [--backends np,torch] [--torch-threads 1]
 
 Prints a markdown table: per case and backend the median time per call of each
 contender and the ratios ours/einx and ours/plain (below 1: ours is faster).
@@ -68,7 +69,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--min-sample", type=float, default=0.02)
     parser.add_argument("--backends", default="np,torch")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="torch's intra-op threads for every contender (default 1: the "
+                             "machine is shared; 0 leaves torch's default)")
     args = parser.parse_args()
+    if args.torch_threads and "torch" in args.backends:
+        import torch
+        torch.set_num_threads(args.torch_threads)
     print("| case | backend | ours | einx | plain | ours/einx | ours/plain |")
     print("|---|---|---|---|---|---|---|")
     for xp in args.backends.split(","):

@@ -691,23 +691,27 @@ def _plan(op: str, pattern: Any, ndim: int, given: tuple, shift: tuple | None) -
 
 _entries = PLANS.entries
 _PLAIN = (int, type(None))
+_PLAIN_INT = frozenset({int})
 
 
 def _run(op: str, x: Any, pattern: Any, shift: Any, axes_lengths: Mapping[str, Any]) -> Any:
     """The warm path: one key — (op, pattern, array type, rank, shift, lengths), no sizes,
     so traced inputs share it — and the runner lowered for it."""
-    try:
-        key = ("along", op, pattern, type(x), len(x.shape), shift, *axes_lengths.items())
-        runner = _entries.get(key)
-    except (TypeError, AttributeError):     # unhashable shift or lengths, no shape
-        key, runner = None, None
+    # only plain ints meet the cache: 3.0 or True must never hit an entry made for 3 or 1
+    key = runner = None
+    if type(shift) in _PLAIN and (not axes_lengths or _PLAIN_INT.issuperset(
+            map(type, axes_lengths.values()))):
+        try:
+            key = ("along", op, pattern, type(x), len(x.shape), shift, *axes_lengths.items())
+            runner = _entries.get(key)
+        except (TypeError, AttributeError):     # an unhashable pattern, no shape
+            key = None
     if runner is not None:
         PLANS.hits += 1
         return runner(x)
+    PLANS.misses += 1
     runner = _lower(op, x, pattern, shift, axes_lengths)
-    # kept only for plain ints: 3.0 or True must not hit an entry made for 3 or 1
-    if key is not None and type(shift) in _PLAIN and all(
-            type(v) is int for v in axes_lengths.values()):
+    if key is not None:
         PLANS.put(key, runner)
     return runner(x)
 

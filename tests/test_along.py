@@ -391,3 +391,14 @@ def test_dask_and_jax_equal_einx_on_numpy(op, pattern, keywords):
     if ours.dtype.kind == "i":
         ours = ours.astype(np.int64)    # jax's default integers are 32-bit
     _assert_same(ours, theirs)
+
+
+def test_cached_runners_serve_other_sizes_and_refuse_bad_lengths():
+    for shape in [(2, 12), (3, 6), (1, 0)]:
+        x = _values(shape)
+        expected = x.reshape(shape[0], 3, -1)[:, :, ::-1].reshape(shape)
+        np.testing.assert_array_equal(ra.flip(x, "a (b [c])", b=3), expected)
+        np.testing.assert_array_equal(ra.flip(x, "a (b [c])", b=np.int64(3)), expected)
+        with pytest.raises(ArgumentTypeError, match="must be integers"):
+            ra.flip(x, "a (b [c])", b=3.0)
+    assert ra.roll(np.arange(4), "[i]", shift=[1]).tolist() == [3, 0, 1, 2]   # unhashable
