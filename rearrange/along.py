@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .caching import PLANS
-from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .errors import ArgumentTypeError, RearrangeError
 from .front import run_transform
 from .notation import (Brackets, Dots, Expression, Group, Leaf, Name, Number, Product, Sum,
                        expand, leaves, parse_notation)
@@ -498,6 +498,19 @@ def _softmax_parts(xp: Any, x: Any, axes: tuple[int, ...], log: bool, amax: Any,
     return exps / total
 
 
+def _numpy_softmax(x: np.ndarray, axes: tuple[int, ...], log: bool) -> np.ndarray:
+    """einx's formula with numpy's ufuncs into one new array (the same values: a ufunc
+    writes the same result into ``out=`` as into an array of its own), sparing two
+    temporaries of the input's size."""
+    top = np.max(x, axis=axes, keepdims=True)
+    result = np.subtract(x, top)
+    np.exp(result, out=result)
+    total = np.sum(result, axis=axes, keepdims=True)
+    if log:
+        return np.subtract(x, np.log(total) + top, out=result)
+    return np.divide(result, total, out=result)
+
+
 def _coordinates(xp_stack: Callable[[list[Any]], Any], flat: Any,
                  sizes: Sequence[Any]) -> Any:
     """A flat index over axes of ``sizes`` as its coordinates, stacked last (row-major:
@@ -545,6 +558,8 @@ class _NumpyLike:
         if op in ("softmax", "log_softmax"):
             if 0 in x.shape:    # no values: the max has none to take (the dtype as computed)
                 return xp.exp(x - x)
+            if self.kind == "numpy" and x.dtype.kind == "f":
+                return _numpy_softmax(x, axes, op == "log_softmax")
             amax = (lambda v, a: xp.max(v, axis=a, keepdims=True))
             keep = (lambda v, a: xp.sum(v, axis=a, keepdims=True))
             return _softmax_parts(xp, x, axes, op == "log_softmax", amax, keep)
