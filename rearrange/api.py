@@ -277,6 +277,10 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
     if op in _ALONG_OPS:      # operations along bracketed axes (rearrange/along.py)
         from .along import explain_along
 
+        if reduction is not None or copy is not None or packed_shapes is not None:
+            raise ArgumentTypeError(f"explain(op={op!r}) takes no reduction=, copy= or "
+                                    f"packed_shapes=")
+
         return explain_along(x_or_shape, pattern, op=op, strides=strides, dtype=dtype,
                              **axes_lengths)
     if op == "reduce" and type(pattern) is str and "[" in pattern:

@@ -402,3 +402,26 @@ def test_cached_runners_serve_other_sizes_and_refuse_bad_lengths():
         with pytest.raises(ArgumentTypeError, match="must be integers"):
             ra.flip(x, "a (b [c])", b=3.0)
     assert ra.roll(np.arange(4), "[i]", shift=[1]).tolist() == [3, 0, 1, 2]   # unhashable
+
+
+@settings(max_examples=40, deadline=None)
+@given(layout=_layouts(), reduction=st.sampled_from(["sum", "max", "mean", "prod"]),
+       library=st.sampled_from(["numpy", "torch"]))
+def test_reduce_with_brackets_over_layouts_equals_einx(layout, reduction, library):
+    shape, index, bracketed = layout
+    x = _values(shape)[index]
+    if library == "torch":
+        x = torch.from_numpy(x.copy())
+    before = _as_numpy(x).copy()
+    pattern = _pattern(bracketed)
+    ours = ra.reduce(x, pattern, reduction)
+    if 0 in x.shape or (library == "torch" and reduction == "prod"):
+        # einx's solver refuses size-0 axes, its torch prod passes dim=None: numpy's own
+        axes = tuple(k for k, b in enumerate(bracketed) if b)
+        if reduction == "max" and any(x.shape[a] == 0 for a in axes):
+            return
+        theirs = getattr(np, reduction)(_as_numpy(x), axis=axes)
+        np.testing.assert_allclose(_as_numpy(ours), theirs, rtol=1e-5)
+    else:
+        _assert_same(ours, getattr(einx, reduction)(pattern, x))
+    np.testing.assert_array_equal(_as_numpy(x), before)
