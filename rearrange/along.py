@@ -71,7 +71,7 @@ class AlongPlan:
     axes: tuple[int, ...]                   # bracketed elementary axes
     elementary: tuple[str, ...]             # the elementary axes' names (for explain)
     merge: str | None                       # einops pattern, None: the result is the output
-    merge_lengths: tuple[tuple[str, int], ...]  # (only merges: none needed; kept for symmetry)
+    merge_lengths: tuple[tuple[str, int], ...]  # its axes' known lengths (checked, not needed)
     shift: tuple[int, ...] | None = None    # roll: one shift per bracketed axis
 
     def describe_op(self) -> str:
@@ -466,7 +466,7 @@ def einsum_pattern(pattern: str) -> str:
     for name, term in marked_at.items():
         if name in unmarked_at:
             other = unmarked_at[name]
-            first, second = sorted((term, other), key=lambda t: t.start)
+            second = max((term, other), key=lambda t: t.start)    # the later one
             raise pattern_error(f"axis {name!r} is in brackets in one place and not in "
                                 f"another; an axis is bracketed everywhere or nowhere",
                                 pattern, second.start, second.end)
@@ -869,7 +869,6 @@ class AlongExplanation:
     input_shape: tuple[int, ...]
     split: Any          # the split's Plan (rearrange.Plan), or None
     merge: Any          # the merge's Plan, or None
-    flip_is_view: bool
 
     def __str__(self) -> str:
         lines = [f"{self.plan.op}(x, {self.plan.pattern!r}) for an input of shape "
@@ -950,7 +949,7 @@ def explain_along(x_or_shape: Any, pattern: str, *, op: str, shift: Any = None,
             if op in _ARGFIND or op == "argsort":
                 dtype_name, itemsize = "int64", 8
         merge = plan_for(plan.merge, result, dict(plan.merge_lengths), None, dtype_name, itemsize, result_unit)
-    return AlongExplanation(plan, tuple(layout.shape), split, merge, op == "flip")
+    return AlongExplanation(plan, tuple(layout.shape), split, merge)
 
 
 def _result_shape(plan: AlongPlan, shape: Sequence[int]) -> tuple[int, ...]:
