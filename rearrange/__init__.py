@@ -66,6 +66,8 @@ if TYPE_CHECKING:   # what __getattr__ serves, as type checkers should see it
     from .indexing import add_at, explain_indexing, get_at, set_at, subtract_at  # noqa: F401
     from .elementwise import (add, divide, explain_elementwise, logaddexp,  # noqa: F401
                               maximum, minimum, multiply, subtract, where)
+    from .along import (argmax, argmin, argsort, flip, log_softmax, roll,  # noqa: F401
+                        softmax, sort)
     from .packing import pack, unpack  # noqa: F401
     from .shapes import ShapeMismatchError, check_shape, parse_shape  # noqa: F401
     from .tensor import BUILTIN_NAMED_DTYPES
@@ -82,6 +84,8 @@ _LAZY = {
     **{name: "elementwise" for name in ("add", "subtract", "multiply", "divide", "maximum",
                                         "minimum", "logaddexp", "where",
                                         "explain_elementwise")},
+    **{name: "along" for name in ("softmax", "log_softmax", "flip", "roll", "sort", "argsort",
+                                  "argmax", "argmin")},
 }
 
 
@@ -131,6 +135,8 @@ _register_with_torch_compile()
 __all__ = [
     # einops' public names
     "rearrange", "reduce", "repeat", "pack", "unpack", "einsum", "parse_shape", "asnumpy",
+    # einx's operations along bracketed axes
+    "softmax", "log_softmax", "flip", "roll", "sort", "argsort", "argmax", "argmin",
     # ours
     "check_shape", "explain", "cache_info", "cache_clear", "CompiledRearrange",
     "Plan", "Step", "Layout", "set_num_threads", "get_num_threads", "set_jit_mode",

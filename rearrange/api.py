@@ -384,6 +384,7 @@ _EXPLAINED_OPS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack",
                   "parse_shape", "check_shape")
 _ELEMENTWISE_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum",
                     "logaddexp", "where")
+_ALONG_OPS = ("softmax", "log_softmax", "flip", "roll", "sort", "argsort", "argmax", "argmin")
 
 
 def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: Any = None,
@@ -415,6 +416,19 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
             raise ArgumentTypeError(f"explain(op={op!r}) takes the inputs (arrays, shapes or "
                                     "numbers) as a list and axis lengths, nothing else")
         return explain_elementwise(*x_or_shape, pattern, op=op, **axes_lengths)
+    if op in _ALONG_OPS:      # operations along bracketed axes (rearrange/along.py)
+        from .along import explain_along
+
+        if reduction is not None or copy is not None or packed_shapes is not None:
+            raise ArgumentTypeError(f"explain(op={op!r}) takes no reduction=, copy= or "
+                                    f"packed_shapes=")
+
+        return explain_along(x_or_shape, pattern, op=op, strides=strides, dtype=dtype,
+                             **axes_lengths)
+    if op == "reduce" and type(pattern) is str and "[" in pattern:
+        from .along import reduce_pattern
+
+        pattern = reduce_pattern(pattern)
     if op not in _EXPLAINED_OPS:
         raise RearrangeError(f"explain: op must be one of {', '.join(map(repr, _EXPLAINED_OPS))}, "
                              f"got {op!r}")
@@ -535,6 +549,9 @@ def reduce(tensor: Any, pattern: str, reduction: str | Callable[..., Any],
 
     As in einops, ``reduction='rearrange'`` and ``'repeat'`` run those operations.
     """
+    if type(pattern) is str and "[" in pattern:     # einx's brackets: the reduced axes
+        from .along import reduce_pattern
+        pattern = reduce_pattern(pattern)
     if type(reduction) is str and reduction in ("rearrange", "repeat"):
         return (rearrange if reduction == "rearrange" else repeat)(tensor, pattern, **axes_lengths)
     return run_transform("reduce", tensor, pattern, reduction, None, axes_lengths)

@@ -1237,6 +1237,9 @@ def einsum(*tensors_and_pattern: Any, **axes_lengths: int) -> Any:
                                      *map(backend.cache_key, tensors), *axes_lengths.items()))
     if runner is None:
         tensors, pattern = _split_arguments(tensors_and_pattern)
+        if type(pattern) is str and "[" in pattern:     # einx's brackets: the contracted axes
+            from .along import einsum_pattern
+            pattern = einsum_pattern(pattern)
         return front.run(EINSUM, tensors, pattern, axes_lengths)
     try:
         return runner(tensors)

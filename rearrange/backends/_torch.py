@@ -43,7 +43,8 @@ def matches(x: Any) -> bool:
 
 _OPERATIONS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack", "get_at", "set_at",
                "add_at", "subtract_at", "add", "subtract", "multiply", "divide", "maximum",
-               "minimum", "logaddexp", "where")
+               "minimum", "logaddexp", "where", "softmax", "log_softmax", "flip", "roll",
+               "sort", "argsort", "argmax", "argmin")
 _registered: list[bool] = []
 
 
