@@ -51,9 +51,16 @@ def _version() -> str:
 
 
 #: The ops ``explain`` plans, as ``rearrange.explain(op=...)`` names them.
-OPS = ("rearrange", "reduce", "repeat", "pack", "unpack", "einsum", "check_shape", "parse_shape")
+OPS = ("rearrange", "reduce", "repeat", "pack", "unpack", "einsum", "check_shape", "parse_shape",
+       "add", "subtract", "multiply", "divide", "maximum", "minimum", "logaddexp", "where",
+       "softmax", "log_softmax", "flip", "roll", "sort", "argsort", "argmax", "argmin",
+       "get_at", "set_at", "add_at", "subtract_at")
 #: Ops that take several arrays: one ``--shape`` (and ``--strides``, ``--dtype``) each.
 SEVERAL_INPUTS = ("pack", "einsum")
+#: Ops of einx's notation that take several arrays, given by their shapes alone (one
+#: ``--shape`` each; C-contiguous, no --strides or --dtype): elementwise and indexing.
+SHAPES_ONLY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "logaddexp",
+               "where", "get_at", "set_at", "add_at", "subtract_at")
 
 
 def _one(values: list | None, option: str, op: str) -> object:
@@ -74,7 +81,25 @@ def _explain_arguments(args: argparse.Namespace) -> tuple[object, dict]:
         raise RearrangeError("--op reduce needs --reduction (sum, mean, max, ...)")
     if args.packed_shape is not None and op != "unpack":
         raise ArgumentTypeError(f"--packed-shape is for --op unpack, not --op {op}")
+    if op in SHAPES_ONLY:
+        if args.strides or args.dtype or args.copy != "auto" or args.reduction is not None:
+            raise ArgumentTypeError(f"--op {op} takes one --shape per input (C-contiguous) and "
+                                    "axis lengths, nothing else")
+        return list(args.shape), {"op": op, **dict(args.lengths)}
+    if op == "rearrange" and len(args.shape) > 1 and "," in args.pattern:
+        # a concatenation: one --shape (and --strides) per input
+        options = {"op": op, "copy": {"auto": None, "never": False, "always": True}[args.copy],
+                   "dtype": _one(args.dtype, "--dtype", op) or "float32"}
+        if args.strides:
+            options["strides"] = args.strides
+        if options["copy"] is None:
+            del options["copy"]
+        return list(args.shape), {**options, **dict(args.lengths)}
     options: dict = {"op": op, "copy": {"auto": None, "never": False, "always": True}[args.copy]}
+    if args.shift is not None:
+        if op != "roll":
+            raise ArgumentTypeError(f"--shift is for --op roll, not --op {op}")
+        options["shift"] = args.shift[0] if len(args.shift) == 1 else tuple(args.shift)
     if args.reduction is not None:
         options["reduction"] = args.reduction
     if op in ("check_shape", "parse_shape"):
@@ -252,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     explain.add_argument("--reduction", default=None,
                          help="with --op reduce: sum, mean, max, min, prod, any, all, var, "
                               "std, logsumexp, argmax, argmin, count_nonzero")
+    explain.add_argument("--shift", type=_int_list, default=None,
+                         help="with --op roll: the shift, one int or one per bracketed axis")
     explain.add_argument("--packed-shape", type=_int_list, default=None, action="append",
                          metavar="SHAPE",
                          help="with --op unpack: the shape '*' stands for in one output "

@@ -385,12 +385,15 @@ _EXPLAINED_OPS = ("rearrange", "reduce", "repeat", "einsum", "pack", "unpack",
 _ELEMENTWISE_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum",
                     "logaddexp", "where")
 _ALONG_OPS = ("softmax", "log_softmax", "flip", "roll", "sort", "argsort", "argmax", "argmin")
+_INDEXING_OPS = ("get_at", "set_at", "add_at", "subtract_at")
+#: Every op explain plans (the CLI's --op choices).
+EXPLAINED_OPS = _EXPLAINED_OPS + _ELEMENTWISE_OPS + _ALONG_OPS + _INDEXING_OPS
 
 
 def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: Any = None,
             strides: Sequence[int] | None = None, dtype: Any = None,
             copy: bool | None = None, packed_shapes: Sequence[Sequence[int]] | None = None,
-            **axes_lengths: int) -> Any:
+            shift: Any = None, **axes_lengths: int) -> Any:
     """The plan an operation follows for this input, without touching any data.
 
     ``x_or_shape`` is an array (numpy, ``rearrange.Tensor``, torch, dask, array API) or
@@ -398,7 +401,10 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
     describe the rest. ``op`` is ``"rearrange"`` (default), ``"reduce"`` (with
     ``reduction=``), ``"repeat"``, ``"einsum"`` and ``"pack"`` (``x_or_shape`` a list
     of arrays or shapes), ``"unpack"`` (with ``packed_shapes=``), ``"parse_shape"`` or
-    ``"check_shape"``.
+    ``"check_shape"``; einx's notation: ``"rearrange"`` with a list (concatenation),
+    the elementwise ops (``"add"``, ... ``"where"``) and the indexing ops (``"get_at"``,
+    ... ``"subtract_at"``) with a list of inputs, the ops along bracketed axes
+    (``"softmax"``, ... ``"argmin"``; ``"roll"`` with ``shift=``) with one.
 
     >>> import rearrange as ra
     >>> plan = ra.explain((2, 8, 128, 64), 'b h t d -> b t (h d)', dtype='float32')
@@ -416,6 +422,16 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
             raise ArgumentTypeError(f"explain(op={op!r}) takes the inputs (arrays, shapes or "
                                     "numbers) as a list and axis lengths, nothing else")
         return explain_elementwise(*x_or_shape, pattern, op=op, **axes_lengths)
+    if op in _INDEXING_OPS:   # x_or_shape: the list [x, *index arrays(, values)]
+        from .indexing import explain_indexing
+
+        if any(v is not None for v in (reduction, strides, dtype, copy, packed_shapes)):
+            raise ArgumentTypeError(f"explain(op={op!r}) takes the arrays (or shapes) as a "
+                                    "list and axis lengths, nothing else")
+        if not isinstance(x_or_shape, (list, tuple)) or len(x_or_shape) < 2:
+            raise ArgumentTypeError(f"explain(op={op!r}) takes a list: the indexed array and "
+                                    "the index arrays (and the values), arrays or shapes")
+        return explain_indexing(*x_or_shape, pattern, op=op, **axes_lengths)
     if op in _ALONG_OPS:      # operations along bracketed axes (rearrange/along.py)
         from .along import explain_along
 
@@ -424,13 +440,15 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
                                     f"packed_shapes=")
 
         return explain_along(x_or_shape, pattern, op=op, strides=strides, dtype=dtype,
-                             **axes_lengths)
+                             shift=shift, **axes_lengths)
+    if shift is not None:
+        raise ArgumentTypeError(f"shift= applies to op='roll', not op={op!r}")
     if op == "reduce" and type(pattern) is str and "[" in pattern:
         from .along import reduce_pattern
 
         pattern = reduce_pattern(pattern)
     if op not in _EXPLAINED_OPS:
-        raise RearrangeError(f"explain: op must be one of {', '.join(map(repr, _EXPLAINED_OPS))}, "
+        raise RearrangeError(f"explain: op must be one of {', '.join(map(repr, EXPLAINED_OPS))}, "
                              f"got {op!r}")
     if op not in ("rearrange", "repeat") and copy is not None:
         raise ArgumentTypeError(f"copy= applies to op='rearrange' or 'repeat', not op={op!r}")

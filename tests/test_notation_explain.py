@@ -1,0 +1,98 @@
+"""#38: ``explain`` (the function and the CLI's ``--op``) shows every plan of einx's
+notation: the diagonal, the flip and every input of an elementwise operation as views,
+and a concatenation of two transposed inputs as one copy per input into the output,
+which the kernel does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rearrange as ra
+from rearrange import kernel
+from rearrange.__main__ import OPS, main
+
+
+def test_the_diagonal_is_a_view():
+    text = str(ra.explain((5, 5), "a a -> a"))
+    assert "the diagonal, stride = the sum" in text and "copy" not in text.split("output")[1]
+    x = np.arange(25.0).reshape(5, 5)
+    diagonal = ra.rearrange(x, "a a -> a")
+    assert np.shares_memory(diagonal, x) and diagonal.strides == (48,)
+    np.testing.assert_array_equal(diagonal, np.diagonal(x))
+
+
+def test_the_flip_is_a_view():
+    text = str(ra.explain((4, 6), "a [b]", op="flip"))
+    assert "numpy: a view (each stride negated" in text
+    x = np.arange(24.0).reshape(4, 6)
+    flipped = ra.flip(x, "a [b]")
+    assert np.shares_memory(flipped, x) and flipped.strides == (48, -8)
+
+
+def test_every_input_of_an_elementwise_operation_is_a_view():
+    text = str(ra.explain([(2, 3, 4), (4,), (3, 1)], "a b c, c, b 1 -> a b c", op="add"))
+    lines = [line for line in text.splitlines() if line.strip().startswith("x")]
+    assert len(lines) == 3 and all("-> view" in line for line in lines)
+    assert "stride 0 on a b" in text and "no copy" in text.splitlines()[0]
+
+
+@pytest.mark.parametrize("pattern", ["a b, a c -> (b + c) a", "b a, c a -> (b + c) a"])
+def test_a_concatenation_of_two_transposed_inputs_is_one_kernel_copy_per_input(
+        pattern, monkeypatch):
+    x = np.random.default_rng(0).random((512, 640), dtype=np.float32)
+    y = np.random.default_rng(1).random((512, 320), dtype=np.float32)
+    if pattern.startswith("b a"):
+        x, y = np.ascontiguousarray(x.T), np.ascontiguousarray(y.T)
+    transposed = pattern.startswith("a b")
+    text = str(ra.explain([x, y], pattern))
+    parts = [line for line in text.splitlines() if "<- piece" in line]
+    assert len(parts) == 2
+    if transposed:
+        assert all("a copy by the kernel (tiled-transpose)" in line for line in parts)
+    calls = []
+    original = kernel.copy_into
+    monkeypatch.setattr(kernel, "copy_into",
+                        lambda dst, src, *rest: (calls.append(src.shape), original(dst, src, *rest)))
+    got = ra.rearrange((x, y), pattern)
+    expected = (np.concatenate([x.T, y.T]) if transposed else np.concatenate([x, y]))
+    np.testing.assert_array_equal(got, expected)
+    assert got.flags.c_contiguous
+    if transposed:
+        assert calls == [(640, 512), (320, 512)]      # one kernel copy per input
+
+
+@pytest.mark.parametrize("op, pattern, shapes, extra", [
+    ("rearrange", "a b, a c -> a (b + c)", ["4,6", "4,5"], []),
+    ("rearrange", "a a -> a", ["5,5"], []),
+    ("add", "a b c, c", ["2,3,4", "4"], []),
+    ("where", "a b, a b, -> a b", ["2,3", "2,3", ""], []),
+    ("softmax", "a [b] c", ["2,3,4"], []),
+    ("flip", "a [b]", ["2,3"], []),
+    ("roll", "a [b]", ["2,3"], ["--shift", "1"]),
+    ("argmax", "a [b] c -> a c", ["2,3,4"], []),
+    ("reduce", "a [b] c", ["2,3,4"], ["--reduction", "sum"]),
+    ("get_at", "[v] d, b t -> b t d", ["50,8", "2,5"], []),
+    ("add_at", "[v] d, b t, b t d", ["50,8", "2,5", "2,5,8"], []),
+])
+def test_the_command_line_explains_every_notation_op(op, pattern, shapes, extra, capsys):
+    argv = ["explain", pattern, "--op", op, *extra]
+    for shape in shapes:
+        argv += ["--shape", shape]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip() and (op in printed or "rearrange" in printed or "reduce" in printed)
+
+
+def test_every_operation_is_a_choice_of_the_command_line():
+    for name in ("add", "where", "softmax", "roll", "argmin", "get_at", "subtract_at"):
+        assert name in OPS and callable(getattr(ra, name))
+
+
+def test_explain_refuses_what_an_op_does_not_take():
+    with pytest.raises(ra.ArgumentTypeError, match="shift= applies to op='roll'"):
+        ra.explain((2, 3), "a b -> b a", shift=1)
+    with pytest.raises(ra.ArgumentTypeError, match="takes a list"):
+        ra.explain(np.zeros((50, 8)), "[v] d, b t -> b t d", op="get_at")
+    with pytest.raises(ra.RearrangeError, match="op must be one of .*'get_at'"):
+        ra.explain((2, 3), "a b", op="nothing")
