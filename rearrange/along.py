@@ -894,6 +894,19 @@ class AlongExplanation:
         return (self.plan.op == "flip" and (self.split is None or self.split.is_view)
                 and (self.merge is None or self.merge.is_view))
 
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: the input, its split, the op (numpy's flip
+        a view with negated strides) and the merge into the output (see :meth:`rearrange.Plan.to_svg`)."""
+        from .picture import along_svg
+
+        return along_svg(self)
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the explain table and the picture."""
+        from .picture import html_fragment
+
+        return html_fragment(str(self), self.to_svg())
+
 
 def explain_along(x_or_shape: Any, pattern: str, *, op: str, shift: Any = None,
                   strides: Sequence[int] | None = None, dtype: Any = None,

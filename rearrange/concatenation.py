@@ -142,6 +142,20 @@ class NotationPlan:
     def explain(self) -> str:
         return str(self)
 
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: each input over its storage, each piece
+        (a slice, a diagonal) as the view it is, each output: a view, or for a
+        concatenation the new array with each part's place (see :meth:`rearrange.Plan.to_svg`)."""
+        from .picture import notation_svg
+
+        return notation_svg(self)
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the explain table and the picture."""
+        from .picture import html_fragment
+
+        return html_fragment(str(self), self.to_svg())
+
 
 def _region_text(region: Region) -> str:
     if all(r is None for r in region):

@@ -181,6 +181,20 @@ class IndexPlan:
                          f"{'' if self.out_shape is None else f' reshape{self.out_shape}'}")
         return "\n".join(lines)
 
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: x over its storage, its (batch, indexed,
+        value) and rows views, and the result's layout (which rows it reads depends on
+        the index data) (see :meth:`rearrange.Plan.to_svg`)."""
+        from .picture import indexing_svg
+
+        return indexing_svg(self)
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the explain table and the picture."""
+        from .picture import html_fragment
+
+        return html_fragment(str(self), self.to_svg())
+
 
 # --------------------------------------------------------------------------- planning
 
