@@ -111,6 +111,8 @@ class NotationPlan:
                                          # of each concatenated axis, outermost first
     lengths: tuple[tuple[str, int], ...] # every named axis' length
     backend: str                         # "numpy", "torch", ... (what the copies name)
+    input_strides: tuple[tuple[int, ...] | None, ...] = ()  # per input, in elements; None
+                                         # (or empty: none given) unknown (pictures only)
 
     @property
     def is_view(self) -> bool:
@@ -376,7 +378,9 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
                                 backend, copy))
     return NotationPlan(pattern, tuple(tuple(s) for s in shapes), output_shapes, dtype,
                         tuple(pieces), tuple(parts), concatenated, joins,
-                        tuple(lengths.items()), backend)
+                        tuple(lengths.items()), backend,
+                        tuple(None if strides is None or strides[k] is None else
+                              tuple(strides[k]) for k in range(len(shapes))))
 
 
 def _check_one_side(parsed: Any, text: str) -> None:

@@ -913,36 +913,14 @@ def _layout_note(shapes_only: Sequence[int]) -> str:
 
 
 def _notation_input_strides(plan: Any, k: int) -> tuple[tuple[int, ...], bool]:
-    """Input ``k``'s strides, read back from its pieces' (a piece keeps, per name, its
-    leaf's stride; the input axis' is that times the lengths after it in the axis):
-    ``(strides, known)``. Axes no piece's single leaf tells (a diagonal's sums, unit
-    lengths, unknown strides) take their C-contiguous stride."""
+    """Input ``k``'s strides as the plan was made for them: ``(strides, known)``;
+    unknown ones (dask, traced torch sizes) are drawn C-contiguous."""
     from .layout import row_major_strides
 
-    shape = plan.input_shapes[k]
-    strides: list[int | None] = [None] * len(shape)
-    known = True
-    for piece in plan.pieces:
-        if piece.input != k:
-            continue
-        if piece.strides is None:
-            known = False
-            continue
-        lengths = [shape[a] if r is None else r[1] - r[0] for a, r in enumerate(piece.region)]
-        groups = merge_groups(piece.leaf_shape, lengths) or []
-        for axis, (start, stop) in enumerate(groups):
-            for leaf in range(stop - 1, start - 1, -1):
-                name = piece.leaf_names[leaf]
-                if (name is None or piece.leaf_shape[leaf] < 2
-                        or piece.leaf_names.count(name) > 1):
-                    continue
-                after = math.prod(piece.leaf_shape[leaf + 1:stop])
-                stride = piece.strides[piece.names.index(name)]
-                if after and stride % after == 0:
-                    strides[axis] = stride // after
-                break
-    fallback = row_major_strides(shape)
-    return tuple(fallback[a] if s is None else s for a, s in enumerate(strides)), known
+    given = plan.input_strides[k] if k < len(plan.input_strides) else None
+    if given is None:
+        return row_major_strides(plan.input_shapes[k]), False
+    return tuple(given), True
 
 
 def _piece_layout(piece: Any, input_layout: Layout) -> Layout:
@@ -1105,7 +1083,6 @@ def along_svg(explanation: Any) -> str:
     else:
         first_layout = Layout.contiguous(explanation.input_shape)
         summary.append(_layout_note([0]).replace("input 0", "the input"))
-    summary.insert(0, plan.describe_op())
     first = Panel("0", "input", "input", (), first_layout, input_storage(first_layout),
                   "input", strip=True)
     steps = [] if split is None else [
