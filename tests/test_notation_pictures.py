@@ -7,6 +7,7 @@ same diagonal, slices, flip, roll, broadcast and concatenation."""
 from __future__ import annotations
 
 import math
+import pathlib
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -14,6 +15,8 @@ import pytest
 
 import rearrange as ra
 from rearrange.__main__ import main
+
+from golden_check import assert_matches_golden
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -307,3 +310,17 @@ def test_pictures_of_large_notation_plans_stay_small() -> None:
         svg = plan.to_svg()
         ET.fromstring(svg)
         assert len(svg.encode()) < 500_000, (str(plan).splitlines()[0], len(svg))
+
+
+# --------------------------------------------------------------------------- golden pictures
+
+GOLDEN = pathlib.Path(__file__).parent / "golden" / "pictures"
+
+
+@pytest.mark.parametrize("name, make", [
+    ("diagonal", lambda: ra.explain((5, 5), "a a -> a")),
+    ("concatenation", lambda: ra.explain([(2, 3), (2, 4)], "a b, a c -> (b + c) a")),
+], ids=["diagonal", "concatenation"])
+def test_the_pictures_are_the_reviewed_ones(name, make) -> None:
+    """After an intended change to the drawing: REARRANGE_UPDATE_GOLDEN=1, then review."""
+    assert_matches_golden(make().to_svg(), GOLDEN / f"{name}.svg")
