@@ -8,8 +8,9 @@ a stride-0 (broadcast) dim repeats one element (dashed cells), and where a merge
 the two cells whose storage positions jump are outlined, with the planner's reason.
 
 Pure functions from a plan's public data (layouts, step kinds and reasons) to text: no
-dependency, nothing imported from the plan modules (they import this one lazily, from
-``to_svg`` and ``_repr_html_``). Arrays larger than a screen are abbreviated: the leading
+dependency, nothing imported from the plan modules at import time (they import this one
+lazily, from ``to_svg`` and ``_repr_html_``); a concatenation's or a split's part is
+drawn through the planner's own plan of it (``calls.plan_for``), imported when drawn. Arrays larger than a screen are abbreviated: the leading
 indexes of each dim, its last one, and an ellipsis between; the number of cells drawn is
 bounded, so the picture's size is bounded whatever the shape.
 
@@ -30,6 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .errors import RearrangeError
 from .layout import Layout
 
 __all__ = ["plan_svg", "pack_svg", "einsum_svg", "notation_svg", "along_svg", "elementwise_svg",
@@ -1151,7 +1153,8 @@ def elementwise_svg(plan: Any) -> str:
     summary = [f"over axes ({axes}) {_shape_text(plan.elementary_shape)}: every input a view, "
                "one computation, no copy", f"run: {plan.computation('numpy')}"]
     if not _int_shape(plan.elementary_shape):
-        raise ValueError("a picture needs concrete axis lengths (this plan has symbolic ones)")
+        raise RearrangeError("a picture needs concrete axis lengths; this plan's are "
+                             f"symbolic: {_shape_text(plan.elementary_shape)}")
     arrays = [(k, view) for k, view in enumerate(plan.inputs) if not view.scalar]
     scalars = [k for k, view in enumerate(plan.inputs) if view.scalar]
     if scalars:
@@ -1165,11 +1168,9 @@ def elementwise_svg(plan: Any) -> str:
         if strides is None:
             unknown.append(k)
             strides = Layout.contiguous(view.shape).strides
-        # a numpy array's positions are relative to its first element: a negative
-        # stride's reach is below it
-        low = sum((size - 1) * stride for size, stride in zip(view.shape, strides)
-                  if stride < 0 and size > 0)
-        layout = Layout(tuple(view.shape), tuple(strides), -low)
+        # positions relative to the first element, as numpy's strides are (a negative
+        # stride reaches below it)
+        layout = Layout(tuple(view.shape), tuple(strides))
         name = f"input {k}"
         storage = input_storage(layout, k, name)
         panels.append(Panel(f"x{k}", "input", f"x{k}: '{view.expression}', its own storage", (),

@@ -203,6 +203,18 @@ def test_each_elementwise_input_is_drawn_as_its_broadcast_view() -> None:
     assert arrays[-1]["kind"] == "new"
 
 
+def test_an_elementwise_inputs_diagonal_and_strides_are_what_numpy_reads() -> None:
+    x = np.zeros((4, 3, 6))[::-1, :, ::2]                  # negative and gapped strides
+    y = np.zeros((3, 2))
+    arrays = arrays_of(ra.explain([x, y], "a b b, b c -> a c b", op="multiply").to_svg())
+    views = {a["step"]: a for a in arrays}
+    positions = storage_of(x)
+    assert_cells(views["x0"], positions)
+    assert_cells(views["view 0"], np.einsum("abb->ab", positions)[:, None, :]
+                 .repeat(2, axis=1))
+    assert_cells(views["view 1"], np.broadcast_to(np.arange(6).reshape(3, 2).T, (4, 2, 3)))
+
+
 def test_an_elementwise_input_read_as_it_is_has_no_second_panel() -> None:
     arrays = arrays_of(ra.explain([(2, 3), (2, 3)], "a b, a b", op="multiply").to_svg())
     assert [a["step"] for a in arrays] == ["x0", "x1", "result"]
