@@ -869,6 +869,7 @@ class AlongExplanation:
     input_shape: tuple[int, ...]
     split: Any          # the split's Plan (rearrange.Plan), or None
     merge: Any          # the merge's Plan, or None
+    input: Any = None   # the input's Layout (its strides, for the picture); None: unknown
 
     def __str__(self) -> str:
         lines = [f"{self.plan.op}(x, {self.plan.pattern!r}) for an input of shape "
@@ -962,7 +963,7 @@ def explain_along(x_or_shape: Any, pattern: str, *, op: str, shift: Any = None,
             if op in _ARGFIND or op == "argsort":
                 dtype_name, itemsize = "int64", 8
         merge = plan_for(plan.merge, result, dict(plan.merge_lengths), None, dtype_name, itemsize, result_unit)
-    return AlongExplanation(plan, tuple(layout.shape), split, merge)
+    return AlongExplanation(plan, tuple(layout.shape), split, merge, layout)
 
 
 def _result_shape(plan: AlongPlan, shape: Sequence[int]) -> tuple[int, ...]:

@@ -132,6 +132,7 @@ class IndexPlan:
     values_split: tuple[int, ...] | None = None
     values_shape: tuple[int, ...] | None = None
     x_shape: tuple[int, ...] = ()
+    x_strides: tuple[int, ...] | None = None  # in elements, as planned (None: unknown)
 
     def __str__(self) -> str:
         return self.explain()
@@ -437,7 +438,8 @@ def plan_indexing(op: str, pattern: str, shapes: Sequence[Sequence[int]],
                      space_shape=space_shape, value_shape=value_shape,
                      index_arrays=arrays, batch_places=batch_places, route="axes",
                      out_order=out_order, out_shape=out_shape, values_order=values_order,
-                     values_split=values_split, values_shape=values_shape, x_shape=x_shape)
+                     values_split=values_split, values_shape=values_shape, x_shape=x_shape,
+                     x_strides=None if strides is None else tuple(strides))
     if strides is None or route == "axes":
         return plan
     if x_split is not None:     # a split is always a view: the leaves' strides

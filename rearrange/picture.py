@@ -1080,9 +1080,8 @@ def along_svg(explanation: Any) -> str:
     plan = explanation.plan
     split, merge = explanation.split, explanation.merge
     summary = []
-    if split is not None:
-        first_layout = split.input
-    else:
+    first_layout = getattr(explanation, "input", None)
+    if first_layout is None:
         first_layout = Layout.contiguous(explanation.input_shape)
         summary.append(_layout_note([0]).replace("input 0", "the input"))
     first = Panel("0", "input", "input", (), first_layout, input_storage(first_layout),
@@ -1232,16 +1231,23 @@ def indexing_svg(plan: Any) -> str:
     indexed = " ".join(f"{n}={k}" for n, k in plan.indexed)
     summary = [f"axes: batch {batch}; indexed {indexed}; value "
                f"{' '.join(plan.values_axes) or '-'}",
-               "x drawn C-contiguous (the plan keeps its shape, not its strides)",
                "which row each element reads or writes depends on the index arrays' values"]
-    x = Layout.contiguous(tuple(plan.x_shape))
+    if plan.x_strides is None:
+        x = Layout.contiguous(tuple(plan.x_shape))
+        summary.append("x: strides unknown to the plan (the \"axes\" route), drawn "
+                       "C-contiguous")
+    else:
+        x = Layout(tuple(plan.x_shape), plan.x_strides)
+        if plan.op != "get_at":
+            summary.append("x drawn C-contiguous: an update is planned for its copy of x, "
+                           "which is")
     panels = [Panel("0", "input", "x: the indexed array", (), x, input_storage(x), "input",
                     strip=True)]
     if plan.op != "get_at":
-        copy = Storage("result", "copy", lambda position: Content(0, position), x.extent())
-        panels.append(Panel("copy", "copy", "the result: x copied once (the caller's x is "
-                            "never written), then updated in place", (), x, copy, "copy",
-                            strip=True))
+        result = Layout.contiguous(x.shape)
+        panels.append(Panel("copy", "copy", "the result: x copied once, C-contiguous (the "
+                            "caller's x is never written), then updated in place", (),
+                            result, copied_storage(panels[0], "result"), "copy", strip=True))
     source = panels[-1]
     split = source.layout if plan.x_split is None else source.layout.try_view(plan.x_split)
     ordered = split.permute(plan.x_order)

@@ -336,3 +336,15 @@ GOLDEN = pathlib.Path(__file__).parent / "golden" / "pictures"
 def test_the_pictures_are_the_reviewed_ones(name, make) -> None:
     """After an intended change to the drawing: REARRANGE_UPDATE_GOLDEN=1, then review."""
     assert_matches_golden(make().to_svg(), GOLDEN / f"{name}.svg")
+
+
+def test_pictures_draw_the_strides_the_plans_were_made_for() -> None:
+    x = np.zeros((8, 50)).T                                 # column-major rows
+    arrays = arrays_of(ra.explain([x, np.zeros((2, 5), int)], "[v] d, b t -> b t d",
+                                  op="get_at").to_svg())
+    assert_cells(arrays[0], storage_of(x))
+    assert_cells(next(a for a in arrays if a["step"] == "rows"), storage_of(x))
+    y = np.zeros((4, 12))[:, ::2]
+    arrays = arrays_of(ra.explain(y, "a [b]", op="flip").to_svg())
+    assert_cells(arrays[0], storage_of(y))
+    assert_cells(arrays[-1], storage_of(np.flip(y, 1)) + 10)   # from y's first element
