@@ -148,9 +148,19 @@ class NotationPlan:
         """A picture of the plan as SVG text: each input over its storage, each piece
         (a slice, a diagonal) as the view it is, each output: a view, or for a
         concatenation the new array with each part's place (see :meth:`rearrange.Plan.to_svg`)."""
+        from .calls import plan_for
         from .picture import notation_svg
 
-        return notation_svg(self)
+        try:
+            itemsize = None if self.dtype is None else np.dtype(self.dtype).itemsize
+        except TypeError:               # a dtype numpy does not know (torch's bfloat16)
+            itemsize = None
+
+        def plan_part(part: Part, layout: Any) -> Any:
+            added = _rename_lengths(part)
+            return plan_for(part.einops, layout, added, None, self.dtype, itemsize,
+                            op="repeat" if added else "rearrange")
+        return notation_svg(self, plan_part)
 
     def _repr_html_(self) -> str:
         """Notebooks: the explain table and the picture."""

@@ -9,8 +9,8 @@ the two cells whose storage positions jump are outlined, with the planner's reas
 
 Pure functions from a plan's public data (layouts, step kinds and reasons) to text: no
 dependency, nothing imported from the plan modules at import time (they import this one
-lazily, from ``to_svg`` and ``_repr_html_``); a concatenation's or a split's part is
-drawn through the planner's own plan of it (``calls.plan_for``), imported when drawn. Arrays larger than a screen are abbreviated: the leading
+lazily, from ``to_svg`` and ``_repr_html_``, and hand it what only they can plan: a
+concatenation's or a split's part is drawn through the planner's own plan of it). Arrays larger than a screen are abbreviated: the leading
 indexes of each dim, its last one, and an ellipsis between; the number of cells drawn is
 bounded, so the picture's size is bounded whatever the shape.
 
@@ -946,36 +946,25 @@ def _piece_layout(piece: Any, input_layout: Layout) -> Layout:
     return Layout(piece.shape, tuple(strides), offset)
 
 
-def _part_panel(plan: Any, part: Any, piece_panel: Panel, name: str) -> Panel:
+def _part_panel(part: Any, piece_panel: Panel, name: str,
+                plan_part: Callable[[Any, Layout], Any]) -> Panel:
     """A piece rearranged into its part (our own rearrange, ``repeat`` where the part
-    adds axes): the last array of that plan, over the storage it reads."""
-    from .calls import plan_for
-    from .concatenation import _rename_lengths
-
-    added = _rename_lengths(part)
-    itemsize = None if plan.dtype is None else _itemsize(plan.dtype)
-    transform = plan_for(part.einops, piece_panel.layout, added, None, plan.dtype, itemsize,
-                         op="repeat" if added else "rearrange")
+    adds axes: ``plan_part(part, piece layout)``, the planner's plan of it): the last
+    array of that plan, over the storage it reads."""
+    transform = plan_part(part, piece_panel.layout)
     steps = [StepView(str(n), s.op, s.layout, s.kind, s.reason)
              for n, s in enumerate(transform.steps, 1)]
     return trace(piece_panel, steps, name)[-1]
 
 
-def _itemsize(dtype: str) -> int | None:
-    import numpy as np
-
-    try:
-        return np.dtype(dtype).itemsize
-    except TypeError:
-        return None
-
-
-def notation_svg(plan: Any) -> str:
+def notation_svg(plan: Any, plan_part: Callable[[Any, Layout], Any]) -> str:
     """The picture of a concatenation, split or diagonal
     (:class:`rearrange.concatenation.NotationPlan`): each input over its storage, each
     piece that is not the whole input as it is (a slice of a split, a diagonal) as the
     view it is, then each output: a piece's view (or copy) of its input, or for a
-    concatenation one new array with each part's place in it, like a pack."""
+    concatenation one new array with each part's place in it, like a pack.
+    ``plan_part(part, layout)``: the rearrange plan of a piece of that layout into its
+    part (what the lowering runs)."""
     title = f"rearrange '{plan.pattern}'"
     summary = [f"{plan.dtype or 'dtype unknown'}; {plan.backend}",
                "result: " + ("every output a view of an input" if plan.is_view else
@@ -1010,7 +999,7 @@ def notation_svg(plan: Any) -> str:
         if not plan.concatenated[out]:
             part = parts[0]
             piece = pieces[part.piece]
-            final = _part_panel(plan, part, piece, f"output {out}")
+            final = _part_panel(part, piece, f"output {out}", plan_part)
             if final is piece:                  # the part is the piece as it is
                 panels.append(dataclasses.replace(
                     piece, step=f"output {out}", heading=f"output {out}: piece {part.piece}, "
@@ -1026,20 +1015,21 @@ def notation_svg(plan: Any) -> str:
                         + (" (a view)" if view else f": {part.copy}"),
                 notes=(part.copy,) if view else final.notes))
             continue
-        panels.extend(_concatenated_output(plan, out, shape, parts, pieces, inputs))
+        panels.extend(_concatenated_output(plan, out, shape, parts, pieces, inputs, plan_part))
     summary += _parts_left_out("output", len(plan.output_shapes))
     return render(Picture(title, tuple(summary), tuple(panels), origins=origins))
 
 
 def _concatenated_output(plan: Any, out: int, shape: Sequence[int], parts: Sequence[Any],
-                         pieces: Sequence[Panel], inputs: Sequence[Panel]) -> list[Panel]:
+                         pieces: Sequence[Panel], inputs: Sequence[Panel],
+                         plan_part: Callable[[Any, Layout], Any]) -> list[Panel]:
     """A concatenated output: each part's place (a view of the new array) and the array,
     every element the one its part's piece rearranged puts there."""
     layout = Layout.contiguous(tuple(shape))
     sources = []
     for part in parts:
         piece = pieces[part.piece]
-        sources.append((part, _part_panel(plan, part, piece, f"part {part.piece}")))
+        sources.append((part, _part_panel(part, piece, f"part {part.piece}", plan_part)))
 
     def content(position: int) -> Content | None:
         index = unravel(position, shape)
