@@ -314,6 +314,9 @@ def test_only_shape_plans_are_said_to_have_no_picture(op, tmp_path, capsys) -> N
 def test_pictures_of_large_notation_plans_stay_small() -> None:
     plans = [ra.explain([(64, 3, 224, 224), (64, 5, 224, 224)],
                         "b c1 h w, b c2 h w -> b (c1 + c2) h w"),
+             ra.explain([(64, 3, 32, 32)] * 40,
+                        ", ".join(f"b c{k} h w" for k in range(40)) + " -> b ("
+                        + " + ".join(f"c{k}" for k in range(40)) + ") h w"),
              ra.explain((512, 512), "a a -> a"),
              ra.explain((64, 1000), "b [c]", op="softmax"),
              ra.explain([(64, 3, 224, 224), (3, 1, 1)], "b c h w, c 1 1", op="subtract"),
