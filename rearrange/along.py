@@ -897,7 +897,8 @@ class AlongExplanation:
 
     def to_svg(self) -> str:
         """A picture of the plan as SVG text: the input, its split, the op (numpy's flip
-        a view with negated strides) and the merge into the output (see :meth:`rearrange.Plan.to_svg`)."""
+        a view with negated strides) and the merge into the output (see
+        :meth:`rearrange.Plan.to_svg`)."""
         from .picture import along_svg
 
         return along_svg(self)

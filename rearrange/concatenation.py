@@ -147,7 +147,8 @@ class NotationPlan:
     def to_svg(self) -> str:
         """A picture of the plan as SVG text: each input over its storage, each piece
         (a slice, a diagonal) as the view it is, each output: a view, or for a
-        concatenation the new array with each part's place (see :meth:`rearrange.Plan.to_svg`)."""
+        concatenation the new array with each part's place (see
+        :meth:`rearrange.Plan.to_svg`)."""
         from .calls import plan_for
         from .picture import notation_svg
 

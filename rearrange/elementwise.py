@@ -202,7 +202,8 @@ class ElementwisePlan:
 
     def to_svg(self) -> str:
         """A picture of the plan as SVG text: each input over its storage, the view
-        the operation reads of it (stride 0 on the axes it lacks), the new array (see :meth:`rearrange.Plan.to_svg`)."""
+        the operation reads of it (stride 0 on the axes it lacks), the new array (see
+        :meth:`rearrange.Plan.to_svg`)."""
         from .picture import elementwise_svg
 
         return elementwise_svg(self)

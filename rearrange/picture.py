@@ -8,11 +8,18 @@ a stride-0 (broadcast) dim repeats one element (dashed cells), and where a merge
 the two cells whose storage positions jump are outlined, with the planner's reason.
 
 Pure functions from a plan's public data (layouts, step kinds and reasons) to text: no
-dependency, nothing imported from the plan modules at import time (they import this one
-lazily, from ``to_svg`` and ``_repr_html_``, and hand it what only they can plan: a
-concatenation's or a split's part is drawn through the planner's own plan of it). Arrays larger than a screen are abbreviated: the leading
-indexes of each dim, its last one, and an ellipsis between; the number of cells drawn is
-bounded, so the picture's size is bounded whatever the shape.
+dependency, nothing imported from the plan modules (they import this one lazily, from
+``to_svg`` and ``_repr_html_``, and hand it what only they can plan: a concatenation's
+or a split's part is drawn through the planner's own plan of it). Arrays larger than a
+screen are abbreviated: the leading indexes of each dim, its last one, and an ellipsis
+between; the number of cells drawn is bounded, so the picture's size is bounded
+whatever the shape.
+
+The notation's plans (concatenation, split, diagonal; along; elementwise; indexing) use
+the same panels: each input over its own storage, each view over the storage it reads,
+a new array as a new storage when its values are known (a concatenation, a roll, a
+copy) or as computed cells when they depend on data (a softmax, an elementwise result,
+a gather: there the picture shows the layout, not which element a cell holds).
 
 Machine-readable for tests and tools: each array is a ``<g class="array">`` with
 ``data-step`` (``0`` the input, ``k`` the plan's step ``k``), ``data-op``, ``data-shape``,
@@ -908,10 +915,8 @@ def html_page(table: str, svg: str | None, title: str) -> str:
 # whose values depend on data).
 
 
-def _layout_note(shapes_only: Sequence[int]) -> str:
-    return (f"input{'s' if len(shapes_only) > 1 else ''} "
-            f"{', '.join(map(str, shapes_only))}: strides not kept by the plan, drawn "
-            "C-contiguous")
+def _layout_note(names: Sequence[str]) -> str:
+    return f"{', '.join(names)}: strides unknown to the plan, drawn C-contiguous"
 
 
 def _notation_input_strides(plan: Any, k: int) -> tuple[tuple[int, ...], bool]:
@@ -981,7 +986,7 @@ def notation_svg(plan: Any, plan_part: Callable[[Any, Layout], Any]) -> str:
                             f"{name}: its own storage", (), layout,
                             input_storage(layout, k, name), "input", strip=origins == 1))
     if unknown:
-        summary.append(_layout_note(unknown))
+        summary.append(_layout_note([f"input {k}" for k in unknown]))
     summary += _parts_left_out("input", origins)
     panels: list[Panel] = list(inputs[:MAX_PARTS])
     pieces = []
@@ -1073,7 +1078,7 @@ def along_svg(explanation: Any) -> str:
     first_layout = getattr(explanation, "input", None)
     if first_layout is None:
         first_layout = Layout.contiguous(explanation.input_shape)
-        summary.append(_layout_note([0]).replace("input 0", "the input"))
+        summary.append(_layout_note(["the input"]))
     first = Panel("0", "input", "input", (), first_layout, input_storage(first_layout),
                   "input", strip=True)
     steps = [] if split is None else [
@@ -1175,7 +1180,7 @@ def elementwise_svg(plan: Any) -> str:
             panels.append(Panel(f"view {k}", "view", f"x{k} as the operation reads it: a view "
                                 f"over ({axes})", notes, read, storage, "view"))
     if unknown:
-        summary.append(_layout_note(unknown).replace("input", "x"))
+        summary.append(_layout_note([f"x{k}" for k in unknown]))
     summary += _parts_left_out("input", len(arrays))
     computed = Layout.contiguous(plan.elementary_shape)
     result = Panel("result", plan.op, f"{plan.op} → a new array of computed values, "
