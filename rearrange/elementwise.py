@@ -200,6 +200,20 @@ class ElementwisePlan:
     def explain(self) -> str:
         return str(self)
 
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: each input over its storage, the view
+        the operation reads of it (stride 0 on the axes it lacks), the new array (see
+        :meth:`rearrange.Plan.to_svg`)."""
+        from .picture import elementwise_svg
+
+        return elementwise_svg(self)
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the explain table and the picture."""
+        from .picture import html_fragment
+
+        return html_fragment(str(self), self.to_svg())
+
 
 def _shape_text(values: Sequence[Any]) -> str:
     inner = ", ".join(str(v) for v in values)
