@@ -117,13 +117,50 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
 
 
 def _repeat_runner(plan: Plan) -> Runner:
-    """The broadcast view (read-only), or a kernel copy of it then the merge."""
+    """The broadcast view (read-only), or a copy of it then the merge: ``numpy.repeat``
+    along each repeated axis (:func:`repeated_axes`), or the kernel where none is."""
     copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
     if copy_index is None:
         return strided_runner(plan, plan.output, writeable=False)
     source = plan.steps[copy_index - 1].layout if copy_index else plan.input
-    return kernel_runner(strided_runner(plan, source, writeable=False),
-                         plan.steps[copy_index].kernel, plan.output.shape)
+    axes = repeated_axes(source)
+    if not axes:
+        return kernel_runner(strided_runner(plan, source, writeable=False),
+                             plan.steps[copy_index].kernel, plan.output.shape)
+    # The view with every repeated axis cut to length 1 holds each value once: numpy
+    # repeats its blocks (a memcpy per block and repeat, or a fixed-size move for small
+    # blocks) into a fresh C-contiguous array, one axis after another, the innermost
+    # first (the smallest intermediate arrays). The view is writeable (as writeable as
+    # the input; numpy.repeat only reads it, and it never leaves this function) because
+    # numpy.repeat first copies an input that is not C-contiguous, aligned and
+    # writeable: a read-only view cost 1.5x.
+    once = Layout(tuple(1 if k in axes else n for k, n in enumerate(source.shape)),
+                  source.strides, source.offset)
+    view = strided_runner(plan, once)
+    counts = tuple((axis, source.shape[axis]) for axis in reversed(axes))
+    merged = plan.output.shape
+
+    def run(x: np.ndarray) -> np.ndarray:
+        y = view(x)
+        for axis, count in counts:
+            y = np.repeat(y, count, axis=axis)
+        return y.reshape(merged)
+    return run
+
+
+def repeated_axes(view: Layout) -> tuple[int, ...]:
+    """The axes a repeat's broadcast view repeats along (stride 0, length > 1), in order;
+    none for an empty view (the kernel's allocation alone) or a copy that repeats
+    nothing (a permuting copy: the kernel's own case).
+
+    numpy.repeat, axis by axis, beat the kernel's copy of the broadcast view at 2
+    threads: 1.9x on #39's repeat (64, 256, 64) x4 (rows of 256 bytes), 1.8x repeating
+    single elements, 1.1x tiling whole arrays, 5.8x on two repeated axes
+    (docs/performance.md, "Every operation against the best peer")."""
+    if 0 in view.shape:
+        return ()
+    return tuple(k for k, (length, stride) in enumerate(zip(view.shape, view.strides))
+                 if stride == 0 and length > 1)
 
 
 def run_into(entry: "IntoEntry", array: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -392,12 +429,31 @@ def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
     if plan.engine == "numpy.matmul":
         return _matmul_contraction(plan, shape, dtype)
     subscripts, optimize = plan.subscripts, plan.optimize
+    if optimize is False:
+        def contract(operands: Any) -> np.ndarray:
+            result = np.empty(shape, dtype)
+            np.einsum(subscripts, *operands, out=result, optimize=False)
+            return result
+        return contract
 
-    def contract(operands: Any) -> np.ndarray:
-        result = np.empty(shape, dtype)
-        np.einsum(subscripts, *operands, out=result, optimize=optimize)
+    # On the optimize path numpy's last pairwise step (tensordot: BLAS) makes a fresh
+    # array; given out=, numpy then copies that array into out through one more
+    # c_einsum pass (#39: the chain took 1.3-1.6x as long). Without out= the step's own
+    # array is the result. Every step contracts two or more operands into a new array,
+    # but the result may be a permuted view of it (or a numpy scalar), and numpy's
+    # promotion may differ from the plan's: the contraction's invariant (a fresh
+    # C-contiguous array of ``dtype``, sharing no memory with an input) is restored by
+    # one copy only where it does not already hold.
+    def contract_optimized(operands: Any) -> np.ndarray:
+        result = np.einsum(subscripts, *operands, optimize=optimize)
+        if type(result) is not np.ndarray or result.dtype != dtype or \
+                not result.flags.c_contiguous or any(
+                np.may_share_memory(result, x) for x in operands):
+            fresh = np.empty(shape, dtype)
+            np.copyto(fresh, result, casting="unsafe")
+            return fresh
         return result
-    return contract
+    return contract_optimized
 
 
 def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
