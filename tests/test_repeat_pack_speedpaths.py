@@ -1,0 +1,209 @@
+"""The #39 speed paths on numpy against their oracles, on both sides of every rule:
+
+* ``repeat(copy=True)``: numpy.repeat along each repeated axis (one or several) where the
+  broadcast view repeats, the copy kernel where nothing repeats (a permuting copy, r=1)
+  or the view is empty; results equal to einops.repeat, fresh, C-contiguous, writeable.
+* einsum on numpy's optimize path: numpy.einsum without ``out=`` (its last step's array
+  is the result), restored to a fresh C-contiguous array of the plan's dtype where numpy
+  hands back a permuted view, a scalar or another dtype; results equal to numpy.einsum
+  with the same path, and to numpy.einsum(optimize=True).
+
+Every input is any layout (negative strides, broadcast, non-contiguous, read-only,
+size 0), and is left untouched.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rearrange as ra
+from rearrange.contraction import explain_einsum
+from rearrange.backends.ndarray import repeated_axes
+from rearrange.layout import Layout
+
+einops = pytest.importorskip("einops")
+
+
+def layouts(base: np.ndarray) -> dict[str, np.ndarray]:
+    """``base``'s values in several layouts (each read-only copy kept apart)."""
+    readonly = base.copy()
+    readonly.flags.writeable = False
+    return {
+        "contiguous": base,
+        "negative strides": base[::-1, ::-1].copy()[::-1, ::-1],
+        "flipped": base[::-1],
+        "every other column": np.repeat(base, 2, axis=1)[:, ::2],
+        "transposed": np.ascontiguousarray(base.T).T,
+        "broadcast rows": np.broadcast_to(base[:1], base.shape),
+        "read-only": readonly,
+    }
+
+
+def check_fresh(result: np.ndarray, inputs: list[np.ndarray]) -> None:
+    assert type(result) is np.ndarray
+    assert result.flags.c_contiguous and result.flags.writeable
+    for x in inputs:
+        assert not np.shares_memory(result, x)
+
+
+# ---------------------------------------------------------------------- repeat
+
+REPEATS = [
+    # pattern, lengths, the repeated axes of the copied view (empty: the kernel's side)
+    ("h w -> h r w", {"r": 3}, (1,)),                 # rows of w elements
+    ("h w -> h w r", {"r": 4}, (2,)),                 # single elements
+    ("h w -> r h w", {"r": 2}, (0,)),                 # the whole array, tiled
+    ("h w -> (h 2) w", {}, (1,)),                     # merged after the copy
+    ("h w -> h (w r)", {"r": 3}, (2,)),
+    ("h w -> a h w b", {"a": 2, "b": 3}, (0, 3)),      # two axes: one pass each
+    ("h w -> (a h) (w b) c", {"a": 2, "b": 2, "c": 2}, (0, 3, 4)),
+    ("h w -> w h", {}, ()),                           # nothing repeats: the kernel
+    ("h w -> h w r", {"r": 1}, ()),                   # r=1 repeats nothing
+    ("h w -> (w h) r", {"r": 1}, ()),
+]
+
+
+@pytest.mark.parametrize("pattern, lengths, axes", REPEATS, ids=[r[0] for r in REPEATS])
+@pytest.mark.parametrize("layout", list(layouts(np.zeros((2, 2)))))
+def test_repeat_copy_equals_einops(pattern: str, lengths: dict, axes: tuple,
+                                   layout: str) -> None:
+    base = np.arange(6 * 40, dtype=np.float32).reshape(6, 40) - 100.5
+    x = layouts(base)[layout]
+    before = x.copy()
+    result = ra.repeat(x, pattern, copy=True, **lengths)
+    expected = einops.repeat(x, pattern, **lengths)
+    assert result.shape == expected.shape and result.dtype == expected.dtype
+    np.testing.assert_array_equal(result, expected)
+    check_fresh(result, [x])
+    np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("pattern, lengths, axes", REPEATS, ids=[r[0] for r in REPEATS])
+def test_repeated_axes_pick_the_path(pattern: str, lengths: dict, axes: tuple) -> None:
+    """The rule the runner follows, on the view the plan copies: the repeated axes
+    (numpy.repeat's side), or none (the kernel's side)."""
+    plan = ra.explain(np.zeros((6, 40), np.float32), pattern, op="repeat", copy=True,
+                      **lengths)
+    copy_index = next(k for k, step in enumerate(plan.steps) if step.is_copy)
+    view = plan.steps[copy_index - 1].layout if copy_index else plan.input
+    assert repeated_axes(view) == axes
+
+
+def test_repeated_axes_of_layouts() -> None:
+    assert repeated_axes(Layout((4, 3, 5), (5, 0, 1))) == (1,)
+    assert repeated_axes(Layout((2, 4, 3, 5), (0, 5, 0, 1))) == (0, 2)
+    assert repeated_axes(Layout((4, 1, 5), (5, 0, 1))) == ()      # length 1: nothing repeats
+    assert repeated_axes(Layout((4, 5), (1, 4))) == ()             # a permuting copy
+    assert repeated_axes(Layout((0, 3, 5), (5, 0, 1))) == ()       # empty: the kernel's
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int64", "float64", "complex64", "object"])
+@pytest.mark.parametrize("pattern, lengths", [("h w -> h r w", {"r": 3}),
+                                              ("h w -> a h w b", {"a": 2, "b": 2})])
+def test_repeat_copy_dtypes(dtype: str, pattern: str, lengths: dict) -> None:
+    x = (np.arange(12).reshape(3, 4) % 5).astype(dtype)
+    result = ra.repeat(x, pattern, copy=True, **lengths)
+    expected = einops.repeat(x, pattern, **lengths)
+    assert result.dtype == expected.dtype
+    np.testing.assert_array_equal(result, expected)
+    check_fresh(result, [x])
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0)])
+def test_repeat_copy_of_empty_inputs(shape: tuple[int, int]) -> None:
+    x = np.zeros(shape, np.float32)
+    for pattern, lengths in (("h w -> h r w", {"r": 3}), ("h w -> a h w b", {"a": 2, "b": 2})):
+        result = ra.repeat(x, pattern, copy=True, **lengths)
+        expected = einops.repeat(x, pattern, **lengths)
+        assert result.shape == expected.shape and result.dtype == expected.dtype
+        assert result.flags.c_contiguous
+
+
+def test_repeat_without_copy_stays_a_read_only_view() -> None:
+    x = np.arange(12.0).reshape(3, 4)
+    view = ra.repeat(x, "h w -> h r w", r=3)
+    assert np.shares_memory(view, x) and not view.flags.writeable
+
+
+# ---------------------------------------------------------------------- einsum
+
+rng = np.random.default_rng(7)
+
+EINSUMS = [
+    # pattern, shapes: every one costs more than the optimize path's threshold
+    ("b i j, j k, k l -> b i l", [(4, 32, 48), (48, 40), (40, 24)]),
+    ("b i j, j k, k l -> l b i", [(4, 32, 48), (48, 40), (40, 24)]),   # a permuted result
+    ("a b, b c, c d, d e -> a e", [(40, 30), (30, 50), (50, 20), (20, 60)]),
+    ("i j, i j ->", [(256, 256), (256, 256)]),                           # a scalar
+    ("i j, j k -> k i", [(64, 96), (96, 80)]),
+    ("b i j, b j k -> b i k", [(8, 32, 48), (8, 48, 40)]),
+]
+
+
+def numpy_path(subscripts: str, operands: list[np.ndarray]) -> list:
+    return np.einsum_path(subscripts, *operands, optimize="greedy")[0]
+
+
+@pytest.mark.parametrize("pattern, shapes", EINSUMS, ids=[e[0] for e in EINSUMS])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "complex64"])
+def test_optimized_einsum_equals_numpy(pattern: str, shapes: list, dtype: str) -> None:
+    operands = [(rng.standard_normal(s) * 4).astype(dtype) for s in shapes]
+    befores = [x.copy() for x in operands]
+    plan = explain_einsum(operands, pattern)
+    result = ra.einsum(*operands, pattern)
+    if plan.engine == "numpy.matmul":   # two BLAS inputs: numpy.matmul's engine instead
+        np.testing.assert_allclose(result, np.einsum(plan.subscripts, *operands,
+                                                     optimize=True), rtol=1e-4)
+        if np.ndim(result):
+            check_fresh(result, operands)
+        return
+    assert plan.path is not None        # the optimize path (the side this change is on)
+    expected = np.einsum(plan.subscripts, *operands, optimize=plan.optimize)
+    if np.ndim(expected) == 0:
+        assert np.ndim(result) == 0 and np.asarray(result).dtype == np.asarray(expected).dtype
+        np.testing.assert_array_equal(result, expected)
+    else:
+        assert result.dtype == expected.dtype == np.dtype(plan.dtype)
+        np.testing.assert_array_equal(result, expected)
+        np.testing.assert_allclose(
+            result, np.einsum(plan.subscripts, *operands, optimize=True),
+            rtol=1e-4 if dtype in ("float32", "complex64") else 1e-10)
+        check_fresh(result, operands)
+    for x, before in zip(operands, befores):
+        np.testing.assert_array_equal(x, before)
+
+
+def test_optimized_einsum_of_strided_and_broadcast_inputs() -> None:
+    a = rng.standard_normal((4, 48, 32)).astype(np.float32).transpose(0, 2, 1)[:, ::-1]
+    b = np.broadcast_to(rng.standard_normal((1, 40)).astype(np.float32), (48, 40))
+    c = rng.standard_normal((24, 80)).astype(np.float32).T[::2]
+    pattern = "b i j, j k, k l -> b i l"
+    plan = explain_einsum([a, b, c], pattern)
+    assert plan.path is not None
+    result = ra.einsum(a, b, c, pattern)
+    np.testing.assert_array_equal(result, np.einsum(plan.subscripts, a, b, c,
+                                                    optimize=plan.optimize))
+    check_fresh(result, [a, b, c])
+
+
+def test_mixed_dtypes_take_the_plans_dtype() -> None:
+    a = rng.integers(-5, 5, (4, 32, 48)).astype(np.int32)
+    b = rng.standard_normal((48, 40)).astype(np.float32)
+    c = rng.integers(-5, 5, (40, 24)).astype(np.int16)
+    pattern = "b i j, j k, k l -> b i l"
+    plan = explain_einsum([a, b, c], pattern)
+    result = ra.einsum(a, b, c, pattern)
+    expected = np.einsum(plan.subscripts, a, b, c, optimize=plan.optimize)
+    assert result.dtype == expected.dtype == np.dtype(plan.dtype)
+    np.testing.assert_array_equal(result, expected)
+    check_fresh(result, [a, b, c])
+
+
+def test_below_the_optimize_threshold_einsum_still_writes_into_a_fresh_array() -> None:
+    a, b, c = (rng.standard_normal(s) for s in ((2, 3, 4), (4, 5), (5, 2)))
+    plan = explain_einsum([a, b, c], "b i j, j k, k l -> b i l")
+    assert plan.path is None
+    result = ra.einsum(a, b, c, "b i j, j k, k l -> b i l")
+    np.testing.assert_allclose(result, np.einsum("bij,jk,kl->bil", a, b, c))
+    check_fresh(result, [a, b, c])
