@@ -436,16 +436,22 @@ def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
             return result
         return contract
 
-    # On the optimize path numpy's last pairwise step (tensordot: BLAS) makes a fresh
-    # array; given out=, numpy then copies that array into out through one more
-    # c_einsum pass (#39: the chain took 1.3-1.6x as long). Without out= the step's own
-    # array is the result. Every step contracts two or more operands into a new array,
-    # but the result may be a permuted view of it (or a numpy scalar), and numpy's
-    # promotion may differ from the plan's: the contraction's invariant (a fresh
-    # C-contiguous array of ``dtype``, sharing no memory with an input) is restored by
-    # one copy only where it does not already hold.
+    steps = pairwise_steps(subscripts, plan.path)
+    if steps is None:       # '...' in the subscripts: numpy runs its path itself
+        def run_path(operands: Any) -> Any:
+            return np.einsum(subscripts, *operands, optimize=optimize)
+    else:
+        run_path = _path_runner(steps)
+
+    # numpy's optimize path, without out=: given out=, numpy.einsum copies its last
+    # step's array into out in one more pass (#39: the chain took 1.5x as long). Every
+    # step contracts two or more operands into a new array, but the result may be a
+    # permuted view of it (numpy 2.4 runs pairs as a batched matmul and transposes the
+    # product), a numpy scalar, or of numpy's promotion step by step: the contraction's
+    # invariant (a fresh C-contiguous array of ``dtype``, sharing no memory with an
+    # input) is restored by one copy only where it does not already hold.
     def contract_optimized(operands: Any) -> np.ndarray:
-        result = np.einsum(subscripts, *operands, optimize=optimize)
+        result = run_path(operands)
         if type(result) is not np.ndarray or result.dtype != dtype or \
                 not result.flags.c_contiguous or any(
                 np.may_share_memory(result, x) for x in operands):
@@ -454,6 +460,54 @@ def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
             return fresh
         return result
     return contract_optimized
+
+
+def pairwise_steps(subscripts: str, path: Any) -> list[tuple[tuple[int, ...], str, str]] | None:
+    """numpy's contraction path as calls: per step, the positions it takes from the list of
+    operands (numpy's order: highest first; its result goes to the end of the list), its
+    subscripts, and the same with its two operands swapped (the last step's; else the
+    same). None where the subscripts hold '...' (numpy's own loop handles those)."""
+    if "..." in subscripts:
+        return None
+    inputs, output = subscripts.split("->")
+    terms = inputs.split(",")
+    steps = []
+    for number, step in enumerate(path):
+        taken = tuple(sorted(step, reverse=True))
+        popped = [terms.pop(k) for k in taken]
+        if number == len(path) - 1:
+            result = output
+        else:   # the step's letters still wanted by another operand or the output
+            wanted = set("".join(terms) + output)
+            result = "".join(dict.fromkeys(c for term in popped for c in term if c in wanted))
+        swapped = ",".join(popped[::-1] if len(popped) == 2 else popped) + "->" + result
+        steps.append((taken, ",".join(popped) + "->" + result, swapped))
+        terms.append(result)
+    return steps if terms == [output] else None
+
+
+def _path_runner(steps: list[tuple[tuple[int, ...], str, str]]) -> Callable[[Any], Any]:
+    """The path's steps through numpy.einsum, one pair (or group) at a time. The last
+    step's two operands are taken in the order in which numpy's batched matmul writes the
+    product in the output's order (a C-contiguous array, no copy after): learnt on the
+    first call of this runner (one layout of the inputs: the same order every call),
+    switched when the product came back permuted."""
+    swap = [False]
+
+    def run(operands: Any) -> Any:
+        arrays = list(operands)
+        for k, (taken, subscripts, swapped) in enumerate(steps):
+            taken_arrays = [arrays.pop(i) for i in taken]
+            last = k == len(steps) - 1
+            if last and swap[0]:
+                subscripts, taken_arrays = swapped, taken_arrays[::-1]
+            result = np.einsum(subscripts, *taken_arrays, optimize=True)
+            arrays.append(result)
+        if len(steps[-1][0]) == 2 and type(result) is np.ndarray and \
+                not result.flags.c_contiguous:
+            swap[0] = not swap[0]
+        return result
+    return run
 
 
 def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
