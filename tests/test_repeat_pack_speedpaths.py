@@ -14,6 +14,8 @@ size 0), and is left untouched.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -252,3 +254,85 @@ def test_below_the_optimize_threshold_einsum_still_writes_into_a_fresh_array() -
     result = ra.einsum(a, b, c, "b i j, j k, k l -> b i l")
     np.testing.assert_allclose(result, np.einsum("bij,jk,kl->bil", a, b, c))
     check_fresh(result, [a, b, c])
+
+
+# ---------------------------------------------------------------------- pack
+
+PACKS = [
+    # shapes of the inputs, pattern; whether every input fills its place as it is
+    # (numpy.concatenate's side) or some input is split or gets a unit dim (assignment)
+    ([(2, 3, 4), (2, 3, 1), (2, 3, 7)], "b t *", True),
+    ([(5, 2), (5, 3)], "b *", True),
+    ([(4, 2, 3), (6, 2, 3)], "* b c", True),
+    ([(2, 3, 4), (2, 3), (2, 3, 5, 6)], "b t *", False),
+    ([(2, 3), (2, 3)], "b t *", False),
+    ([(2, 4, 5, 3), (2, 3)], "b * c", False),
+]
+
+
+def numpy_pack(inputs: list[np.ndarray], pattern: str) -> np.ndarray:
+    """The oracle: each input's ``*`` dims flattened (math.prod: size 0 included),
+    then numpy.concatenate along that dim."""
+    names = pattern.split()
+    before, after = names.index("*"), len(names) - names.index("*") - 1
+    pieces = [x.reshape(x.shape[:before] + (math.prod(x.shape[before:x.ndim - after]),)
+                        + x.shape[x.ndim - after:]) for x in inputs]
+    return np.ascontiguousarray(np.concatenate(pieces, axis=before))
+
+
+@pytest.mark.parametrize("shapes, pattern, concatenated", PACKS, ids=[p[1] + str(p[0]) for p in PACKS])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "negative", "broadcast",
+                                    "read-only", "empty"])
+def test_pack_equals_einops(shapes: list, pattern: str, concatenated: bool, layout: str) -> None:
+    from rearrange.backends.ndarray import packed_places
+
+    if layout == "empty":
+        shapes = [(0,) + s[1:] for s in shapes] if pattern != "* b c" else \
+            [s[:1] + (0,) + s[2:] for s in shapes]
+    inputs = []
+    for k, s in enumerate(shapes):
+        x = np.arange(math.prod(s), dtype=np.float32).reshape(s) * (k + 1) - 3.5
+        if layout == "transposed":
+            x = np.ascontiguousarray(x.T).T
+        elif layout == "negative":
+            x = x[::-1].copy()[::-1]
+        elif layout == "broadcast" and x.ndim and x.shape[0]:
+            x = np.broadcast_to(x[:1], x.shape)
+        elif layout == "read-only":
+            x.flags.writeable = False
+        inputs.append(x)
+    befores = [x.copy() for x in inputs]
+    plan = ra.explain(inputs, pattern, op="pack")
+    assert all(split is None for _, split in packed_places(plan)) == concatenated
+    packed, packed_shapes = ra.pack(inputs, pattern)
+    expected = numpy_pack(inputs, pattern)
+    assert packed.shape == expected.shape and packed.dtype == expected.dtype
+    np.testing.assert_array_equal(packed, expected)
+    if layout != "empty":   # einops cannot reshape an empty input with -1
+        expected, expected_shapes = einops.pack(inputs, pattern)
+        np.testing.assert_array_equal(packed, expected)
+        assert [tuple(p) for p in packed_shapes] == [tuple(p) for p in expected_shapes]
+    check_fresh(packed, inputs)
+    for x, before in zip(inputs, befores):
+        np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("dtypes", [("int8", "float32"), ("int64", "uint8"), ("bool", "int16"),
+                                    ("float32", "complex64"), ("object", "object")])
+def test_pack_promotes_as_einops(dtypes: tuple[str, str]) -> None:
+    inputs = [(np.arange(6).reshape(2, 3) % 3).astype(d) for d in dtypes]
+    packed, _ = ra.pack(inputs, "b *")
+    expected, _ = einops.pack(inputs, "b *")
+    assert packed.dtype == expected.dtype
+    np.testing.assert_array_equal(packed, expected)
+    check_fresh(packed, inputs)
+
+
+def test_pack_of_tensors_and_numpy_scalars() -> None:
+    a = ra.from_numpy(np.arange(6.0).reshape(2, 3))
+    b = np.ones((2, 2))
+    packed, _ = ra.pack([b, a], "b *")
+    assert type(packed) is np.ndarray
+    np.testing.assert_array_equal(packed, np.concatenate([b, np.arange(6.0).reshape(2, 3)], 1))
+    scalars, _ = ra.pack([np.float32(1), np.float32(2)], "*")
+    np.testing.assert_array_equal(scalars, np.array([1, 2], np.float32))

@@ -7,9 +7,11 @@ copy step allocates a C-contiguous result and hands the strided view to the copy
 kernel (:func:`rearrange.kernel.copy_into`), which checks on every call that its plan
 fits the source. ``out=`` copies the permuted view into the caller's array. reduce
 reduces the trailing axes of a view (:mod:`rearrange.reductions`), repeat is a
-read-only broadcast view or its kernel copy; pack assigns each input into its slice of
-a new array, unpack returns slices and splits (views), einsum runs ``numpy.einsum``
-into a new array between the operands' and the result's rearranges.
+read-only broadcast view or its copy (``numpy.repeat`` along each repeated axis); pack
+concatenates the inputs into a new array (or assigns each into its slice, where one is
+split), unpack returns slices and splits (views), einsum runs ``numpy.einsum`` (on its
+optimize path, one pairwise step at a time) into a new array between the operands' and
+the result's rearranges.
 
 Entries are ``(code, argument)``: the front door runs the commonest view plans itself
 from the code (one call, no closure), and any other runner as ``argument(x)``.
@@ -17,6 +19,7 @@ from the code (one call, no closure), and any other runner as ``argument(x)``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping
@@ -373,11 +376,24 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
 
 def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
     """A pack plan as numpy calls, ``Sequence[array] -> np.ndarray``: a new C-contiguous
-    array of ``dtype``, then per input a view of its place (slice, split) assigned from
-    the input (numpy casts, and reads the input's strides on every call). Items may be
-    numpy arrays, numpy scalars or Tensors (through their numpy view)."""
+    array of ``dtype`` holding each input in its place along the packed dim. Where every
+    input fills its place as it is (one dim in ``*``: no split), that is one
+    ``numpy.concatenate`` (numpy's loop over the inputs; einops' call); else a new array
+    and per input a view of its place (slice, split) assigned from the input. numpy
+    casts, and reads the inputs' strides on every call. Items may be numpy arrays, numpy
+    scalars or Tensors (through their numpy view)."""
     shape = plan.packed.shape
     places = packed_places(plan)
+    if all(split is None for _, split in places):
+        axis = plan.axis
+
+        def concatenate(tensors: Any) -> np.ndarray:
+            arrays = [x.numpy() if type(x) is Tensor else x for x in tensors]
+            # into a C-contiguous out: on its own numpy orders the result's strides
+            # as the inputs' (transposed inputs, a transposed result)
+            return np.concatenate(arrays, axis=axis, out=np.empty(shape, dtype),
+                                  casting="unsafe")
+        return concatenate
 
     def run(tensors: Any) -> np.ndarray:
         out = np.empty(shape, dtype)
@@ -429,19 +445,19 @@ def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
     if plan.engine == "numpy.matmul":
         return _matmul_contraction(plan, shape, dtype)
     subscripts, optimize = plan.subscripts, plan.optimize
-    if optimize is False:
+    steps = None
+    if optimize is not False and math.prod(shape) * dtype.itemsize >= PAIRWISE_MIN_BYTES:
+        steps = pairwise_steps(subscripts, plan.path)
+    if steps is None:
+        # numpy.einsum writes into a fresh array: below PAIRWISE_MIN_BYTES its copy of
+        # a permuted last product into out= costs less than a call per step; '...' in
+        # the subscripts, numpy runs its path itself
         def contract(operands: Any) -> np.ndarray:
             result = np.empty(shape, dtype)
-            np.einsum(subscripts, *operands, out=result, optimize=False)
+            np.einsum(subscripts, *operands, out=result, optimize=optimize)
             return result
         return contract
-
-    steps = pairwise_steps(subscripts, plan.path)
-    if steps is None:       # '...' in the subscripts: numpy runs its path itself
-        def run_path(operands: Any) -> Any:
-            return np.einsum(subscripts, *operands, optimize=optimize)
-    else:
-        run_path = _path_runner(steps)
+    run_path = _path_runner(steps)
 
     # numpy's optimize path, without out=: given out=, numpy.einsum copies its last
     # step's array into out in one more pass (#39: the chain took 1.5x as long). Every
@@ -460,6 +476,13 @@ def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
             return fresh
         return result
     return contract_optimized
+
+
+# The smallest result (bytes) whose contraction runs numpy's path one step at a time
+# (a numpy.einsum call each, ~15 us) rather than as one numpy.einsum call into out=
+# (which copies a permuted last product once more). Measured both sides at 2 threads:
+# docs/performance.md, "Every operation against the best peer".
+PAIRWISE_MIN_BYTES = 1 << 18
 
 
 def pairwise_steps(subscripts: str, path: Any) -> list[tuple[tuple[int, ...], str, str]] | None:
@@ -493,6 +516,8 @@ def _path_runner(steps: list[tuple[tuple[int, ...], str, str]]) -> Callable[[Any
     first call of this runner (one layout of the inputs: the same order every call),
     switched when the product came back permuted."""
     swap = [False]
+    # a step's own path: all its operands at once (numpy then skips the path search)
+    whole = {len(taken): ["einsum_path", tuple(range(len(taken)))] for taken, _, _ in steps}
 
     def run(operands: Any) -> Any:
         arrays = list(operands)
@@ -501,7 +526,7 @@ def _path_runner(steps: list[tuple[tuple[int, ...], str, str]]) -> Callable[[Any
             last = k == len(steps) - 1
             if last and swap[0]:
                 subscripts, taken_arrays = swapped, taken_arrays[::-1]
-            result = np.einsum(subscripts, *taken_arrays, optimize=True)
+            result = np.einsum(subscripts, *taken_arrays, optimize=whole[len(taken)])
             arrays.append(result)
         if len(steps[-1][0]) == 2 and type(result) is np.ndarray and \
                 not result.flags.c_contiguous:
