@@ -189,10 +189,12 @@ def cases(rng: np.random.Generator, size: str = "full",
             OURS: lambda p=pattern, r=reduction: ra.reduce(y, p, r),
             "numpy": lambda r=reduction, ax=axis: getattr(y, r)(axis=ax),
             "einops numpy": einops and (lambda p=pattern, r=reduction: einops.reduce(y, p, r)),
-            "torch": torch and (lambda ty=t(y), r=torch_name, ax=axis: getattr(torch, r)(ty, dim=ax)),
+            "torch": torch and (
+                lambda ty=t(y), r=torch_name, ax=axis: getattr(torch, r)(ty, dim=ax)),
             "einops torch": einops and torch and (
                 lambda p=pattern, r=reduction, ty=t(y): einops.reduce(ty, p, r)),
-            "jax": jax and _jitted(jax, lambda v, r=reduction, ax=axis: getattr(jnp, r)(v, axis=ax), y),
+            "jax": jax and _jitted(
+                jax, lambda v, r=reduction, ax=axis: getattr(jnp, r)(v, axis=ax), y),
         }, exact=reduction == "max")
 
     tokens = n["tokens"]

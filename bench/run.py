@@ -9,10 +9,11 @@ memory-bandwidth limit.
 
 Suites: ``cases`` (the registry in cases.py: GB/s per contender, ratio to the best peer,
 fraction of the limit), ``overhead`` (warm calls on tiny arrays), ``coldstart`` (fresh
-processes: import, first call, first copy) and ``scaling`` (one transpose from 4 KiB to
-512 MiB), ``ops`` (einsum, reduce, repeat and pack against numpy's best call, einops on
-numpy and torch, torch and XLA: race_ops.py's cases). Every contender runs in this one process on the same data, interleaved round by
-round; each is checked against einops before it is timed. Writes ``<name>.json`` (machine
+processes: import, first call, first copy), ``scaling`` (one transpose from 4 KiB to
+512 MiB) and ``ops`` (einsum, reduce, repeat and pack against numpy's best call, einops
+on numpy and on torch, torch and XLA: race_ops.py's cases, each checked against
+rearrange). Every contender runs in this one process on the same data, interleaved round
+by round; each is checked against einops before it is timed. Writes ``<name>.json`` (machine
 info and every sample), ``<name>.md`` (the tables) and PNG plots to ``--out``. Benchmarks
 are not tests: nothing here asserts a timing.
 """

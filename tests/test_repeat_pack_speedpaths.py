@@ -280,7 +280,8 @@ def numpy_pack(inputs: list[np.ndarray], pattern: str) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(pieces, axis=before))
 
 
-@pytest.mark.parametrize("shapes, pattern, concatenated", PACKS, ids=[p[1] + str(p[0]) for p in PACKS])
+@pytest.mark.parametrize("shapes, pattern, concatenated", PACKS,
+                         ids=[p[1] + str(p[0]) for p in PACKS])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "negative", "broadcast",
                                     "read-only", "empty"])
 def test_pack_equals_einops(shapes: list, pattern: str, concatenated: bool, layout: str) -> None:

@@ -82,7 +82,7 @@ def lower(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
     if plan.reduction is not None:
         return _reduce_runner(plan, reduction, sample)
     if plan.op == "repeat":
-        return _repeat_runner(plan)
+        return _repeat_runner(plan, sample)
     entry = lower_rearrange(plan, sample)
     return lambda x: run_entry(entry, x)
 
@@ -119,7 +119,7 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
     return run
 
 
-def _repeat_runner(plan: Plan) -> Runner:
+def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
     """The broadcast view (read-only), or a copy of it then the merge: ``numpy.repeat``
     along each repeated axis (:func:`repeated_axes`), or the kernel where none is."""
     copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
@@ -139,14 +139,24 @@ def _repeat_runner(plan: Plan) -> Runner:
     # writeable: a read-only view cost 1.5x.
     once = Layout(tuple(1 if k in axes else n for k, n in enumerate(source.shape)),
                   source.strides, source.offset)
-    view = strided_runner(plan, once)
+    # Most often that view is the input with unit dims inserted: numpy's reshape (a
+    # view, checked once on the first array of this layout) costs a tenth of building
+    # it from the strides.
+    # (A broadcast input's own stride-0 axes are repeated axes too: no reshape then.)
+    view: Runner = lambda x, shape=once.shape: x.reshape(shape)  # noqa: E731
+    try:
+        reshaped = view(sample) if sample.size == math.prod(once.shape) else None
+    except ValueError:
+        reshaped = None
+    if reshaped is None or not is_expected_view(reshaped, sample, plan, once):
+        view = strided_runner(plan, once)
     counts = tuple((axis, source.shape[axis]) for axis in reversed(axes))
     merged = plan.output.shape
 
     def run(x: np.ndarray) -> np.ndarray:
         y = view(x)
         for axis, count in counts:
-            y = np.repeat(y, count, axis=axis)
+            y = y.repeat(count, axis)
         return y.reshape(merged)
     return run
 
