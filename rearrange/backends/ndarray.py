@@ -495,11 +495,14 @@ def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
 PAIRWISE_MIN_BYTES = 1 << 18
 
 
-def pairwise_steps(subscripts: str, path: Any) -> list[tuple[tuple[int, ...], str, str]] | None:
-    """numpy's contraction path as calls: per step, the positions it takes from the list of
-    operands (numpy's order: highest first; its result goes to the end of the list), its
-    subscripts, and the same with its two operands swapped (the last step's; else the
-    same). None where the subscripts hold '...' (numpy's own loop handles those)."""
+Step = tuple[tuple[int, ...], str, str]
+
+
+def pairwise_steps(subscripts: str, path: Any) -> list[Step] | None:
+    """numpy's contraction path as calls: per step, the positions it takes from the list
+    of operands (numpy's order: highest first; its result goes to the end of the list),
+    its subscripts, and the same with its two operands swapped (other steps: the same).
+    None where the subscripts hold '...' (numpy's own loop handles those)."""
     if "..." in subscripts:
         return None
     inputs, output = subscripts.split("->")
@@ -512,14 +515,15 @@ def pairwise_steps(subscripts: str, path: Any) -> list[tuple[tuple[int, ...], st
             result = output
         else:   # the step's letters still wanted by another operand or the output
             wanted = set("".join(terms) + output)
-            result = "".join(dict.fromkeys(c for term in popped for c in term if c in wanted))
+            result = "".join(dict.fromkeys(
+                letter for term in popped for letter in term if letter in wanted))
         swapped = ",".join(popped[::-1] if len(popped) == 2 else popped) + "->" + result
         steps.append((taken, ",".join(popped) + "->" + result, swapped))
         terms.append(result)
     return steps if terms == [output] else None
 
 
-def _path_runner(steps: list[tuple[tuple[int, ...], str, str]]) -> Callable[[Any], Any]:
+def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
     """The path's steps through numpy.einsum, one pair (or group) at a time. The last
     step's two operands are taken in the order in which numpy's batched matmul writes the
     product in the output's order (a C-contiguous array, no copy after): learnt on the
