@@ -19,6 +19,7 @@ from the code (one call, no closure), and any other runner as ``argument(x)``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import partial
@@ -179,6 +180,34 @@ def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
             y = y.repeat(count, axis)
         return y.reshape(merged)
     return run
+
+
+def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
+    """numpy's account of who copies: a repeat whose broadcast view repeats along some
+    axis is copied by ``numpy.repeat`` (:func:`_repeat_runner`), not by the kernel; every
+    other copy is the kernel's, as planned."""
+    if plan.op != "repeat":
+        return plan
+    steps = list(plan.steps)
+    for k, step in enumerate(steps):
+        if not step.is_copy:
+            continue
+        source = steps[k - 1].layout if k else plan.input
+        axes = repeated_axes(source)
+        if axes:
+            reason = (f"numpy.repeat along dim{'s' if len(axes) > 1 else ''} "
+                      f"{', '.join(map(str, axes))} of the broadcast view, innermost first: "
+                      "each value read once, copied block by block (faster than the kernel "
+                      "over a stride-0 source)")
+            steps[k] = dataclasses.replace(step, kernel=kernel_numpy_copy(step.kernel, reason))
+    return dataclasses.replace(plan, steps=tuple(steps))
+
+
+def kernel_numpy_copy(planned: Any, reason: str) -> Any:
+    """A copy plan that says numpy copies (``variant="numpy"``), and why."""
+    if planned is None:
+        return kernel.CopyKernel("numpy", 0, (), (), None, 1, reason)
+    return dataclasses.replace(planned, variant="numpy", reason=reason)
 
 
 def repeated_axes(view: Layout) -> tuple[int, ...]:
