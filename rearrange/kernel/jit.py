@@ -192,7 +192,16 @@ def _reset_build_lock_in_child() -> None:
 
 # A fork waits until no thread of this process is loading or compiling a runner: a child
 # must not inherit _build_lock, or numba's compiler lock, held by a thread it does not
-# have (its first load would wait forever).
+# have (its first load would wait forever). The wait must come before any other module's
+# fork handler takes its lock: os.fork runs the "before" handlers newest first, and a
+# load imports modules (numba imports logging; executors) whose handlers take locks the
+# loading thread itself may need next — registered after this one, they would run first
+# and the fork would wait on a load that waits on the fork (seen: logging's lock, while
+# numba's import chain called getLogger). So they are imported, and their handlers
+# registered, before this one.
+import concurrent.futures.thread  # noqa: E402,F401  (its handler: _global_shutdown_lock)
+import logging  # noqa: E402,F401  (its handler: the logging module's lock)
+
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=lambda: _build_lock.acquire(),
                         after_in_parent=lambda: _build_lock.release(),
