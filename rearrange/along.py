@@ -755,7 +755,29 @@ def _operation(op: str) -> front.Operation:
 DOOR: dict[str, front.Operation] = {op: _operation(op) for op in OPERATIONS}
 
 
+_entries = PLANS.entries
+
+
 def _run(op: str, x: Any, pattern: Any, shift: Any, axes_lengths: Mapping[str, Any]) -> Any:
+    """A call: the warm path ahead of the door — the door's key (:func:`_door_key`)
+    written out, one lookup, a hit run with the door's error handling — else
+    :func:`rearrange.front.run`. (Only a type :func:`_library_of` took has a kept key.)"""
+    if type(shift) in _PLAIN and (not axes_lengths or _PLAIN_INT.issuperset(
+            map(type, axes_lengths.values()))):
+        try:
+            runner = _entries.get(("along", op, pattern, type(x), len(x.shape), shift,
+                                   *axes_lengths.items()))
+        except (TypeError, AttributeError):     # an unhashable pattern, no shape
+            runner = None
+        if runner is not None:
+            PLANS.hits += 1
+            try:
+                return runner(x)
+            except (RearrangeError, MemoryError, RuntimeError) as error:
+                raised = front.failure(DOOR[op], error, pattern, x, axes_lengths, shift)
+                if raised is None:
+                    raise
+                raise raised from None
     return front.run(DOOR[op], x, pattern, axes_lengths, shift)
 
 
