@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -311,3 +312,32 @@ def test_every_public_operation_walks_through_the_door(op: str, monkeypatch: Any
         seen.clear()
         call()      # warm: a hit, ahead of the door or in it
         assert seen == [], (op, seen)
+
+
+def _notation_calls() -> list[tuple[str, Any]]:
+    """(name, call with one axis length ``n``): a notation operation per module."""
+    table, ids = np.arange(12.0).reshape(4, 3), np.array([[3, 0]])
+    return [("get_at", lambda n: ra.get_at(table, ids, "[v] d, b t -> b t d", d=n)),
+            ("flip", lambda n: ra.flip(np.arange(12.0).reshape(2, 6), "a (b [c])", b=n)),
+            ("split", lambda n: ra.rearrange(np.zeros((2, 5)), "a (b + c) -> a b, a c", b=n)),
+            ("add", lambda n: ra.add(np.zeros((2, 3)), np.ones(3), "a b, b", b=n))]
+
+
+@pytest.mark.parametrize(("name", "call"), _notation_calls(), ids=[n for n, _ in _notation_calls()])
+def test_notation_lengths_are_canonical_and_never_hit_for_floats_or_bools(name: str,
+                                                                          call: Any) -> None:
+    """3 and np.int64(3) share one entry; 3.0 and True (equal to 3 and 1 in Python) are
+    refused after 3 was kept, never served by its entry."""
+    n = 3 if name != "split" else 2
+    expected = call(n)
+    before = ra.cache_info().plans
+    again = call(np.int64(n))
+    after = ra.cache_info().plans
+    # no miss: np.int64(n) is n's entry (flip and split run rearranges inside: more hits)
+    assert after.misses == before.misses and after.hits > before.hits, (before, after)
+    for got, want in zip(again if isinstance(again, tuple) else [again],
+                         expected if isinstance(expected, tuple) else [expected]):
+        np.testing.assert_array_equal(got, want)
+    for wrong in (float(n), True):
+        with pytest.raises(ra.RearrangeError, match=re.escape(f"={wrong!r}")):
+            call(wrong)
