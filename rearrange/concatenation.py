@@ -620,7 +620,7 @@ def rearrange_notation(tensor: Any, pattern: str, copy: bool | None,
         key: Any = None
         if kind is _ndarray:
             key = (_TAG, pattern, copy, tuple(axes_lengths.items()),
-                   ((_ndarray, (tensor.shape, tensor.strides, tensor.dtype)),))
+                   ((_ndarray, tensor.shape, tensor.strides, tensor.dtype),))
             arrays: Any = (tensor,)
         elif (kind is tuple or kind is list) and len(tensor) > 1:
             # several arrays: one per input expression (a single array in a list is
@@ -629,7 +629,7 @@ def rearrange_notation(tensor: Any, pattern: str, copy: bool | None,
             for array in tensor:
                 if type(array) is not _ndarray:
                     break
-                layouts.append((_ndarray, (array.shape, array.strides, array.dtype)))
+                layouts.append((_ndarray, array.shape, array.strides, array.dtype))
             else:
                 key = (_TAG, pattern, copy, tuple(axes_lengths.items()), tuple(layouts))
                 arrays = tensor
@@ -671,12 +671,11 @@ def _door_inputs(arrays: Sequence[Any]) -> tuple[tuple[str, Any], list[Any]]:
 
 def _key(library: tuple[str, Any], arrays: Sequence[Any], pattern: str,
          axes_lengths: Mapping[str, Any], copy: bool | None) -> Any:
-    """``(_TAG, pattern, copy, lengths, per array (type, layout key))``: numpy's layout
-    key is (shape, strides, dtype), as the warm path in :func:`rearrange_notation`
-    writes it; torch's is unhashable for traced sizes (never kept)."""
+    """``(_TAG, pattern, copy, lengths, per array its :func:`_layout_key`)``, as the
+    warm path in :func:`rearrange_notation` writes it for numpy."""
     name, backend = library
     return (_TAG, pattern, copy, tuple(axes_lengths.items()),
-            tuple((type(a), _layout_key(name, backend, a)) for a in arrays))
+            tuple(_layout_key(name, backend, a) for a in arrays))
 
 
 def _door_plan(library: tuple[str, Any], arrays: Sequence[Any], pattern: str,
@@ -736,9 +735,12 @@ def _hook(backend: Any, name: str) -> Any:
 
 
 def _layout_key(name: str, backend: Any, array: Any) -> Any:
+    """One input's part of :func:`_key`: numpy's ``(ndarray, shape, strides, dtype)``;
+    another library's ``(type, backend.cache_key(array))`` (kept nested: torch's
+    cache_key is a list — unhashable — for traced sizes, and must stay so)."""
     if name == "numpy":
-        return array.shape, array.strides, array.dtype
-    return backend.cache_key(array)
+        return _ndarray, array.shape, array.strides, array.dtype
+    return type(array), backend.cache_key(array)
 
 
 def _plan_for_arrays(name: str, backend: Any, arrays: Sequence[Any], pattern: str,

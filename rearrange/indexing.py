@@ -47,6 +47,7 @@ CPU), never a ``DimensionError``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 from dataclasses import dataclass
@@ -1050,7 +1051,7 @@ def _door_traced(op: str) -> Callable[..., Callable[..., Any]]:
     return lower_traced
 
 
-def _run(runner: Callable[..., Any], arrays: Sequence[Any], op: str) -> Any:
+def _run(op: str, runner: Callable[..., Any], arrays: Sequence[Any]) -> Any:
     """The runner on the call's arrays, the libraries' own refusals as ours (the door
     adds the call's context): an out-of-range coordinate on the axes route, numpy's
     ufunc.at refusing the update array's dtype."""
@@ -1065,18 +1066,23 @@ def _run(runner: Callable[..., Any], arrays: Sequence[Any], op: str) -> Any:
                                 f"{error}") from None
 
 
+def _door_inputs(op: str, call: tuple[Any, tuple]) -> tuple[str, list[Any]]:
+    x, others = call
+    return _prepared(op, x, others)
+
+
 def _operation(op: str) -> front.Operation:
     """``op`` as the door (:func:`rearrange.front.run`) takes it: the inputs are ``(x,
     the index and update arrays)``, the backend the call's library."""
     return front.Operation(
         name=op, parse_kind="notation",
-        inputs=lambda call: _prepared(op, *call),
+        inputs=functools.partial(_door_inputs, op),
         key=_door_key(op), plan=_door_plan(op, traced=False), lower=_door_lower,
         context=lambda error, pattern, arrays, lengths, extras: _with_call(
             error, op, pattern, arrays),
         traced=lambda library, arrays, lengths, extras: _traced(arrays, library),
         lower_traced=_door_traced(op),
-        call=lambda runner, arrays: _run(runner, arrays, op))
+        call=functools.partial(_run, op))
 
 
 #: get_at, set_at, add_at and subtract_at as the door takes them.
@@ -1101,7 +1107,7 @@ def _call(op: str, x: Any, arguments: tuple, axes_lengths: Mapping[str, Any]) ->
             PLANS.hits += 1
             arrays = (x, *arguments[:-1])
             try:
-                return _run(runner, arrays, op)
+                return _run(op, runner, arrays)
             except (RearrangeError, MemoryError, RuntimeError) as error:
                 raised = front.failure(DOOR[op], error, arguments[-1], arrays, axes_lengths,
                                        None)
