@@ -137,3 +137,51 @@ def plot_scaling(records: list[dict[str, Any]], path: Path, subtitle: str,
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return True
+
+
+# The ops suite's contenders (bench/race_ops.py), each against rearrange.
+OPS_COLORS = {"numpy": "#1f77b4", "einops numpy": "#2ca02c", "torch": "#ff7f0e",
+              "einops torch": "#98df8a", "jax": "#9467bd"}
+
+
+def plot_ops(records: list[dict[str, Any]], path: Path, subtitle: str) -> bool:
+    """Per case, each peer's median over rearrange's (log scale; above 1: rearrange is
+    faster), one panel per thread count; a peer that cannot take part leaves an empty
+    hatched slot. False when there is nothing to plot."""
+    if not records:
+        return False
+    plt = _pyplot()
+    threads = sorted({r["threads"] for r in records})
+    fig, axes = plt.subplots(len(threads), 1, figsize=(13, 4.2 * len(threads)), squeeze=False)
+    names = tuple(OPS_COLORS)
+    width = 0.8 / len(names)
+    for ax, n in zip(axes[:, 0], threads):
+        group = [r for r in records if r["threads"] == n]
+        for i, r in enumerate(group):
+            ours = r["contenders"]["rearrange"]["median_s"]
+            for j, name in enumerate(names):
+                x = i + (j - (len(names) - 1) / 2) * width
+                entry = r["contenders"].get(name)
+                if entry is None:
+                    ax.bar(x, 1.0, width, facecolor="none", edgecolor=OPS_COLORS[name],
+                           hatch="///", linewidth=0.6)
+                    continue
+                ax.bar(x, entry["median_s"] / ours, width, color=OPS_COLORS[name],
+                       label=name if i == 0 else None)
+                ax.plot([x, x], [entry["p25_s"] / ours, entry["p75_s"] / ours],
+                        color="black", linewidth=0.6)
+        ax.axhline(1.0, color="#d62728", linewidth=1.5, label="rearrange (= 1)")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(group)))
+        ax.set_xticklabels([r["case"] for r in group], rotation=25, ha="right", fontsize=7)
+        ax.set_ylabel("peer's time / rearrange's\n(> 1: rearrange is faster)")
+        ax.set_title(f"every operation against the best peer · threads={n}", fontsize=9,
+                     loc="left")
+        ax.grid(axis="y", alpha=0.3, which="both")
+        ax.legend(fontsize=7, ncol=6, loc="lower right", bbox_to_anchor=(1.0, 1.0),
+                  frameon=False)
+    fig.suptitle(subtitle, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return True

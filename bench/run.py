@@ -5,12 +5,15 @@ memory-bandwidth limit.
     python bench/run.py --quick              # CI smoke run: small shapes, under a minute
     python bench/run.py --suite cases --threads 2 --case transpose
     python bench/run.py --suite overhead     # = python bench/overhead.py
+    python bench/run.py --suite ops --threads 2   # every operation against the best peer
 
 Suites: ``cases`` (the registry in cases.py: GB/s per contender, ratio to the best peer,
 fraction of the limit), ``overhead`` (warm calls on tiny arrays), ``coldstart`` (fresh
-processes: import, first call, first copy) and ``scaling`` (one transpose from 4 KiB to
-512 MiB). Every contender runs in this one process on the same data, interleaved round by
-round; each is checked against einops before it is timed. Writes ``<name>.json`` (machine
+processes: import, first call, first copy), ``scaling`` (one transpose from 4 KiB to
+512 MiB) and ``ops`` (einsum, reduce, repeat and pack against numpy's best call, einops
+on numpy and on torch, torch and XLA: race_ops.py's cases, each checked against
+rearrange). Every contender runs in this one process on the same data, interleaved round
+by round; each is checked against einops before it is timed. Writes ``<name>.json`` (machine
 info and every sample), ``<name>.md`` (the tables) and PNG plots to ``--out``. Benchmarks
 are not tests: nothing here asserts a timing.
 """
@@ -47,11 +50,12 @@ if "--spin" not in sys.argv:
 
 import numpy as np  # noqa: E402
 
+import race_ops  # noqa: E402
 import suites  # noqa: E402
 import tables  # noqa: E402
 from overhead import _import_rearrange, format_markdown as overhead_markdown, run_overhead  # noqa: E402
 
-SUITES = ("overhead", "coldstart", "cases", "scaling")
+SUITES = ("overhead", "coldstart", "cases", "scaling", "ops")
 DEFAULT_OUT = BENCH / "results"
 KIB, MIB = 2**10, 2**20
 
@@ -217,6 +221,9 @@ def suite_markdown(suite: str, records: list[dict[str, Any]]) -> list[str]:
         return ["## cold start", "", tables.coldstart_markdown(records)]
     if suite == "cases":
         return ["## cases", "", tables.case_list_markdown(records), tables.cases_markdown(records)]
+    if suite == "ops":
+        return ["## ops: every operation against the best peer", "",
+                race_ops.ops_markdown(records)]
     return ["## scaling", "", tables.scaling_markdown(records)]
 
 
@@ -235,6 +242,8 @@ def render(path: Path, out: Path | None, name: str | None, no_plot: bool) -> int
     for suite in ("cases", "scaling"):
         for record in result["records"].get(suite, []):
             suites.add_ratios(record)
+    for record in result["records"].get("ops", []):
+        race_ops.add_ratios(record)
     for record in result["records"].get("overhead", []):
         us = record["us"]
         if "numpy" in us:  # ratios of the medians, as the overhead suite computes them
@@ -302,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
             records = suites.run_coldstart(config, libs, log)
         elif suite == "cases":
             records = suites.run_cases(config, libs, log)
+        elif suite == "ops":
+            records = suites.run_ops(config, libs, log)
         else:
             records = suites.run_scaling(config, libs, log)
         result["records"][suite] = records
@@ -334,6 +345,9 @@ def make_plots(result: dict[str, Any], out: Path, name: str, log: Any) -> list[s
         path = out / f"{name}-cases-{mode}.png"
         if plots.plot_cases(cases, mode, path, subtitle):
             written.append(str(path))
+    path = out / f"{name}-ops.png"
+    if plots.plot_ops(result["records"].get("ops", []), path, subtitle):
+        written.append(str(path))
     path = out / f"{name}-scaling.png"
     if plots.plot_scaling(result["records"].get("scaling", []), path, subtitle,
                           machine["cache_bytes"]):

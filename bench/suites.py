@@ -1,5 +1,6 @@
-"""The suites: ``cases`` (the registry), ``scaling`` (one transpose, 4 KiB to 512 MiB) and
-``coldstart`` (fresh processes). ``overhead`` lives in overhead.py. Each suite returns
+"""The suites: ``cases`` (the registry), ``scaling`` (one transpose, 4 KiB to 512 MiB),
+``ops`` (every operation against the best peer: race_ops.py's cases) and ``coldstart``
+(fresh processes). ``overhead`` lives in overhead.py. Each suite returns
 JSON-ready records; tables.py turns them into markdown."""
 
 from __future__ import annotations
@@ -215,6 +216,36 @@ def run_scaling(config: Config, libs: dict[str, Any], log: Log) -> list[dict[str
                 records.append(record)
                 log(_progress(record))
         del x, contest  # the arrays go now (reference counting), before the next case
+    return records
+
+
+# ---------------------------------------------------------------------- ops
+
+def run_ops(config: Config, libs: dict[str, Any], log: Log) -> list[dict[str, Any]]:
+    """race_ops.py's cases (einsum, reduce, repeat, pack) at the config's size, at each
+    thread count: every contender checked against rearrange, then timed interleaved."""
+    import race_ops
+
+    records = []
+    size = config.size if config.size in race_ops.SHAPES else "full"
+    for threads in config.threads:
+        applied = set_threads(threads, libs)
+        # the arrays and jitted calls are made again per thread count (XLA's are only
+        # at its pool's size), then go before the next
+        for case in race_ops.cases(np.random.default_rng(0), size, libs):
+            if config.case_filters and not any(f in case.name for f in config.case_filters):
+                continue
+            calls, missing = at_threads(case.calls, case.missing, threads)
+            case = race_ops.OpCase(case.name, case.family, calls, missing, case.exact)
+            record = race_ops.race(case, config.rounds, config.min_sample,
+                                   {"threads": threads, "threads_set": applied,
+                                    "size": size})
+            records.append(record)
+            log(f"  {record['case']} [{threads}t]: " + ", ".join(
+                f"{name} {entry['median_s'] * 1e3:.3g} ms"
+                for name, entry in record["contenders"].items())
+                + (f" ({record['ratio_vs_best_peer']:.2f}x {record['best_peer']})"
+                   if "best_peer" in record else ""))
     return records
 
 

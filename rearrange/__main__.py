@@ -136,8 +136,11 @@ def _explain(args: argparse.Namespace) -> int:
     plan = explain(x, args.pattern, **options)
     to_svg = getattr(plan, "to_svg", None)
     if args.svg is not None and to_svg is None:
-        raise ArgumentTypeError(f"--svg: a {args.op} plan has no picture (it reads a shape and "
-                           "moves no memory); --html writes its table")
+        # every plan that moves memory draws itself; parse_shape/check_shape only read a shape
+        what = (f"a {args.op} plan has no picture (it reads a shape and moves no memory)"
+                if args.op in ("check_shape", "parse_shape") else
+                f"this {args.op} plan ({type(plan).__name__}) has no picture")
+        raise ArgumentTypeError(f"--svg: {what}; --html writes its table")
     if args.emit and not hasattr(plan, "to_source"):
         raise ArgumentTypeError(f"--emit: a {args.op} plan has no code (it reads a shape and "
                                 "moves no data)")

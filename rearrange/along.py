@@ -911,6 +911,7 @@ class AlongExplanation:
     input_shape: tuple[int, ...]
     split: Any          # the split's Plan (rearrange.Plan), or None
     merge: Any          # the merge's Plan, or None
+    input: Any = None   # the input's Layout (its strides, for the picture); None: unknown
 
     def __str__(self) -> str:
         lines = [f"{self.plan.op}(x, {self.plan.pattern!r}) for an input of shape "
@@ -935,6 +936,20 @@ class AlongExplanation:
         """The whole operation is a view of the input (numpy's flip, no copy needed)."""
         return (self.plan.op == "flip" and (self.split is None or self.split.is_view)
                 and (self.merge is None or self.merge.is_view))
+
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: the input, its split, the op (numpy's flip
+        a view with negated strides) and the merge into the output (see
+        :meth:`rearrange.Plan.to_svg`)."""
+        from .picture import along_svg
+
+        return along_svg(self)
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the explain table and the picture."""
+        from .picture import html_fragment
+
+        return html_fragment(str(self), self.to_svg())
 
 
 def explain_along(x_or_shape: Any, pattern: str, *, op: str, shift: Any = None,
@@ -991,7 +1006,7 @@ def explain_along(x_or_shape: Any, pattern: str, *, op: str, shift: Any = None,
             if op in _ARGFIND or op == "argsort":
                 dtype_name, itemsize = "int64", 8
         merge = plan_for(plan.merge, result, dict(plan.merge_lengths), None, dtype_name, itemsize, result_unit)
-    return AlongExplanation(plan, tuple(layout.shape), split, merge)
+    return AlongExplanation(plan, tuple(layout.shape), split, merge, layout)
 
 
 def _result_shape(plan: AlongPlan, shape: Sequence[int]) -> tuple[int, ...]:

@@ -544,8 +544,11 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
         if foreign is not None:
             return backends.plan_for_array(*foreign, op, pattern, reduction, copy, axes_lengths)
     if op != "rearrange":
-        return ops.explain_transform(op, x_or_shape, pattern, reduction=reduction, strides=strides,
-                                 dtype=dtype, copy=copy, **axes_lengths)
+        plan = ops.explain_transform(op, x_or_shape, pattern, reduction=reduction,
+                                     strides=strides, dtype=dtype, copy=copy, **axes_lengths)
+        if op == "repeat" and not isinstance(x_or_shape, Tensor):
+            plan = ndarray.describe_copy(plan, x_or_shape, None)   # numpy's own account
+        return plan
     layout, dtype_name, itemsize, unit = layout_from(x_or_shape, strides, dtype)
     return plan_for(pattern, layout, axes_lengths, copy, dtype_name, itemsize, unit)
 

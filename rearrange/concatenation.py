@@ -111,6 +111,8 @@ class NotationPlan:
                                          # of each concatenated axis, outermost first
     lengths: tuple[tuple[str, int], ...] # every named axis' length
     backend: str                         # "numpy", "torch", ... (what the copies name)
+    input_strides: tuple[tuple[int, ...] | None, ...] = ()  # per input, in elements; None
+                                         # (or empty: none given) unknown (pictures only)
 
     @property
     def is_view(self) -> bool:
@@ -141,6 +143,31 @@ class NotationPlan:
 
     def explain(self) -> str:
         return str(self)
+
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: each input over its storage, each piece
+        (a slice, a diagonal) as the view it is, each output: a view, or for a
+        concatenation the new array with each part's place (see
+        :meth:`rearrange.Plan.to_svg`)."""
+        from .calls import plan_for
+        from .picture import notation_svg
+
+        try:
+            itemsize = None if self.dtype is None else np.dtype(self.dtype).itemsize
+        except TypeError:               # a dtype numpy does not know (torch's bfloat16)
+            itemsize = None
+
+        def plan_part(part: Part, layout: Any) -> Any:
+            added = _rename_lengths(part)
+            return plan_for(part.einops, layout, added, None, self.dtype, itemsize,
+                            op="repeat" if added else "rearrange")
+        return notation_svg(self, plan_part)
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the explain table and the picture."""
+        from .picture import html_fragment
+
+        return html_fragment(str(self), self.to_svg())
 
 
 def _region_text(region: Region) -> str:
@@ -362,7 +389,9 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
                                 backend, copy))
     return NotationPlan(pattern, tuple(tuple(s) for s in shapes), output_shapes, dtype,
                         tuple(pieces), tuple(parts), concatenated, joins,
-                        tuple(lengths.items()), backend)
+                        tuple(lengths.items()), backend,
+                        tuple(None if strides is None or strides[k] is None else
+                              tuple(strides[k]) for k in range(len(shapes))))
 
 
 def _check_one_side(parsed: Any, text: str) -> None:

@@ -37,6 +37,7 @@ array plus ``1.5``: numpy and this module give float32, einx float64).
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from dataclasses import dataclass
@@ -199,6 +200,20 @@ class ElementwisePlan:
 
     def explain(self) -> str:
         return str(self)
+
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: each input over its storage, the view
+        the operation reads of it (stride 0 on the axes it lacks), the new array (see
+        :meth:`rearrange.Plan.to_svg`)."""
+        from .picture import elementwise_svg
+
+        return elementwise_svg(self)
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the explain table and the picture."""
+        from .picture import html_fragment
+
+        return html_fragment(str(self), self.to_svg())
 
 
 def _shape_text(values: Sequence[Any]) -> str:
@@ -916,7 +931,24 @@ def _operation(op: str) -> Any:
         plan=_door_plan(op), lower=_door_lower,
         context=lambda error, pattern, arrays, lengths, extras: _context(
             error, pattern, arrays, lengths, op),
-        traced=_traced, lower_traced=_door_traced(op))
+        traced=_traced, lower_traced=_door_traced(op), call=functools.partial(_checked_call, op))
+
+
+def _checked_call(op: str, runner: Runner, arrays: Any) -> Any:
+    """The door's ``call`` (and the warm path's): the runner, with numpy's OverflowError
+    for a Python number that its array's dtype cannot hold (NEP 50: ``int8 array + 300``)
+    as an ArgumentTypeError that says what to do."""
+    try:
+        return runner(arrays)
+    except OverflowError as error:
+        raise _number_error(op, error) from None
+
+
+def _number_error(op: str, error: OverflowError) -> ArgumentTypeError:
+    return ArgumentTypeError(
+        f"{op}(): {error}: a Python number takes the dtype of the arrays it meets (numpy's "
+        "and torch's rule for Python scalars); pass it as an array or a numpy scalar of a "
+        "wider dtype (np.int64(300)) to widen the result")
 
 
 #: Every elementwise operation as the door takes it.
@@ -950,7 +982,7 @@ def _run(op: str, args: tuple[Any, ...], lengths: dict[str, Any]) -> Any:
             runner = PLANS.peek(tuple(key))
             if runner is not None:
                 try:
-                    return runner(arrays)
+                    return _checked_call(op, runner, arrays)
                 except (RearrangeError, MemoryError, RuntimeError) as error:
                     raised = front.failure(OPERATIONS[op], error, pattern, arrays, lengths,
                                            None)

@@ -133,6 +133,7 @@ class IndexPlan:
     values_split: tuple[int, ...] | None = None
     values_shape: tuple[int, ...] | None = None
     x_shape: tuple[int, ...] = ()
+    x_strides: tuple[int, ...] | None = None  # in elements, as planned (None: unknown)
 
     def __str__(self) -> str:
         return self.explain()
@@ -181,6 +182,20 @@ class IndexPlan:
             lines.append(f"  output   rearranged: permute{self.out_order or '()'}"
                          f"{'' if self.out_shape is None else f' reshape{self.out_shape}'}")
         return "\n".join(lines)
+
+    def to_svg(self) -> str:
+        """A picture of the plan as SVG text: x over its storage, its (batch, indexed,
+        value) and rows views, and the result's layout (which rows it reads depends on
+        the index data) (see :meth:`rearrange.Plan.to_svg`)."""
+        from .picture import indexing_svg
+
+        return indexing_svg(self)
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the explain table and the picture."""
+        from .picture import html_fragment
+
+        return html_fragment(str(self), self.to_svg())
 
 
 # --------------------------------------------------------------------------- planning
@@ -424,7 +439,8 @@ def plan_indexing(op: str, pattern: str, shapes: Sequence[Sequence[int]],
                      space_shape=space_shape, value_shape=value_shape,
                      index_arrays=arrays, batch_places=batch_places, route="axes",
                      out_order=out_order, out_shape=out_shape, values_order=values_order,
-                     values_split=values_split, values_shape=values_shape, x_shape=x_shape)
+                     values_split=values_split, values_shape=values_shape, x_shape=x_shape,
+                     x_strides=None if strides is None else tuple(strides))
     if strides is None or route == "axes":
         return plan
     if x_split is not None:     # a split is always a view: the leaves' strides

@@ -9,9 +9,17 @@ the two cells whose storage positions jump are outlined, with the planner's reas
 
 Pure functions from a plan's public data (layouts, step kinds and reasons) to text: no
 dependency, nothing imported from the plan modules (they import this one lazily, from
-``to_svg`` and ``_repr_html_``). Arrays larger than a screen are abbreviated: the leading
-indexes of each dim, its last one, and an ellipsis between; the number of cells drawn is
-bounded, so the picture's size is bounded whatever the shape.
+``to_svg`` and ``_repr_html_``, and hand it what only they can plan: a concatenation's
+or a split's part is drawn through the planner's own plan of it). Arrays larger than a
+screen are abbreviated: the leading indexes of each dim, its last one, and an ellipsis
+between; the number of cells drawn is bounded, so the picture's size is bounded
+whatever the shape.
+
+The notation's plans (concatenation, split, diagonal; along; elementwise; indexing) use
+the same panels: each input over its own storage, each view over the storage it reads,
+a new array as a new storage when its values are known (a concatenation, a roll, a
+copy) or as computed cells when they depend on data (a softmax, an elementwise result,
+a gather: there the picture shows the layout, not which element a cell holds).
 
 Machine-readable for tests and tools: each array is a ``<g class="array">`` with
 ``data-step`` (``0`` the input, ``k`` the plan's step ``k``), ``data-op``, ``data-shape``,
@@ -30,9 +38,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .errors import RearrangeError
 from .layout import Layout
 
-__all__ = ["plan_svg", "pack_svg", "einsum_svg", "html_fragment", "html_page"]
+__all__ = ["plan_svg", "pack_svg", "einsum_svg", "notation_svg", "along_svg", "elementwise_svg",
+           "indexing_svg", "html_fragment", "html_page"]
 
 # --------------------------------------------------------------------------- model
 
@@ -895,3 +905,387 @@ def html_page(table: str, svg: str | None, title: str) -> str:
         "@media (prefers-color-scheme: dark){body{background:#0d1117;color:#e6edf3}}"
         "</style></head><body>\n"
         f"{html_fragment(table, svg)}\n</body></html>\n")
+
+
+# --------------------------------------------------------------------------- einx's notation
+# Plans of the notation ops (concatenation.py, along.py, elementwise.py, indexing.py),
+# drawn with the same panels: each input over its own storage, each view over the
+# storage it reads, a new array as a new storage (its values known: a copy, a
+# concatenation, a roll) or computed cells (a softmax, an elementwise result, a gather,
+# whose values depend on data).
+
+
+def _layout_note(names: Sequence[str]) -> str:
+    return f"{', '.join(names)}: strides unknown to the plan, drawn C-contiguous"
+
+
+def _notation_input_strides(plan: Any, k: int) -> tuple[tuple[int, ...], bool]:
+    """Input ``k``'s strides as the plan was made for them: ``(strides, known)``;
+    unknown ones (dask, traced torch sizes) are drawn C-contiguous."""
+    from .layout import row_major_strides
+
+    given = plan.input_strides[k] if k < len(plan.input_strides) else None
+    if given is None:
+        return row_major_strides(plan.input_shapes[k]), False
+    return tuple(given), True
+
+
+def _piece_layout(piece: Any, input_layout: Layout) -> Layout:
+    """A piece as a view of its input: its slice's offset, its names' strides (a
+    repeated name's the sum of its axes': the diagonal)."""
+    offset = input_layout.offset + sum(
+        r[0] * stride for r, stride in zip(piece.region, input_layout.strides) if r is not None)
+    if piece.strides is not None:
+        return Layout(piece.shape, piece.strides, offset)
+    # strides unknown: the C-contiguous input's, split and summed like the plan does
+    leaf_strides = []
+    groups = merge_groups(piece.leaf_shape, [
+        size if r is None else r[1] - r[0] for size, r in zip(input_layout.shape, piece.region)])
+    for (start, stop), stride in zip(groups or [], input_layout.strides):
+        for leaf in range(start, stop):
+            leaf_strides.append(stride * math.prod(piece.leaf_shape[leaf + 1:stop]))
+    strides = [0] * len(piece.names)
+    for name, stride in zip(piece.leaf_names, leaf_strides):
+        if name is not None:
+            strides[piece.names.index(name)] += stride
+    return Layout(piece.shape, tuple(strides), offset)
+
+
+def _part_panel(part: Any, piece_panel: Panel, name: str,
+                plan_part: Callable[[Any, Layout], Any]) -> Panel:
+    """A piece rearranged into its part (our own rearrange, ``repeat`` where the part
+    adds axes: ``plan_part(part, piece layout)``, the planner's plan of it): the last
+    array of that plan, over the storage it reads."""
+    transform = plan_part(part, piece_panel.layout)
+    steps = [StepView(str(n), s.op, s.layout, s.kind, s.reason)
+             for n, s in enumerate(transform.steps, 1)]
+    return trace(piece_panel, steps, name)[-1]
+
+
+def notation_svg(plan: Any, plan_part: Callable[[Any, Layout], Any]) -> str:
+    """The picture of a concatenation, split or diagonal
+    (:class:`rearrange.concatenation.NotationPlan`): each input over its storage, each
+    piece that is not the whole input as it is (a slice of a split, a diagonal) as the
+    view it is, then each output: a piece's view (or copy) of its input, or for a
+    concatenation one new array with each part's place in it, like a pack.
+    ``plan_part(part, layout)``: the rearrange plan of a piece of that layout into its
+    part (what the lowering runs)."""
+    title = f"rearrange '{plan.pattern}'"
+    summary = [f"{plan.dtype or 'dtype unknown'}; {plan.backend}",
+               "result: " + ("every output a view of an input" if plan.is_view else
+                             "a new array per concatenated output, one copy per part")]
+    origins = len(plan.input_shapes)
+    inputs, unknown = [], []
+    for k, shape in enumerate(plan.input_shapes):
+        strides, known = _notation_input_strides(plan, k)
+        if not known:
+            unknown.append(k)
+        layout = Layout(tuple(shape), strides)
+        name = "input" if origins == 1 else f"input {k}"
+        inputs.append(Panel("0" if origins == 1 else f"input {k}", "input",
+                            f"{name}: its own storage", (), layout,
+                            input_storage(layout, k, name), "input", strip=origins == 1))
+    if unknown:
+        summary.append(_layout_note([f"input {k}" for k in unknown]))
+    summary += _parts_left_out("input", origins)
+    panels: list[Panel] = list(inputs[:MAX_PARTS])
+    pieces = []
+    for p, piece in enumerate(plan.pieces):
+        source = inputs[piece.input]
+        layout = _piece_layout(piece, source.layout)
+        how = ("the diagonal: a repeated name's stride is the sum of its axes' strides"
+               if piece.is_diagonal else "a slice of the input" if any(
+                   r is not None for r in piece.region) else "its axes split")
+        pieces.append(Panel(f"piece {p}", "diagonal" if piece.is_diagonal else "piece",
+                            f"piece {p}: input {piece.input} as '{piece.text}', a view",
+                            (how,), layout, source.storage, "view"))
+    for out, shape in enumerate(plan.output_shapes[:MAX_PARTS]):
+        parts = [part for part in plan.parts if part.output == out]
+        if not plan.concatenated[out]:
+            part = parts[0]
+            piece = pieces[part.piece]
+            final = _part_panel(part, piece, f"output {out}", plan_part)
+            if final is piece:                  # the part is the piece as it is
+                panels.append(dataclasses.replace(
+                    piece, step=f"output {out}", heading=f"output {out}: piece {part.piece}, "
+                    f"input {plan.pieces[part.piece].input} as '{plan.pieces[part.piece].text}'"
+                    f" (a view)"))
+                continue
+            if piece.layout != inputs[plan.pieces[part.piece].input].layout:
+                panels.append(piece)
+            view = final.storage is piece.storage
+            panels.append(dataclasses.replace(
+                final, step=f"output {out}", op="view" if view else final.op,
+                heading=f"output {out}: piece {part.piece} as '{part.text}'"
+                        + (" (a view)" if view else f": {part.copy}"),
+                notes=(part.copy,) if view else final.notes))
+            continue
+        panels.extend(_concatenated_output(plan, out, shape, parts, pieces, inputs, plan_part))
+    summary += _parts_left_out("output", len(plan.output_shapes))
+    return render(Picture(title, tuple(summary), tuple(panels), origins=origins))
+
+
+def _concatenated_output(plan: Any, out: int, shape: Sequence[int], parts: Sequence[Any],
+                         pieces: Sequence[Panel], inputs: Sequence[Panel],
+                         plan_part: Callable[[Any, Layout], Any]) -> list[Panel]:
+    """A concatenated output: each part's place (a view of the new array) and the array,
+    every element the one its part's piece rearranged puts there."""
+    layout = Layout.contiguous(tuple(shape))
+    sources = []
+    for part in parts:
+        piece = pieces[part.piece]
+        sources.append((part, _part_panel(part, piece, f"part {part.piece}", plan_part)))
+
+    def content(position: int) -> Content | None:
+        index = unravel(position, shape)
+        for part, source in sources:
+            if all(r is None or r[0] <= i < r[1] for i, r in zip(index, part.region)):
+                local = tuple(i if r is None else i - r[0] for i, r in zip(index, part.region))
+                return element(source, local)
+        return None
+    storage = Storage(f"output {out}", "copy", content, layout.extent())
+    panels = []
+    for part, _ in sources[:MAX_PARTS]:
+        piece = plan.pieces[part.piece]
+        if pieces[part.piece].layout != inputs[piece.input].layout:
+            panels.append(pieces[part.piece])
+        offset = sum(r[0] * stride for r, stride in zip(part.region, layout.strides)
+                     if r is not None)
+        place = Layout(tuple(s if r is None else r[1] - r[0]
+                             for s, r in zip(shape, part.region)), layout.strides, offset)
+        panels.append(Panel(f"place {part.piece}", "view",
+                            f"piece {part.piece}'s place in output {out}: "
+                            f"{_region_text(part.region)}, a view of the new array",
+                            (f"piece {part.piece} (input {piece.input} as '{piece.text}') as "
+                             f"'{part.text}': {part.copy}",), place, storage, "view"))
+    panels.append(Panel(f"output {out}", "copy", f"output {out}: a new storage, each piece "
+                        "copied into its place", (), layout, storage, "copy", strip=True))
+    return panels
+
+
+def _region_text(region: Sequence[Any]) -> str:
+    return "[" + ", ".join(":" if r is None else f"{r[0]}:{r[1]}" for r in region) + "]"
+
+
+def along_svg(explanation: Any) -> str:
+    """The picture of an operation along bracketed axes
+    (:class:`rearrange.along.AlongExplanation`): the input, its split (a view), the op —
+    numpy's flip a view with negated strides, a roll a new array of the input's elements
+    moved, the others new arrays of computed values — and the merge into the output."""
+    plan = explanation.plan
+    split, merge = explanation.split, explanation.merge
+    summary = []
+    first_layout = getattr(explanation, "input", None)
+    if first_layout is None:
+        first_layout = Layout.contiguous(explanation.input_shape)
+        summary.append(_layout_note(["the input"]))
+    first = Panel("0", "input", "input", (), first_layout, input_storage(first_layout),
+                  "input", strip=True)
+    steps = [] if split is None else [
+        StepView(f"split {n}", s.op, s.layout, s.kind, s.reason)
+        for n, s in enumerate(split.steps, 1)]
+    panels = trace(first, steps)
+    elementary = panels[-1]
+    layout = elementary.layout
+    op_panel: Panel
+    if plan.op == "flip":
+        strides = list(layout.strides)
+        offset = layout.offset
+        for a in plan.axes:
+            if layout.shape[a] > 0:
+                offset += (layout.shape[a] - 1) * strides[a]
+            strides[a] = -strides[a]
+        flipped = Layout(layout.shape, tuple(strides), offset)
+        op_panel = Panel("op", "flip", "flip (a view on numpy: each stride negated, the offset "
+                         "moved to the last element)", (plan.describe_op(),), flipped,
+                         elementary.storage, "view")
+    elif plan.op == "roll":
+        result = Layout.contiguous(layout.shape)
+
+        def content(position: int) -> Content | None:
+            index = list(unravel(position, layout.shape))
+            for a, shift in zip(plan.axes, plan.shift):
+                if layout.shape[a]:
+                    index[a] = (index[a] - shift) % layout.shape[a]
+            return element(elementary, tuple(index))
+        op_panel = Panel("op", "roll", "roll → a new array: each element moved along the "
+                         "bracketed axes", (plan.describe_op(),), result,
+                         Storage("roll", "copy", content, result.extent()), "copy", strip=True)
+    else:
+        shape = (merge.input.shape if merge is not None else
+                 _along_result_shape(plan, layout.shape))
+        result = Layout.contiguous(shape)
+        op_panel = Panel("op", plan.op, f"{plan.op} → a new array of computed values",
+                         (plan.describe_op(),), result, computed_storage(shape, plan.op), "new")
+    panels.append(op_panel)
+    if merge is not None:
+        steps = [StepView(f"merge {n}", s.op, s.layout, s.kind, s.reason)
+                 for n, s in enumerate(merge.steps, 1)]
+        panels = panels[:-1] + trace(op_panel, steps)
+    title = f"{plan.op} '{plan.pattern}'"
+    return render(Picture(title, tuple(summary), tuple(panels)))
+
+
+def _along_result_shape(plan: Any, shape: Sequence[int]) -> tuple[int, ...]:
+    if plan.op not in ("argmax", "argmin"):
+        return tuple(shape)
+    kept = tuple(n for k, n in enumerate(shape) if k not in plan.axes)
+    return kept + ((len(plan.axes),) if len(plan.axes) > 1 else ())
+
+
+def _int_shape(values: Sequence[Any]) -> bool:
+    return all(type(v) is int for v in values)
+
+
+def elementwise_svg(plan: Any) -> str:
+    """The picture of an elementwise operation
+    (:class:`rearrange.elementwise.ElementwisePlan`): each input over its storage, the
+    view the operation reads of it over the output's axes (stride 0 where it lacks an
+    axis: one element repeated, dashed cells), and the one new array it computes."""
+    axes = " ".join(name for name, _ in plan.axes)
+    title = f"{plan.op} '{plan.pattern}'"
+    summary = [f"over axes ({axes}) {_shape_text(plan.elementary_shape)}: every input a view, "
+               "one computation, no copy", f"run: {plan.computation('numpy')}"]
+    if not _int_shape(plan.elementary_shape):
+        raise RearrangeError("a picture needs concrete axis lengths; this plan's are "
+                             f"symbolic: {_shape_text(plan.elementary_shape)}")
+    arrays = [(k, view) for k, view in enumerate(plan.inputs) if not view.scalar]
+    scalars = [k for k, view in enumerate(plan.inputs) if view.scalar]
+    if scalars:
+        summary.append(", ".join(f"x{k}" for k in scalars) + ": a Python number, broadcast "
+                       "by the operation (not drawn)")
+    origins = len(plan.inputs)
+    panels: list[Panel] = []
+    unknown = []
+    for k, view in arrays[:MAX_PARTS]:
+        strides = view.strides
+        if strides is None:
+            unknown.append(k)
+            strides = Layout.contiguous(view.shape).strides
+        # positions relative to the first element, as numpy's strides are (a negative
+        # stride reaches below it)
+        layout = Layout(tuple(view.shape), tuple(strides))
+        name = f"input {k}"
+        storage = input_storage(layout, k, name)
+        panels.append(Panel(f"x{k}", "input", f"x{k}: '{view.expression}', its own storage", (),
+                            layout, storage, "input"))
+        view_strides = view.view_strides
+        if view_strides is None:
+            view_strides = _broadcast_strides(plan, view, layout.strides)
+        read = Layout(plan.elementary_shape, tuple(view_strides), layout.offset)
+        if read != layout:
+            lacks = [name for (name, length), size in zip(plan.axes, view.view_shape)
+                     if size == 1 and length != 1]
+            notes = ((f"stride 0 on {' '.join(lacks)}: the axes x{k} lacks",) if lacks else ())
+            panels.append(Panel(f"view {k}", "view", f"x{k} as the operation reads it: a view "
+                                f"over ({axes})", notes, read, storage, "view"))
+    if unknown:
+        summary.append(_layout_note([f"x{k}" for k in unknown]))
+    summary += _parts_left_out("input", len(arrays))
+    computed = Layout.contiguous(plan.elementary_shape)
+    result = Panel("result", plan.op, f"{plan.op} → a new array of computed values, "
+                   "C-contiguous", (), computed, computed_storage(computed.shape, plan.op), "new")
+    panels.append(result)
+    if plan.grouped:
+        output = computed.try_view(tuple(plan.output_shape))
+        if output is not None:
+            panels.append(Panel("output", "merge", f"output '{plan.output_expression}': a view "
+                                "of the new array", (), output, result.storage, "view"))
+    return render(Picture(title, tuple(summary), tuple(panels), origins=origins))
+
+
+def _broadcast_strides(plan: Any, view: Any, strides: Sequence[int]) -> tuple[int, ...]:
+    """Strides unknown to the plan: the view's, from the C-contiguous input's (the view
+    is of every output axis, stride 0 where it has length 1)."""
+    layout = Layout.contiguous(tuple(view.shape))
+    steps = Layout(tuple(view.shape), tuple(strides))
+    if view.split is not None:
+        steps = steps.try_view(tuple(view.split)) or layout.try_view(tuple(view.split))
+    for first, second in view.diagonals:
+        keep = [d for d in range(steps.ndim) if d not in (first, second)]
+        steps = Layout(tuple(steps.shape[d] for d in keep) + (steps.shape[first],),
+                       tuple(steps.strides[d] for d in keep)
+                       + (steps.strides[first] + steps.strides[second],))
+    if view.permutation is not None:
+        steps = steps.permute(view.permutation)
+    if view.unit_shape is not None:
+        steps = steps.try_view(tuple(view.unit_shape))
+    lead = len(view.view_shape) - steps.ndim
+    strides = (0,) * lead + steps.strides
+    return tuple(0 if size == 1 else stride for size, stride in zip(view.view_shape, strides))
+
+
+def indexing_svg(plan: Any) -> str:
+    """The picture of ``get_at``/``set_at``/``add_at``/``subtract_at``
+    (:class:`rearrange.indexing.IndexPlan`): ``x`` over its storage, its (batch,
+    indexed, value) view and its rows view, and the result. Which row each result
+    element reads (or each update writes) depends on the index arrays' values: the
+    picture shows the layouts and places, the gathered cells as computed."""
+    title = f"{plan.op} '{plan.pattern}'"
+    batch = " ".join(plan.batch) or "-"
+    indexed = " ".join(f"{n}={k}" for n, k in plan.indexed)
+    summary = [f"axes: batch {batch}; indexed {indexed}; value "
+               f"{' '.join(plan.values_axes) or '-'}",
+               "which row each element reads or writes depends on the index arrays' values"]
+    if plan.x_strides is None:
+        x = Layout.contiguous(tuple(plan.x_shape))
+        summary.append("x: strides unknown to the plan (the \"axes\" route), drawn "
+                       "C-contiguous")
+    else:
+        x = Layout(tuple(plan.x_shape), plan.x_strides)
+        if plan.op != "get_at":
+            summary.append("x drawn C-contiguous: an update is planned for its copy of x, "
+                           "which is")
+    panels = [Panel("0", "input", "x: the indexed array", (), x, input_storage(x), "input",
+                    strip=True)]
+    if plan.op != "get_at":
+        result = Layout.contiguous(x.shape)
+        panels.append(Panel("copy", "copy", "the result: x copied once, C-contiguous (the "
+                            "caller's x is never written), then updated in place", (),
+                            result, copied_storage(panels[0], "result"), "copy", strip=True))
+    source = panels[-1]
+    split = source.layout if plan.x_split is None else source.layout.try_view(plan.x_split)
+    ordered = split.permute(plan.x_order)
+    if plan.x_split is not None or plan.x_order != tuple(range(len(plan.x_order))):
+        panels.append(Panel("view", "permute", "x as (batch, indexed, value): a view", (),
+                            ordered, source.storage, "view"))
+    kind = "gather" if plan.op == "get_at" else "scatter"
+    if plan.route == "rows":
+        merged = len(plan.rows_order)
+        inner = plan.rows_order + tuple(range(merged, ordered.ndim))
+        rows = ordered.permute(inner).try_view(plan.rows_view)
+        if rows is not None:
+            panels.append(Panel("rows", "rows", f"rows: batch and indexed axes merged, a view "
+                                f"(the {kind} reads or writes whole rows)",
+                                (f"row = sum(coordinate * {plan.multipliers})",), rows,
+                                source.storage, "view"))
+    block_shape = tuple(plan.space_shape) + tuple(plan.value_shape)
+    if plan.op == "get_at":
+        block = Layout.contiguous(block_shape)
+        gathered = Panel("gathered", "gather", "the gathered block (space..., value...): a "
+                         "new array; each element a row chosen by the index data",
+                         (f"space {' '.join(plan.space) or '-'} {_shape_text(plan.space_shape)}"
+                          f", value {_shape_text(plan.value_shape)}",),
+                         block, computed_storage(block_shape, "gathered"), "new")
+        panels.append(gathered)
+        last = gathered
+    else:
+        last = Panel("updated", "view", "the updated result in x's (batch, indexed, value) "
+                     "order, a view", (), ordered, source.storage, "view")
+    steps = []
+    layout = last.layout
+    if plan.out_order is not None:
+        layout = layout.permute(plan.out_order)
+        steps.append(StepView("out 1", "permute", layout, "view", "into the output's order"))
+    if plan.out_shape is not None:
+        view = layout.try_view(plan.out_shape)
+        if view is None:
+            layout = Layout.contiguous(layout.shape)
+            steps.append(StepView(f"out {len(steps) + 1}", "copy", layout, "copy",
+                                  "the output's groups need a copy"))
+            view = layout.try_view(plan.out_shape)
+        steps.append(StepView(f"out {len(steps) + 1}", "merge", view, "view",
+                              "the output's groups"))
+    if steps:
+        panels = panels + trace(last, steps, "output")[1:]
+    return render(Picture(title, tuple(summary), tuple(panels)))

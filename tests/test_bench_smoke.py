@@ -10,6 +10,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
@@ -41,7 +42,7 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     assert "ra/numpy" in stdout and "first copy" in stdout  # overhead, cold start
     result = json.loads((tmp_path / "smoke.json").read_text())
     assert result["machine"]["cpu_model"] and result["machine"]["versions"]["numpy"]
-    assert set(result["records"]) == {"overhead", "coldstart", "cases", "scaling"}
+    assert set(result["records"]) == {"overhead", "coldstart", "cases", "scaling", "ops"}
     cases = result["records"]["cases"]
     assert {r["threads"] for r in cases} == {1, 2}
     assert {r["kind"] for r in cases} == {"copy", "view"}
@@ -55,7 +56,8 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
         if not takes_part:
             assert r["missing"]["jax"].startswith("n/a"), r["missing"]
     assert (tmp_path / "smoke.md").read_text().startswith("# rearrange benchmarks")
-    for png in ("smoke-cases-alloc.png", "smoke-cases-prealloc.png", "smoke-scaling.png"):
+    for png in ("smoke-cases-alloc.png", "smoke-cases-prealloc.png", "smoke-scaling.png",
+                "smoke-ops.png"):
         assert (tmp_path / png).stat().st_size > 0, png
 
     summary = run_bench("summary.py", str(tmp_path / "smoke.json"), timeout=60)
@@ -75,6 +77,62 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
         assert row[2] == "2" and spread == f"{median[:-1]}–{median[:-1]})", row
         assert row[4] in ("0 of 2", "2 of 2"), row
     assert across.count("each run: ") == 2, across
+
+
+def test_ops_suite_smoke_run(tmp_path: pathlib.Path) -> None:
+    """``run.py --suite ops`` (#39: every operation against the best peer) on tiny
+    shapes: every case of race_ops.py checked against rearrange and timed beside its
+    peers, a record per case with the best peer and the ratios, the table, the plot."""
+    pytest.importorskip("einops", reason="einops is a peer of every case")
+    stdout = run_bench("run.py", "--smoke", "--suite", "ops", "--threads", "2", "--rounds",
+                       "1", "--out", str(tmp_path), "--name", "ops")
+    result = json.loads((tmp_path / "ops.json").read_text())
+    records = result["records"]["ops"]
+    assert [r["family"] for r in records] == (
+        ["einsum"] * 2 + ["reduce"] * 5 + ["repeat", "pack"])
+    for r in records:
+        assert r["threads"] == 2 and "rearrange" in r["contenders"], r["case"]
+        assert {"numpy", "einops numpy"} & set(r["contenders"]), r["case"]
+        assert r["best_peer"] in r["contenders"] and r["ratio_vs_best_peer"] > 0
+        # a peer either ran or says why not
+        for peer in ("numpy", "einops numpy", "torch", "einops torch", "jax"):
+            assert (peer in r["contenders"]) != (peer in r["missing"]), (r["case"], peer)
+    chain = next(r for r in records if r["case"].startswith("einsum chain"))
+    assert chain["missing"]["einops numpy"].startswith("n/a")
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and
+            not line.startswith("| case")]
+    assert len(rows) == len(records) and all(row.endswith("× |") for row in rows), stdout
+    assert "## ops: every operation against the best peer" in (tmp_path / "ops.md").read_text()
+    if _has("matplotlib"):
+        assert (tmp_path / "ops-ops.png").stat().st_size > 0
+
+
+def test_race_ops_checks_every_contender() -> None:
+    """A contender whose result differs is refused before any timing."""
+    import importlib
+    sys.path.insert(0, str(BENCH))
+    try:
+        race_ops = importlib.import_module("race_ops")
+    finally:
+        sys.path.remove(str(BENCH))
+    x = np.arange(6.0)
+    good = race_ops.OpCase("same", "copy", {"rearrange": x.copy, "numpy": x.copy})
+    race_ops.check(good)
+    bad = race_ops.OpCase("off by one", "copy", {"rearrange": x.copy, "numpy": lambda: x + 1})
+    with pytest.raises(race_ops.MismatchError, match="numpy"):
+        race_ops.check(bad)
+    close = race_ops.OpCase("rounding", "einsum", {"rearrange": x.copy,
+                                                  "numpy": lambda: x * (1 + 1e-7)},
+                            exact=False)
+    race_ops.check(close)
+
+
+def _has(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
 
 
 @pytest.mark.slow

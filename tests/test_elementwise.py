@@ -597,3 +597,15 @@ def test_jax():
     assert_same(np.asarray(result), einx.add("a a, a -> a", x, b))
     result = ra.logaddexp(jnp.asarray(x), jnp.asarray(b), "a b, b -> b a")
     assert_same(np.asarray(result), np.logaddexp(x, b).T)
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_a_python_number_the_dtype_cannot_hold_is_our_error(warm):
+    """numpy raises OverflowError for int8 + 300 (Python numbers take the array's dtype);
+    the call raises an ArgumentTypeError that says so, cold and warm alike."""
+    x = np.zeros((2, 3), np.int8)
+    if warm:
+        ra.add(x, 3, "a b,")
+    with pytest.raises(ra.ArgumentTypeError, match="300 out of bounds for int8.*np.int64"):
+        ra.add(x, 300, "a b,")
+    np.testing.assert_array_equal(ra.add(x, np.int64(300), "a b,"), x.astype(np.int64) + 300)

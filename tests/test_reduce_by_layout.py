@@ -85,11 +85,15 @@ def test_the_choice_on_both_sides_of_each_threshold():
     assert plan_by_layout("sum", (big, 2, 2), np.dtype(np.int8), 2, 1) == "window"
     assert plan_by_layout("mean", (big, 2, 2), np.dtype(np.int8), 2, 1, (4, 2, 1)) == "numpy"
     rows = reductions.PARALLEL_MIN_BYTES // 4 // 64
-    assert plan_by_layout("sum", (rows, 64), f4, 1, 2) == "slabs"
-    assert plan_by_layout("sum", (rows - 1, 64), f4, 1, 2) == "numpy"
-    assert plan_by_layout("sum", (rows, 64), f4, 1, 1) == "numpy"
-    assert plan_by_layout("sum", (rows, 64), np.dtype(np.float16), 1, 2) == "numpy"
-    assert plan_by_layout("var", (rows, 64), f4, 1, 2) == "numpy"
+    assert plan_by_layout("sum", (rows, 64), f4, 1, 2, (64, 1)) == "slabs"
+    assert plan_by_layout("sum", (rows - 1, 64), f4, 1, 2, (64, 1)) == "numpy"
+    assert plan_by_layout("sum", (rows, 64), f4, 1, 1, (64, 1)) == "numpy"
+    assert plan_by_layout("sum", (rows, 64), np.dtype(np.float16), 1, 2, (64, 1)) == "numpy"
+    assert plan_by_layout("var", (rows, 64), f4, 1, 2, (64, 1)) == "numpy"
+    long_rows = reductions.PARALLEL_MIN_BYTES // 4 // 127 + 1
+    assert plan_by_layout("sum", (long_rows, 127), f4, 1, 2, (127, 1)) == "slabs"
+    assert plan_by_layout("sum", (long_rows, 128), f4, 1, 2, (128, 1)) == "numpy"
+    assert plan_by_layout("sum", (64, rows), f4, 1, 2, (1, 64)) == "numpy"  # inner: kept
     assert plan_by_layout(np.max, (big, 2, 2), f4, 2, 1) == "numpy"       # callables: theirs
     assert plan_by_layout("max", (big, 2, 2), np.dtype(object), 2, 1) == "numpy"
 

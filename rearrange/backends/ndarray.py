@@ -7,9 +7,11 @@ copy step allocates a C-contiguous result and hands the strided view to the copy
 kernel (:func:`rearrange.kernel.copy_into`), which checks on every call that its plan
 fits the source. ``out=`` copies the permuted view into the caller's array. reduce
 reduces the trailing axes of a view (:mod:`rearrange.reductions`), repeat is a
-read-only broadcast view or its kernel copy; pack assigns each input into its slice of
-a new array, unpack returns slices and splits (views), einsum runs ``numpy.einsum``
-into a new array between the operands' and the result's rearranges.
+read-only broadcast view or its copy (``numpy.repeat`` along each repeated axis); pack
+concatenates the inputs into a new array (or assigns each into its slice, where one is
+split), unpack returns slices and splits (views), einsum runs ``numpy.einsum`` (on its
+optimize path, one pairwise step at a time) into a new array between the operands' and
+the result's rearranges.
 
 Entries are ``(code, argument)``: the front door runs the commonest view plans itself
 from the code (one call, no closure), and any other runner as ``argument(x)``.
@@ -17,6 +19,8 @@ from the code (one call, no closure), and any other runner as ``argument(x)``.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping
@@ -99,7 +103,7 @@ def lower(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
     if plan.reduction is not None:
         return _reduce_runner(plan, reduction, sample)
     if plan.op == "repeat":
-        return _repeat_runner(plan)
+        return _repeat_runner(plan, sample)
     entry = lower_rearrange(plan, sample)
     return lambda x: run_entry(entry, x)
 
@@ -136,14 +140,89 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
     return run
 
 
-def _repeat_runner(plan: Plan) -> Runner:
-    """The broadcast view (read-only), or a kernel copy of it then the merge."""
+def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
+    """The broadcast view (read-only), or a copy of it then the merge: ``numpy.repeat``
+    along each repeated axis (:func:`repeated_axes`), or the kernel where none is."""
     copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
     if copy_index is None:
         return strided_runner(plan, plan.output, writeable=False)
     source = plan.steps[copy_index - 1].layout if copy_index else plan.input
-    return kernel_runner(strided_runner(plan, source, writeable=False),
-                         plan.steps[copy_index].kernel, plan.output.shape)
+    axes = repeated_axes(source)
+    if not axes:
+        return kernel_runner(strided_runner(plan, source, writeable=False),
+                             plan.steps[copy_index].kernel, plan.output.shape)
+    # The view with every repeated axis cut to length 1 holds each value once: numpy
+    # repeats its blocks (a memcpy per block and repeat, or a fixed-size move for small
+    # blocks) into a fresh C-contiguous array, one axis after another, the innermost
+    # first (the smallest intermediate arrays). The view is writeable (as writeable as
+    # the input; numpy.repeat only reads it, and it never leaves this function) because
+    # numpy.repeat first copies an input that is not C-contiguous, aligned and
+    # writeable: a read-only view cost 1.5x.
+    once = Layout(tuple(1 if k in axes else n for k, n in enumerate(source.shape)),
+                  source.strides, source.offset)
+    # Most often that view is the input with unit dims inserted: numpy's reshape (a
+    # view, checked once on the first array of this layout) costs a tenth of building
+    # it from the strides.
+    # (A broadcast input's own stride-0 axes are repeated axes too: no reshape then.)
+    view: Runner = lambda x, shape=once.shape: x.reshape(shape)  # noqa: E731
+    try:
+        reshaped = view(sample) if sample.size == math.prod(once.shape) else None
+    except ValueError:
+        reshaped = None
+    if reshaped is None or not is_expected_view(reshaped, sample, plan, once):
+        view = strided_runner(plan, once)
+    counts = tuple((axis, source.shape[axis]) for axis in reversed(axes))
+    merged = plan.output.shape
+
+    def run(x: np.ndarray) -> np.ndarray:
+        y = view(x)
+        for axis, count in counts:
+            y = y.repeat(count, axis)
+        return y.reshape(merged)
+    return run
+
+
+def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
+    """numpy's account of who copies: a repeat whose broadcast view repeats along some
+    axis is copied by ``numpy.repeat`` (:func:`_repeat_runner`), not by the kernel; every
+    other copy is the kernel's, as planned."""
+    if plan.op != "repeat":
+        return plan
+    steps = list(plan.steps)
+    for k, step in enumerate(steps):
+        if not step.is_copy:
+            continue
+        source = steps[k - 1].layout if k else plan.input
+        axes = repeated_axes(source)
+        if axes:
+            reason = (f"numpy.repeat along dim{'s' if len(axes) > 1 else ''} "
+                      f"{', '.join(map(str, axes))} of the broadcast view, innermost first: "
+                      "each value read once, copied block by block (faster than the kernel "
+                      "over a stride-0 source)")
+            steps[k] = dataclasses.replace(step, kernel=kernel_numpy_copy(step.kernel, reason))
+    return dataclasses.replace(plan, steps=tuple(steps))
+
+
+def kernel_numpy_copy(planned: Any, reason: str) -> Any:
+    """A copy plan that says numpy copies (``variant="numpy"``), and why."""
+    if planned is None:
+        return kernel.CopyKernel("numpy", 0, (), (), None, 1, reason)
+    return dataclasses.replace(planned, variant="numpy", reason=reason)
+
+
+def repeated_axes(view: Layout) -> tuple[int, ...]:
+    """The axes a repeat's broadcast view repeats along (stride 0, length > 1), in order;
+    none for an empty view (the kernel's allocation alone) or a copy that repeats
+    nothing (a permuting copy: the kernel's own case).
+
+    numpy.repeat, axis by axis, beat the kernel's copy of the broadcast view at 2
+    threads: 1.9x on #39's repeat (64, 256, 64) x4 (rows of 256 bytes), 1.8x repeating
+    single elements, 1.1x tiling whole arrays, 5.8x on two repeated axes
+    (docs/performance.md, "Every operation against the best peer")."""
+    if 0 in view.shape:
+        return ()
+    return tuple(k for k, (length, stride) in enumerate(zip(view.shape, view.strides))
+                 if stride == 0 and length > 1)
 
 
 def run_into(entry: "IntoEntry", array: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -362,11 +441,24 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
 
 def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
     """A pack plan as numpy calls, ``Sequence[array] -> np.ndarray``: a new C-contiguous
-    array of ``dtype``, then per input a view of its place (slice, split) assigned from
-    the input (numpy casts, and reads the input's strides on every call). Items may be
-    numpy arrays, numpy scalars or Tensors (through their numpy view)."""
+    array of ``dtype`` holding each input in its place along the packed dim. Where every
+    input fills its place as it is (one dim in ``*``: no split), that is one
+    ``numpy.concatenate`` (numpy's loop over the inputs; einops' call); else a new array
+    and per input a view of its place (slice, split) assigned from the input. numpy
+    casts, and reads the inputs' strides on every call. Items may be numpy arrays, numpy
+    scalars or Tensors (through their numpy view)."""
     shape = plan.packed.shape
     places = packed_places(plan)
+    if all(split is None for _, split in places):
+        axis = plan.axis
+
+        def concatenate(tensors: Any) -> np.ndarray:
+            arrays = [x.numpy() if type(x) is Tensor else x for x in tensors]
+            # into a C-contiguous out: on its own numpy orders the result's strides
+            # as the inputs' (transposed inputs, a transposed result)
+            return np.concatenate(arrays, axis=axis, out=np.empty(shape, dtype),
+                                  casting="unsafe")
+        return concatenate
 
     def run(tensors: Any) -> np.ndarray:
         out = np.empty(shape, dtype)
@@ -418,12 +510,98 @@ def lower_contraction(plan: Any) -> Callable[[Any], np.ndarray]:
     if plan.engine == "numpy.matmul":
         return _matmul_contraction(plan, shape, dtype)
     subscripts, optimize = plan.subscripts, plan.optimize
+    steps = None
+    if optimize is not False and math.prod(shape) * dtype.itemsize >= PAIRWISE_MIN_BYTES:
+        steps = pairwise_steps(subscripts, plan.path)
+    if steps is None:
+        # numpy.einsum writes into a fresh array: below PAIRWISE_MIN_BYTES its copy of
+        # a permuted last product into out= costs less than a call per step; '...' in
+        # the subscripts, numpy runs its path itself
+        def contract(operands: Any) -> np.ndarray:
+            result = np.empty(shape, dtype)
+            np.einsum(subscripts, *operands, out=result, optimize=optimize)
+            return result
+        return contract
+    run_path = _path_runner(steps)
 
-    def contract(operands: Any) -> np.ndarray:
-        result = np.empty(shape, dtype)
-        np.einsum(subscripts, *operands, out=result, optimize=optimize)
+    # numpy's optimize path, without out=: given out=, numpy.einsum copies its last
+    # step's array into out in one more pass (#39: the chain took 1.5x as long). Every
+    # step contracts two or more operands into a new array, but the result may be a
+    # permuted view of it (numpy 2.4 runs pairs as a batched matmul and transposes the
+    # product), a numpy scalar, or of numpy's promotion step by step: the contraction's
+    # invariant (a fresh C-contiguous array of ``dtype``, sharing no memory with an
+    # input) is restored by one copy only where it does not already hold.
+    def contract_optimized(operands: Any) -> np.ndarray:
+        result = run_path(operands)
+        if type(result) is not np.ndarray or result.dtype != dtype or \
+                not result.flags.c_contiguous or any(
+                np.may_share_memory(result, x) for x in operands):
+            fresh = np.empty(shape, dtype)
+            np.copyto(fresh, result, casting="unsafe")
+            return fresh
         return result
-    return contract
+    return contract_optimized
+
+
+# The smallest result (bytes) whose contraction runs numpy's path one step at a time
+# (a numpy.einsum call each, ~15 us) rather than as one numpy.einsum call into out=
+# (which copies a permuted last product once more). Measured both sides at 2 threads:
+# docs/performance.md, "Every operation against the best peer".
+PAIRWISE_MIN_BYTES = 1 << 18
+
+
+Step = tuple[tuple[int, ...], str, str]
+
+
+def pairwise_steps(subscripts: str, path: Any) -> list[Step] | None:
+    """numpy's contraction path as calls: per step, the positions it takes from the list
+    of operands (numpy's order: highest first; its result goes to the end of the list),
+    its subscripts, and the same with its two operands swapped (other steps: the same).
+    None where the subscripts hold '...' (numpy's own loop handles those)."""
+    if "..." in subscripts:
+        return None
+    inputs, output = subscripts.split("->")
+    terms = inputs.split(",")
+    steps = []
+    for number, step in enumerate(path):
+        taken = tuple(sorted(step, reverse=True))
+        popped = [terms.pop(k) for k in taken]
+        if number == len(path) - 1:
+            result = output
+        else:   # the step's letters still wanted by another operand or the output
+            wanted = set("".join(terms) + output)
+            result = "".join(dict.fromkeys(
+                letter for term in popped for letter in term if letter in wanted))
+        swapped = ",".join(popped[::-1] if len(popped) == 2 else popped) + "->" + result
+        steps.append((taken, ",".join(popped) + "->" + result, swapped))
+        terms.append(result)
+    return steps if terms == [output] else None
+
+
+def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
+    """The path's steps through numpy.einsum, one pair (or group) at a time. The last
+    step's two operands are taken in the order in which numpy's batched matmul writes the
+    product in the output's order (a C-contiguous array, no copy after): learnt on the
+    first call of this runner (one layout of the inputs: the same order every call),
+    switched when the product came back permuted."""
+    swap = [False]
+    # a step's own path: all its operands at once (numpy then skips the path search)
+    whole = {len(taken): ["einsum_path", tuple(range(len(taken)))] for taken, _, _ in steps}
+
+    def run(operands: Any) -> Any:
+        arrays = list(operands)
+        for k, (taken, subscripts, swapped) in enumerate(steps):
+            taken_arrays = [arrays.pop(i) for i in taken]
+            last = k == len(steps) - 1
+            if last and swap[0]:
+                subscripts, taken_arrays = swapped, taken_arrays[::-1]
+            result = np.einsum(subscripts, *taken_arrays, optimize=whole[len(taken)])
+            arrays.append(result)
+        if len(steps[-1][0]) == 2 and type(result) is np.ndarray and \
+                not result.flags.c_contiguous:
+            swap[0] = not swap[0]
+        return result
+    return run
 
 
 def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
