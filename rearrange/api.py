@@ -330,7 +330,7 @@ def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], o
     if not isinstance(out, Tensor):
         raise ArgumentTypeError(
             f"out must be a rearrange.Tensor for a rearrange.Tensor input, got {type(out).__name__}")
-    layout, itemsize = array.layout, array.element_size()
+    layout = array.layout
     key = ("rearrange-out", "tensor", pattern, layout, array.dtype, *axes_lengths.items())
     plan = _PLANS.get(key)
     if plan is None:
