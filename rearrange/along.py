@@ -34,6 +34,7 @@ import numpy as np
 
 from .caching import PLANS
 from .errors import ArgumentTypeError, RearrangeError
+from . import front
 from .front import run_transform
 from .notation import (Brackets, Dots, Expression, Group, Leaf, Name, Number, Product, Sum,
                        expand, leaves, parse_notation)
@@ -704,48 +705,92 @@ def _plan(op: str, pattern: Any, ndim: int, given: tuple, shift: tuple | None) -
     return plan
 
 
-_entries = PLANS.entries
 _PLAIN = (int, type(None))
-_PLAIN_INT = frozenset({int})
+_PLAIN_INT = front.PLAIN_INT
+
+
+def _door_key(op: str) -> Callable[..., Any]:
+    def key(library: Any, x: Any, pattern: Any, axes_lengths: Mapping[str, Any],
+            shift: Any) -> Any:
+        """``("along", op, pattern, array type, rank, shift, *lengths)``: no sizes, so
+        traced inputs share it. Only a plain shift and plain-int lengths (canonical:
+        3.0 or True stay themselves) meet the cache; anything else is never kept."""
+        if type(shift) in _PLAIN and (not axes_lengths or _PLAIN_INT.issuperset(
+                map(type, axes_lengths.values()))):
+            return ("along", op, pattern, type(x), len(x.shape), shift, *axes_lengths.items())
+        return front.NOT_KEPT
+    return key
+
+
+def _door_plan(op: str) -> Callable[..., AlongPlan]:
+    def plan(library: Any, x: Any, pattern: Any, axes_lengths: Mapping[str, Any],
+             shift: Any) -> AlongPlan:
+        """Checks first (the lengths, ``shift``), then the plan for ``x``'s rank."""
+        given = _given(op, axes_lengths) if axes_lengths else ()
+        shift_values = _shift_tuple(shift) if op == "roll" else None
+        return _plan(op, pattern, len(x.shape), given, shift_values)
+    return plan
+
+
+def _door_context(op: str) -> Callable[..., RearrangeError]:
+    def context(error: RearrangeError, pattern: Any, x: Any, axes_lengths: Any,
+                shift: Any) -> RearrangeError:
+        return type(error)(f"{error}\n(in {op}() with pattern {pattern!r})")
+    return context
+
+
+def _operation(op: str) -> front.Operation:
+    """``op`` as the door (:func:`rearrange.front.run`) takes it: the backend is the
+    array's library (:func:`_library_of`, which refuses what no library takes), the
+    extras ``shift``. The plan is shape-free: no call is traced for the door."""
+    return front.Operation(
+        name=op, parse_kind="notation",
+        inputs=lambda x: (_library_of(x, op)[0], x),
+        key=_door_key(op), plan=_door_plan(op),
+        lower=lambda library, plan, x, axes_lengths, shift: _lower(op, library, plan, x),
+        context=_door_context(op), traced=lambda *call: False)
+
+
+#: The operations along bracketed axes as the door takes them.
+DOOR: dict[str, front.Operation] = {op: _operation(op) for op in OPERATIONS}
+
+
+_entries = PLANS.entries
 
 
 def _run(op: str, x: Any, pattern: Any, shift: Any, axes_lengths: Mapping[str, Any]) -> Any:
-    """The warm path: one key — (op, pattern, array type, rank, shift, lengths), no sizes,
-    so traced inputs share it — and the runner lowered for it."""
-    # only plain ints meet the cache: 3.0 or True must never hit an entry made for 3 or 1
-    key = runner = None
+    """A call: the warm path ahead of the door — the door's key (:func:`_door_key`)
+    written out, one lookup, a hit run with the door's error handling — else
+    :func:`rearrange.front.run`. (Only a type :func:`_library_of` took has a kept key.)"""
     if type(shift) in _PLAIN and (not axes_lengths or _PLAIN_INT.issuperset(
             map(type, axes_lengths.values()))):
         try:
-            key = ("along", op, pattern, type(x), len(x.shape), shift, *axes_lengths.items())
-            runner = _entries.get(key)
+            runner = _entries.get(("along", op, pattern, type(x), len(x.shape), shift,
+                                   *axes_lengths.items()))
         except (TypeError, AttributeError):     # an unhashable pattern, no shape
-            key = None
-    if runner is not None:
-        PLANS.hits += 1
-        return runner(x)
-    PLANS.misses += 1
-    runner = _lower(op, x, pattern, shift, axes_lengths)
-    if key is not None:
-        PLANS.put(key, runner)
-    return runner(x)
+            runner = None
+        if runner is not None:
+            PLANS.hits += 1
+            try:
+                return runner(x)
+            except (RearrangeError, MemoryError, RuntimeError) as error:
+                raised = front.failure(DOOR[op], error, pattern, x, axes_lengths, shift)
+                if raised is None:
+                    raise
+                raise raised from None
+    return front.run(DOOR[op], x, pattern, axes_lengths, shift)
 
 
-def _lower(op: str, x: Any, pattern: Any, shift: Any,
-           axes_lengths: Mapping[str, Any]) -> Callable[[Any], Any]:
-    """A runner of ``op`` for arrays of ``x``'s type and rank (checks first: the library,
-    the lengths, ``shift``, then the plan)."""
-    library, array = _library_of(x, op)
-    convert = array is not x            # numpy scalars and subclasses: as numpy arrays
-    given = _given(op, axes_lengths) if axes_lengths else ()
-    shift_values = _shift_tuple(shift) if op == "roll" else None
-    plan = _plan(op, pattern, len(array.shape), given, shift_values)
+def _lower(op: str, library: Any, plan: AlongPlan, x: Any) -> Callable[[Any], Any]:
+    """The runner of ``plan`` for arrays of ``x``'s type and rank (numpy scalars and
+    subclasses taken as numpy arrays)."""
+    convert = type(x) is not np.ndarray and library is _NUMPY
     split, split_lengths = plan.split, dict(plan.split_lengths)
     merge, merge_lengths = plan.merge, dict(plan.merge_lengths)
     if library is _NUMPY and op == "flip" and split is None and merge is None and plan.axes:
         # a view: one basic index, each flipped axis by a negative step
         index = tuple(slice(None, None, -1) if k in plan.axes else slice(None)
-                      for k in range(len(array.shape)))
+                      for k in range(len(x.shape)))
         return (lambda v: np.asarray(v)[index]) if convert else (lambda v: v[index])
     run_op = library.run
     argfind = op in _ARGFIND
@@ -753,17 +798,14 @@ def _lower(op: str, x: Any, pattern: Any, shift: Any,
     def run(value: Any) -> Any:
         if convert:
             value = np.asarray(value)
-        try:
-            if split is not None:
-                value = run_transform("rearrange", value, split, None, None, split_lengths)
-            if argfind:
-                _check_not_empty(op, value, plan.axes)
-            value = run_op(plan, value)
-            if merge is not None:
-                value = run_transform("rearrange", value, merge, None, None, merge_lengths)
-            return value
-        except RearrangeError as error:
-            raise type(error)(f"{error}\n(in {op}() with pattern {pattern!r})") from None
+        if split is not None:
+            value = run_transform("rearrange", value, split, None, None, split_lengths)
+        if argfind:
+            _check_not_empty(op, value, plan.axes)
+        value = run_op(plan, value)
+        if merge is not None:
+            value = run_transform("rearrange", value, merge, None, None, merge_lengths)
+        return value
     return run
 
 

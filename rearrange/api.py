@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence, overload
 
 import numpy as np
 
-from . import backends, ops
+from . import backends, front, ops
 from .backends import ndarray
 from .backends import tensor as tensor_backend
 from .backends.ndarray import CALL, RESHAPE, RESHAPE_TRANSPOSE, TRANSPOSE, TRANSPOSE_RESHAPE
@@ -320,8 +320,8 @@ def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
            *axes_lengths.items())
     entry = _PLANS.get(key)
     if entry is None:
-        entry = ndarray.into_entry(array, pattern, axes_lengths)
-        _PLANS.put(key, entry)
+        entry = front.lower_miss(_INTO["numpy"], ndarray, array, pattern, axes_lengths, None,
+                                 key)
     ndarray.check_out(out, entry.output_shape, array.dtype)
     return ndarray.run_into(entry, array, out)
 
@@ -330,16 +330,46 @@ def _tensor_into(array: Tensor, pattern: str, axes_lengths: Mapping[str, Any], o
     if not isinstance(out, Tensor):
         raise ArgumentTypeError(
             f"out must be a rearrange.Tensor for a rearrange.Tensor input, got {type(out).__name__}")
-    layout, itemsize = array.layout, array.element_size()
+    layout = array.layout
     key = ("rearrange-out", "tensor", pattern, layout, array.dtype, *axes_lengths.items())
     plan = _PLANS.get(key)
     if plan is None:
-        plan = plan_for(pattern, layout, axes_lengths, None, array.dtype.name, itemsize, "elements")
-        _PLANS.put(key, plan)
+        plan = front.lower_miss(_INTO["tensor"], tensor_backend, array, pattern, axes_lengths,
+                                None, key)
     target = out.numpy()        # out's memory as numpy sees it: checked like a numpy out
     ndarray.check_out(target, plan.output.shape, array.dtype)
     tensor_backend.run_into(plan, array, target)
     return out
+
+
+def _into_operation(kind: str, plan: Callable[..., Any]) -> front.Operation:
+    """``rearrange(..., out=)`` of a numpy array or a Tensor as the door's miss
+    (:func:`front.lower_miss`) takes it: the entry is planned for the input alone; its
+    call — ``out`` checked, then written — is :func:`_rearrange_into`'s and
+    :func:`_tensor_into`'s, after their own lookup of this key."""
+    def key(backend: Any, array: Any, pattern: Any, axes_lengths: Mapping[str, Any],
+            extras: Any) -> tuple:
+        if kind == "tensor":
+            return ("rearrange-out", "tensor", pattern, array.layout, array.dtype,
+                    *axes_lengths.items())
+        return ("rearrange-out", pattern, array.shape, array.strides, array.dtype,
+                *axes_lengths.items())
+    return front.Operation(
+        name="rearrange", parse_kind="transform",
+        inputs=lambda array: (tensor_backend if kind == "tensor" else ndarray, array),
+        key=key, plan=plan, lower=lambda backend, entry, array, axes_lengths, extras: entry,
+        context=front.TRANSFORMS["rearrange"].context, traced=lambda *call: False)
+
+
+#: out= for numpy arrays (an ``IntoEntry``) and for Tensors (the plan), through the
+#: door's miss.
+_INTO = {
+    "numpy": _into_operation("numpy", lambda backend, array, pattern, axes_lengths, extras:
+                             ndarray.into_entry(array, pattern, axes_lengths)),
+    "tensor": _into_operation("tensor", lambda backend, array, pattern, axes_lengths, extras:
+                              plan_for(pattern, array.layout, axes_lengths, None,
+                                       array.dtype.name, array.element_size(), "elements")),
+}
 
 
 def _check_hashable(key: tuple, pattern: Any, axes_lengths: Mapping[str, Any]) -> None:
@@ -356,15 +386,36 @@ def _check_hashable(key: tuple, pattern: Any, axes_lengths: Mapping[str, Any]) -
         ) from None
 
 
+def _numpy_key(backend: Any, array: np.ndarray, pattern: Any, axes_lengths: Mapping[str, Any],
+               copy: bool | None) -> tuple:
+    """numpy rearrange's plan cache key, as :func:`_rearrange_numpy` writes it out."""
+    return ("rearrange", pattern, array.shape, array.strides, array.dtype, copy,
+            *axes_lengths.items())
+
+
+def _numpy_plan(backend: Any, array: np.ndarray, pattern: Any, axes_lengths: Mapping[str, Any],
+                copy: bool | None) -> Plan:
+    _check_hashable(_numpy_key(backend, array, pattern, axes_lengths, copy), pattern,
+                    axes_lengths)
+    info = ndarray.describe(array)
+    return plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize,
+                    info.unit)
+
+
+#: numpy's rearrange as the door takes it: its entries are ``(code, argument)`` pairs
+#: that :func:`rearrange.backends.ndarray.run_entry` runs (its warm path and the inline
+#: index are :func:`_rearrange_numpy`'s; a miss is the door's :func:`front.lower_miss`).
+NUMPY_REARRANGE = front.Operation(
+    name="rearrange", parse_kind="transform", inputs=lambda array: (ndarray, array),
+    key=_numpy_key, plan=_numpy_plan,
+    lower=lambda backend, plan, array, axes_lengths, copy: ndarray.lower_rearrange(plan, array),
+    context=front.TRANSFORMS["rearrange"].context, traced=lambda *call: False,
+    call=lambda entry, array: ndarray.run_entry(entry, array))
+
+
 def _numpy_plan_entry(key: tuple, array: np.ndarray, pattern: str, copy: bool | None,
                       axes_lengths: Mapping[str, Any]) -> tuple[int, Any]:
-    _check_hashable(key, pattern, axes_lengths)
-    info = ndarray.describe(array)
-    plan = plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize,
-                    info.unit)
-    entry = ndarray.lower_rearrange(plan, array)
-    _PLANS.put(key, entry)
-    return entry
+    return front.lower_miss(NUMPY_REARRANGE, ndarray, array, pattern, axes_lengths, copy, key)
 
 
 def _no_lengths(op: str, axes_lengths: Mapping[str, Any]) -> None:

@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import notation
+from . import front, notation
 from .caching import PLANS
 from .calls import canonical_lengths, numpy_layout
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
@@ -639,57 +639,55 @@ def _inputs(tensor: Any, parsed_inputs: int, pattern: str) -> list[Any]:
 
 def rearrange_notation(tensor: Any, pattern: str, copy: bool | None,
                        axes_lengths: Mapping[str, Any]) -> Any:
-    """``rearrange`` for a notation pattern (see the module's docstring)."""
-    # numpy's warm path: the key from the arrays' layouts alone (plain-int lengths)
+    """``rearrange`` for a notation pattern (see the module's docstring): the call's
+    arrays, one per input expression, then :func:`rearrange.front.run` of
+    :data:`NOTATION`. numpy's warm path ahead of it: the door's key (:func:`_key`)
+    written out from the arrays' layouts (plain-int lengths), one lookup; a hit runs
+    with the door's error handling."""
     kind = type(tensor)
     if not axes_lengths or _PLAIN_INT.issuperset(map(type, axes_lengths.values())):
+        key: Any = None
         if kind is _ndarray:
-            key = (_NUMPY_ARRAY, pattern, copy, tuple(axes_lengths.items()),
-                   tensor.shape, tensor.strides, tensor.dtype)
-            runner = PLANS.peek(key)
-            if runner is not None:
-                return runner((tensor,))
-        elif kind is tuple or kind is list:
-            layouts: list[Any] = [_NUMPY_LIST, pattern, copy, tuple(axes_lengths.items())]
+            key = (_TAG, pattern, copy, tuple(axes_lengths.items()),
+                   ((_ndarray, tensor.shape, tensor.strides, tensor.dtype),))
+            arrays: Any = (tensor,)
+        elif (kind is tuple or kind is list) and len(tensor) > 1:
+            # several arrays: one per input expression (a single array in a list is
+            # stacked, as einops does, and is not this key's)
+            layouts: list[Any] = []
             for array in tensor:
                 if type(array) is not _ndarray:
                     break
-                layouts += (array.shape, array.strides, array.dtype)
+                layouts.append((_ndarray, array.shape, array.strides, array.dtype))
             else:
-                runner = PLANS.peek(tuple(layouts))
-                if runner is not None:
-                    return runner(tensor)
-    return _rearrange_notation(tensor, pattern, copy, axes_lengths)
+                key = (_TAG, pattern, copy, tuple(axes_lengths.items()), tuple(layouts))
+                arrays = tensor
+        if key is not None:
+            runner = _entries.get(key)
+            if runner is not None:
+                PLANS.hits += 1
+                try:
+                    return runner(arrays)
+                except (RearrangeError, MemoryError, RuntimeError) as error:
+                    raised = front.failure(NOTATION, error, pattern, arrays, axes_lengths,
+                                           copy)
+                    if raised is None:
+                        raise
+                    raise raised from None
+    arrays = _inputs(tensor, len(parse_notation(pattern).inputs), pattern)
+    return front.run(NOTATION, arrays, pattern, axes_lengths, copy)
 
 
-_PLAIN_INT = frozenset({int})
+_PLAIN_INT = front.PLAIN_INT
 _ndarray = np.ndarray
-# The tags of numpy's warm-path keys: one array; a list or tuple of arrays, one per input
-_NUMPY_ARRAY = "rearrange-notation-numpy"
-_NUMPY_LIST = "rearrange-notation-numpy-list"
+_entries = PLANS.entries
+# The plan cache's tag of a notation rearrange's key (:func:`_key`)
+_TAG = "rearrange-notation"
 
 
-def _numpy_key(tensor: Any, pattern: str, copy: bool | None,
-               axes_lengths: Mapping[str, Any]) -> tuple | None:
-    """The warm path's key for this call, or None (no key: not numpy, a stacked list)."""
-    if type(tensor) is _ndarray:
-        return (_NUMPY_ARRAY, pattern, copy, tuple(axes_lengths.items()), tensor.shape,
-                tensor.strides, tensor.dtype)
-    if type(tensor) in (list, tuple) and all(type(a) is _ndarray for a in tensor):
-        key: list[Any] = [_NUMPY_LIST, pattern, copy, tuple(axes_lengths.items())]
-        for array in tensor:
-            key += (array.shape, array.strides, array.dtype)
-        return tuple(key)
-    return None
-
-
-def _rearrange_notation(tensor: Any, pattern: str, copy: bool | None,
-                        axes_lengths: Mapping[str, Any]) -> Any:
-    from .calls import with_context
-
-    parsed = parse_notation(pattern)
-    arrays = _inputs(tensor, len(parsed.inputs), pattern)
-    axes_lengths = canonical_lengths(axes_lengths)
+def _door_inputs(arrays: Sequence[Any]) -> tuple[tuple[str, Any], list[Any]]:
+    """``((library name, backend module or None), the arrays)``: one library for all
+    (numpy scalars and subclasses as numpy arrays), else an ArgumentTypeError."""
     kinds = [_backend_of(a) for a in arrays]
     names = {name for name, _ in kinds}
     if len(names) > 1:
@@ -697,30 +695,66 @@ def _rearrange_notation(tensor: Any, pattern: str, copy: bool | None,
     name, backend = kinds[0]
     if name == "numpy":
         arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in arrays]
-    shape_of = [tuple(a.shape) for a in arrays]
+    return (name, backend), list(arrays)
+
+
+def _key(library: tuple[str, Any], arrays: Sequence[Any], pattern: str,
+         axes_lengths: Mapping[str, Any], copy: bool | None) -> Any:
+    """``(_TAG, pattern, copy, lengths, per array its :func:`_layout_key`)``, as the
+    warm path in :func:`rearrange_notation` writes it for numpy."""
+    name, backend = library
+    return (_TAG, pattern, copy, tuple(axes_lengths.items()),
+            tuple(_layout_key(name, backend, a) for a in arrays))
+
+
+def _door_plan(library: tuple[str, Any], arrays: Sequence[Any], pattern: str,
+               axes_lengths: Mapping[str, Any], copy: bool | None) -> NotationPlan:
+    """The plan, and copy=False refused for a concatenation; errors with the call's
+    context."""
+    name, backend = library
     try:
-        traced = backend is not None and any(
-            _hook(backend, "traced")(a, axes_lengths) for a in arrays)
-        key = None
-        if not traced:
-            key = ("rearrange-notation", pattern, copy, tuple(axes_lengths.items()),
-                   tuple((type(a), _layout_key(name, backend, a)) for a in arrays))
-            runner = PLANS.get(key)
-            if runner is not None:
-                return runner(arrays)
         plan = _plan_for_arrays(name, backend, arrays, pattern, axes_lengths, copy)
-        runner = _lower(plan, name, backend, copy)
-        if key is not None:
-            PLANS.put(key, runner)
-            if name == "numpy" and (len(parsed.inputs) > 1 or not isinstance(
-                    tensor, (list, tuple))):
-                warm = _numpy_key(tensor, pattern, copy, axes_lengths)
-                if warm is not None:
-                    PLANS.put(warm, runner)
-        return runner(arrays)
+        if copy is False and any(plan.concatenated):
+            raise NoViewError("copy=False asks for views; a concatenation writes a new array")
+        return plan
     except RearrangeError as error:
-        shape = shape_of[0] if len(shape_of) == 1 else shape_of
-        raise with_context(error, pattern, shape, axes_lengths) from None
+        raise _context(error, pattern, arrays, axes_lengths, copy) from None
+
+
+def _door_lower(library: tuple[str, Any], plan: NotationPlan, arrays: Sequence[Any],
+                axes_lengths: Mapping[str, Any], copy: bool | None) -> Callable:
+    name, backend = library
+    return _lower(plan, name, backend, copy)
+
+
+def _door_traced(library: tuple[str, Any], arrays: Sequence[Any],
+                 axes_lengths: Mapping[str, Any], copy: bool | None) -> bool:
+    name, backend = library
+    return backend is not None and any(_hook(backend, "traced")(a, axes_lengths)
+                                       for a in arrays)
+
+
+def _door_lower_traced(library: tuple[str, Any], arrays: Sequence[Any], pattern: str,
+                       axes_lengths: Mapping[str, Any], copy: bool | None) -> Callable:
+    return _door_lower(library, _door_plan(library, arrays, pattern, axes_lengths, copy),
+                       arrays, axes_lengths, copy)
+
+
+def _context(error: RearrangeError, pattern: str, arrays: Sequence[Any],
+             axes_lengths: Mapping[str, Any], copy: bool | None) -> RearrangeError:
+    from .calls import with_context
+
+    shapes = [tuple(a.shape) for a in arrays]
+    return with_context(error, pattern, shapes[0] if len(shapes) == 1 else shapes,
+                        axes_lengths)
+
+
+#: ``rearrange`` with a notation pattern as the door takes it: the inputs are the call's
+#: arrays (one per input expression), the extras ``copy``.
+NOTATION = front.Operation(
+    name="rearrange", parse_kind="notation", inputs=_door_inputs, key=_key,
+    plan=_door_plan, lower=_door_lower, context=_context, traced=_door_traced,
+    lower_traced=_door_lower_traced)
 
 
 def _hook(backend: Any, name: str) -> Any:
@@ -730,9 +764,12 @@ def _hook(backend: Any, name: str) -> Any:
 
 
 def _layout_key(name: str, backend: Any, array: Any) -> Any:
+    """One input's part of :func:`_key`: numpy's ``(ndarray, shape, strides, dtype)``;
+    another library's ``(type, backend.cache_key(array))`` (kept nested: torch's
+    cache_key is a list — unhashable — for traced sizes, and must stay so)."""
     if name == "numpy":
-        return array.shape, array.strides, array.dtype
-    return backend.cache_key(array)
+        return _ndarray, array.shape, array.strides, array.dtype
+    return type(array), backend.cache_key(array)
 
 
 def _plan_for_arrays(name: str, backend: Any, arrays: Sequence[Any], pattern: str,
@@ -760,8 +797,6 @@ def _slices(region: Region) -> tuple[slice, ...]:
 
 
 def _lower(plan: NotationPlan, name: str, backend: Any, copy: bool | None) -> Callable:
-    if copy is False and any(plan.concatenated):
-        raise NoViewError("copy=False asks for views; a concatenation writes a new array")
     if name == "numpy":
         return _lower_numpy(plan, copy)
     return _lower_generic(plan, name, backend, copy)

@@ -28,7 +28,8 @@ lowering per backend, declared as an :class:`Operation`, with no change to this 
 Warm fast paths stay ahead of the door where a call's speed needs them, each a single
 plan-cache lookup whose miss comes here: :func:`run_transform` (rearrange, reduce,
 repeat: backend, key, lookup inline), numpy's ``rearrange`` in :func:`rearrange.api.
-rearrange`, and the first lines of ``pack``, ``unpack``, ``einsum`` and ``parse_shape``.
+rearrange`, the first lines of ``pack``, ``unpack``, ``einsum`` and ``parse_shape``, and
+those of the notation operations (elementwise, indexing, along, the notation rearrange).
 Each runs its hit with the same error handling (:func:`failure`).
 """
 

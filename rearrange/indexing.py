@@ -47,6 +47,7 @@ CPU), never a ``DimensionError``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import notation
+from . import front, notation
 from .caching import PLANS
 from .errors import ArgumentTypeError, DimensionError, PatternError, RearrangeError
 from .layout import Layout
@@ -1016,58 +1017,121 @@ def _with_call(error: RearrangeError, op: str, pattern: str, arrays: Sequence[An
                        f"shapes {shapes}")
 
 
-_ndarray = np.ndarray
-_entries = PLANS.entries
+def _check_lengths(axes_lengths: Mapping[str, Any]) -> None:
+    """The caller's lengths are integers (the door made them canonical: 3.0 and True
+    reach here as themselves, never equal to an int, so never a kept entry's hit)."""
+    from .recipe import is_symbolic
+    for name, value in axes_lengths.items():
+        if type(value) is not int and not is_symbolic(value):
+            raise PatternError(f"axis length {name}={value!r} must be an integer")
 
 
-def _call(op: str, x: Any, arguments: tuple, axes_lengths: Mapping[str, Any]) -> Any:
-    # numpy's warm path: exact numpy arrays only, one key, one dict lookup
-    if type(x) is _ndarray and arguments and type(arguments[-1]) is str and \
-            all(type(a) is _ndarray for a in arguments[:-1]):
-        key = (op, "numpy", arguments[-1], ((x.shape, x.strides, x.dtype),
-               *[(a.shape, a.strides, a.dtype) for a in arguments[:-1]]),
-               tuple(axes_lengths.items()))
-        try:
-            runner = _entries.get(key)
-        except TypeError:       # unhashable lengths: planned (and refused) below
-            runner = None
-        if runner is not None:
-            PLANS.hits += 1
-            return _run(runner, op, arguments[-1], (x, *arguments[:-1]))
-    others, pattern = _split_arguments(op, arguments)
-    library, arrays = _prepared(op, x, others)
-    traced = _traced(arrays, library)
-    runner = None
-    key = None
-    if not traced:
-        key = (op, library, pattern, tuple(_key_of(a, library) for a in arrays),
-               tuple(axes_lengths.items()))
-        runner = PLANS.get(key)
-    if runner is None:
+def _door_plan(op: str, traced: bool) -> Callable[..., IndexPlan]:
+    """The door's planner (traced: the plan for traced sizes, never kept): the index
+    dtypes, the lengths, then the plan, its errors with the call's context."""
+    def plan(library: str, arrays: Sequence[Any], pattern: str,
+             axes_lengths: Mapping[str, Any], extras: Any) -> IndexPlan:
         _check_index_dtypes(op, library, arrays)
         try:
-            plan = _plan_for(op, pattern, library, arrays, axes_lengths, traced)
+            _check_lengths(axes_lengths)
+            return _plan_for(op, pattern, library, arrays, axes_lengths, traced)
         except RearrangeError as error:
             raise _with_call(error, op, pattern, arrays) from None
-        runner = _lower(plan, library, traced)
-        if key is not None:
-            PLANS.put(key, runner)
-    return _run(runner, op, pattern, arrays)
+    return plan
 
 
-def _run(runner: Callable[..., Any], op: str, pattern: str, arrays: Sequence[Any]) -> Any:
+def _door_key(op: str) -> Callable[..., Any]:
+    def key(library: str, arrays: Sequence[Any], pattern: str,
+            axes_lengths: Mapping[str, Any], extras: Any) -> Any:
+        """``(op, library, pattern, per array its layout key, lengths)`` — numpy's warm
+        path in :func:`_call` builds the same tuple; traced calls are never kept."""
+        if _traced(arrays, library):
+            return front.NOT_KEPT
+        return (op, library, pattern, tuple(_key_of(a, library) for a in arrays),
+                tuple(axes_lengths.items()))
+    return key
+
+
+def _door_lower(library: str, plan: IndexPlan, arrays: Sequence[Any],
+                axes_lengths: Mapping[str, Any], extras: Any) -> Callable[..., Any]:
+    return _lower(plan, library, traced=False)
+
+
+def _door_traced(op: str) -> Callable[..., Callable[..., Any]]:
+    plan = _door_plan(op, traced=True)
+
+    def lower_traced(library: str, arrays: Sequence[Any], pattern: str,
+                     axes_lengths: Mapping[str, Any], extras: Any) -> Callable[..., Any]:
+        return _lower(plan(library, arrays, pattern, axes_lengths, extras), library,
+                      traced=True)
+    return lower_traced
+
+
+def _run(op: str, runner: Callable[..., Any], arrays: Sequence[Any]) -> Any:
+    """The runner on the call's arrays, the libraries' own refusals as ours (the door
+    adds the call's context): an out-of-range coordinate on the axes route, numpy's
+    ufunc.at refusing the update array's dtype."""
     try:
         return runner(*arrays)
-    except RearrangeError as error:
-        raise _with_call(error, op, pattern, arrays) from None
     except IndexError as error:         # the library's own bounds check (axes route)
-        raise _with_call(DimensionError(f"{error}"), op, pattern, arrays) from None
+        raise DimensionError(f"{error}") from None
     except TypeError as error:
         if not type(error).__name__.startswith("UFunc"):
             raise
-        # numpy's add.at/subtract.at refusing the update array's dtype for x's
-        raise _with_call(ArgumentTypeError(f"{op}(): the update array's dtype does not "
-                                           f"fit x's: {error}"), op, pattern, arrays) from None
+        raise ArgumentTypeError(f"{op}(): the update array's dtype does not fit x's: "
+                                f"{error}") from None
+
+
+def _door_inputs(op: str, call: tuple[Any, tuple]) -> tuple[str, list[Any]]:
+    x, others = call
+    return _prepared(op, x, others)
+
+
+def _operation(op: str) -> front.Operation:
+    """``op`` as the door (:func:`rearrange.front.run`) takes it: the inputs are ``(x,
+    the index and update arrays)``, the backend the call's library."""
+    return front.Operation(
+        name=op, parse_kind="notation",
+        inputs=functools.partial(_door_inputs, op),
+        key=_door_key(op), plan=_door_plan(op, traced=False), lower=_door_lower,
+        context=lambda error, pattern, arrays, lengths, extras: _with_call(
+            error, op, pattern, arrays),
+        traced=lambda library, arrays, lengths, extras: _traced(arrays, library),
+        lower_traced=_door_traced(op),
+        call=functools.partial(_run, op))
+
+
+#: get_at, set_at, add_at and subtract_at as the door takes them.
+DOOR: dict[str, front.Operation] = {op: _operation(op) for op in OPERATIONS}
+
+_ndarray = np.ndarray
+_entries = PLANS.entries
+_PLAIN_INT = front.PLAIN_INT
+
+
+def _call(op: str, x: Any, arguments: tuple, axes_lengths: Mapping[str, Any]) -> Any:
+    # numpy's warm path: exact numpy arrays and plain-int lengths only, the door's key
+    # written out, one dict lookup; a hit runs with the door's error handling
+    if type(x) is _ndarray and arguments and type(arguments[-1]) is str and \
+            all(type(a) is _ndarray for a in arguments[:-1]) and \
+            (not axes_lengths or _PLAIN_INT.issuperset(map(type, axes_lengths.values()))):
+        key = (op, "numpy", arguments[-1], ((x.shape, x.strides, x.dtype),
+               *[(a.shape, a.strides, a.dtype) for a in arguments[:-1]]),
+               tuple(axes_lengths.items()))
+        runner = _entries.get(key)
+        if runner is not None:
+            PLANS.hits += 1
+            arrays = (x, *arguments[:-1])
+            try:
+                return _run(op, runner, arrays)
+            except (RearrangeError, MemoryError, RuntimeError) as error:
+                raised = front.failure(DOOR[op], error, arguments[-1], arrays, axes_lengths,
+                                       None)
+                if raised is None:
+                    raise
+                raise raised from None
+    others, pattern = _split_arguments(op, arguments)
+    return front.run(DOOR[op], (x, others), pattern, axes_lengths)
 
 
 def get_at(x: Any, /, *arguments: Any, **axes_lengths: Any) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -225,3 +226,118 @@ def test_pack_unpack_and_einsum_allocation_failures_are_out_of_memory() -> None:
     for _ in range(2):  # a miss, then the warm path's hit
         with pytest.raises(OutOfMemoryError, match="while computing einsum with pattern"):
             ra.einsum(line, line, "a, b -> a b")
+
+
+# --------------------------------------------------------------------------- every operation
+
+# The package's public names that are not operations on arrays: explaining, the caches,
+# settings, conversions, classes and the Tensor's constructors.
+_NOT_OPERATIONS = frozenset({
+    "asnumpy", "explain", "explain_indexing", "explain_elementwise", "cache_info",
+    "cache_clear", "set_num_threads", "get_num_threads", "set_jit_mode", "get_jit_mode",
+    "tensor", "as_tensor", "from_numpy", "arange", "zeros", "ones", "empty", "full", "rand",
+    "randn", "as_strided", "manual_seed"})
+
+
+def _cold_calls() -> dict[str, list[tuple[str, Any]]]:
+    """Per public operation, its cold calls: (the door's operation name expected, the
+    call). rearrange has several routes: numpy's own warm path, any array, the
+    notation (a concatenation, a diagonal), out= for numpy and for a Tensor."""
+    x = np.arange(24.0).reshape(2, 3, 4)
+    table, ids = np.arange(12.0).reshape(4, 3), np.array([[3, 0]])
+    packed, shapes = ra.pack([x, x], "a *")
+    calls: dict[str, list[tuple[str, Any]]] = {
+        "rearrange": [("rearrange", lambda: ra.rearrange(x, "a b c -> c b a")),
+                      ("rearrange", lambda: ra.rearrange(ra.from_numpy(x), "a b c -> c b a")),
+                      ("rearrange", lambda: ra.rearrange((table, table),
+                                                         "a b, a c -> a (b + c)")),
+                      ("rearrange", lambda: ra.rearrange(np.zeros((3, 3)), "a a -> a")),
+                      ("rearrange", lambda: ra.rearrange(x, "a b c -> c b a",
+                                                         out=np.empty((4, 3, 2)))),
+                      ("rearrange", lambda: ra.rearrange(ra.from_numpy(x), "a b c -> c b a",
+                                                         out=ra.from_numpy(np.empty((4, 3, 2)))))],
+        "reduce": [("reduce", lambda: ra.reduce(x, "a b c -> a", "sum")),
+                   ("reduce", lambda: ra.reduce(x, "a [b] c", "max"))],
+        "repeat": [("repeat", lambda: ra.repeat(x, "a b c -> a b c d", d=2))],
+        "pack": [("pack", lambda: ra.pack([x, x], "a *"))],
+        "unpack": [("unpack", lambda: ra.unpack(packed, shapes, "a *"))],
+        "einsum": [("einsum", lambda: ra.einsum(x, x, "a b c, a b c -> a")),
+                   ("einsum", lambda: ra.einsum(x, x, "a b [c], a b [c] -> a b"))],
+        "parse_shape": [("parse_shape", lambda: ra.parse_shape(x, "a b c"))],
+        "check_shape": [("check_shape", lambda: ra.check_shape(x, "a b c", a=2))],
+        "get_at": [("get_at", lambda: ra.get_at(table, ids, "[v] d, b t -> b t d"))],
+        "roll": [("roll", lambda: ra.roll(x, "a b [c]", shift=1))],
+    }
+    for op in ("set_at", "add_at", "subtract_at"):
+        calls[op] = [(op, lambda op=op: getattr(ra, op)(
+            table, np.array([1, 2]), np.ones((2, 3)), "[v] d, p, p d"))]
+    for op in ("softmax", "log_softmax", "flip", "sort", "argsort", "argmax", "argmin"):
+        calls[op] = [(op, lambda op=op: getattr(ra, op)(x, "a b [c]"))]
+    for op in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "logaddexp"):
+        calls[op] = [(op, lambda op=op: getattr(ra, op)(x, np.ones(4), "a b c, c"))]
+    calls["where"] = [("where", lambda: ra.where(x > 3, x, 0.0, "a b c, a b c, -> a b c"))]
+    return calls
+
+
+def _public_operations() -> list[str]:
+    return [name for name in ra.__all__ if name not in _NOT_OPERATIONS
+            and inspect.isfunction(getattr(ra, name))]
+
+
+def test_every_public_operation_is_classified() -> None:
+    """A new public function is either an operation (with a cold call below, so the next
+    test walks it through the door) or named in _NOT_OPERATIONS."""
+    missing = set(_public_operations()) - set(_cold_calls())
+    assert not missing, f"public operations without a cold call in this test: {missing}"
+
+
+@pytest.mark.parametrize("op", sorted(_cold_calls()))
+def test_every_public_operation_walks_through_the_door(op: str, monkeypatch: Any) -> None:
+    """A cold call of each public operation reaches front.lower_miss (the door's miss:
+    through front.run, or run_transform's inline warm path), with the Operation declared
+    for it; a second call of the same arguments is a hit (nothing lowered)."""
+    seen: list[str] = []
+    real = front.lower_miss
+
+    def spy(operation: front.Operation, *args: Any, **kwargs: Any) -> Any:
+        seen.append(operation.name)
+        return real(operation, *args, **kwargs)
+
+    monkeypatch.setattr(front, "lower_miss", spy)
+    for name, call in _cold_calls()[op]:
+        ra.cache_clear()
+        seen.clear()
+        call()
+        assert name in seen, (op, seen)
+        seen.clear()
+        call()      # warm: a hit, ahead of the door or in it
+        assert seen == [], (op, seen)
+
+
+def _notation_calls() -> list[tuple[str, Any]]:
+    """(name, call with one axis length ``n``): a notation operation per module."""
+    table, ids = np.arange(12.0).reshape(4, 3), np.array([[3, 0]])
+    return [("get_at", lambda n: ra.get_at(table, ids, "[v] d, b t -> b t d", d=n)),
+            ("flip", lambda n: ra.flip(np.arange(12.0).reshape(2, 6), "a (b [c])", b=n)),
+            ("split", lambda n: ra.rearrange(np.zeros((2, 5)), "a (b + c) -> a b, a c", b=n)),
+            ("add", lambda n: ra.add(np.zeros((2, 3)), np.ones(3), "a b, b", b=n))]
+
+
+@pytest.mark.parametrize(("name", "call"), _notation_calls(), ids=[n for n, _ in _notation_calls()])
+def test_notation_lengths_are_canonical_and_never_hit_for_floats_or_bools(name: str,
+                                                                          call: Any) -> None:
+    """3 and np.int64(3) share one entry; 3.0 and True (equal to 3 and 1 in Python) are
+    refused after 3 was kept, never served by its entry."""
+    n = 3 if name != "split" else 2
+    expected = call(n)
+    before = ra.cache_info().plans
+    again = call(np.int64(n))
+    after = ra.cache_info().plans
+    # no miss: np.int64(n) is n's entry (flip and split run rearranges inside: more hits)
+    assert after.misses == before.misses and after.hits > before.hits, (before, after)
+    for got, want in zip(again if isinstance(again, tuple) else [again],
+                         expected if isinstance(expected, tuple) else [expected]):
+        np.testing.assert_array_equal(got, want)
+    for wrong in (float(n), True):
+        with pytest.raises(ra.RearrangeError, match=re.escape(f"={wrong!r}")):
+            call(wrong)
