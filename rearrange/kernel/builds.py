@@ -95,6 +95,20 @@ def lock_path(key: Key) -> Path | None:
     return None if directory is None else Path(directory) / f"{_name(key)}.lock"
 
 
+def _some_marker(key: Key) -> bool:
+    """Is a ready marker of ``key``'s runner in the cache, for any sources? (A listing:
+    no hashing of the sources, unlike :func:`_on_disk`.)"""
+    directory = cache_directory()
+    if directory is None:
+        return False
+    prefix = f"{_name(key)}-"
+    try:
+        return any(name.startswith(prefix) and name.endswith(".ready")
+                   for name in os.listdir(directory))
+    except OSError:
+        return False
+
+
 def _on_disk(key: Key) -> bool:
     marker = marker_path(key)
     return marker is not None and marker.exists()
@@ -412,9 +426,9 @@ def _finish_worker(worker: subprocess.Popen) -> None:
 # then it takes no CPU time nor the GIL, and the copy that started it has long returned.
 # A process that ends sooner could not have used the kernel anyway (numba's import alone
 # takes ~0.4 s): numba's import would only have competed with it for the GIL and the
-# CPU, in its first copy and at its exit (#37). Nor does such a process start a worker
-# for a runner that is not on disk: the first process that lives longer does
-# (`python -m rearrange warmup` compiles them all).
+# CPU, in its first copy and at its exit (#37). Its first runner that is not on disk
+# goes to a worker process as it exits (_Service.hand_over_at_exit): a short script on a
+# fresh install still leaves it compiled for the next process.
 START_DELAY_SECONDS = 0.2
 
 
@@ -431,6 +445,9 @@ class _Service:
         self.idle = threading.Condition(self.lock)
         self.outstanding = 0
         self.hurry = threading.Event()      # set by join(): no start delay any more
+        self.at_work = False                # past the start delay (under self.lock)
+        self.exit_hook = False              # hand_over_at_exit registered
+        self.handed_over = False            # the exit gave a runner to a worker
 
     def submit(self, key: Key) -> None:
         with self.lock:
@@ -442,6 +459,11 @@ class _Service:
                 # copy (0.5-14 ms on a busy 2-core machine, #37). Like a daemon thread,
                 # it does not hold up the process's exit.
                 self.running = True
+                if not self.exit_hook:
+                    import atexit
+
+                    atexit.register(self.hand_over_at_exit)
+                    self.exit_hook = True
                 _thread.start_new_thread(self._serve, ())
 
     def join(self, timeout: float | None) -> bool:
@@ -453,6 +475,8 @@ class _Service:
         busy: set[Key] = set()      # runners another process is compiling, seen once
         if "numba" not in sys.modules:      # the first runner of the process
             self.hurry.wait(START_DELAY_SECONDS)
+        with self.lock:
+            self.at_work = True
         while True:
             with self.lock:
                 if not self.jobs:
@@ -475,6 +499,31 @@ class _Service:
             with self.idle:
                 self.outstanding -= 1
                 self.idle.notify_all()
+
+    def hand_over_at_exit(self) -> None:
+        """At exit, within the start delay: the first runner asked for, if no ready marker
+        of it is in the cache (of any sources: a cheap look, no hashing), goes to a worker
+        process of its own, which outlives this one (as a worker does whose process exits
+        while it compiles), so that a short script on a fresh install still leaves its
+        runner compiled for the next process. Nothing when the thread is at work already
+        (it compiles or loads its runners itself) or another process compiles it."""
+        global compiles_started
+        with self.lock:
+            if self.at_work or not self.jobs or self.handed_over:
+                return
+            self.handed_over = True
+            key = self.jobs[0]
+        if unavailable() is not None or cache_directory() is None or not cache_writable() \
+                or _some_marker(key):
+            return
+        lock = _FileLock(key)
+        if not lock.acquire(blocking=False):
+            return
+        try:
+            compiles_started += 1
+            _spawn_worker([key], lock.fd)
+        finally:
+            lock.release()      # the worker holds it now (it shares the open file)
 
     def _build(self, key: Key, wait: bool) -> bool:
         """Load or compile ``key``'s runner and publish it; False (nothing done) when
@@ -521,22 +570,29 @@ class _Service:
             lock.release()
         # The worker holds the lock now (it shares the open file) until it is done.
         if worker is not None:
-            try:
-                from . import loops  # noqa: F401 - registers the kernels before numba wraps them
-
-                prepare()           # numba, while it compiles: the load after takes ~5 ms
-            except BaseException:
-                worker.communicate()        # (it fails the same way: reaped, not read)
-                raise
-            _finish_worker(worker)
-            run = _load(key, compile=False)
-            if run is None:
-                # The worker's entry did not land (a full disk: it could not save it) or
-                # does not load here: compiled in memory, in this thread (.jit warns once
-                # if this save fails too, and saves nothing more in this process).
-                run = _load(key, compile=True)
+            run = _await_worker(key, worker)
         _publish(key, run)
         return True
+
+
+def _await_worker(key: Key, worker: Any) -> Any:
+    """``key``'s runner once its worker process is done: numba imported meanwhile, the
+    worker reaped, the entry it wrote loaded (or, where it did not land, compiled here)."""
+    try:
+        from . import loops  # noqa: F401 - registers the kernels before numba wraps them
+
+        prepare()           # numba, while it compiles: the load after takes ~5 ms
+    except BaseException:
+        worker.communicate()        # (it fails the same way: reaped, not read)
+        raise
+    _finish_worker(worker)
+    run = _load(key, compile=False)
+    if run is None:
+        # The worker's entry did not land (a full disk: it could not save it) or does not
+        # load here: compiled in memory, in this thread (.jit warns once if this save fails
+        # too, and saves nothing more in this process).
+        run = _load(key, compile=True)
+    return run
 
 
 def _warn_no_cache() -> None:

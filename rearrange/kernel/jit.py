@@ -128,6 +128,7 @@ def materialise() -> None:
         return
     if _unavailable is not None:
         raise KernelUnavailable(_unavailable)
+    _guard_fork()
     with _build_lock:
         if _built:
             return
@@ -197,15 +198,25 @@ def _reset_build_lock_in_child() -> None:
 # load imports modules (numba imports logging; executors) whose handlers take locks the
 # loading thread itself may need next — registered after this one, they would run first
 # and the fork would wait on a load that waits on the fork (seen: logging's lock, while
-# numba's import chain called getLogger). So they are imported, and their handlers
-# registered, before this one.
-import concurrent.futures.thread  # noqa: E402,F401  (its handler: _global_shutdown_lock)
-import logging  # noqa: E402,F401  (its handler: the logging module's lock)
+# numba's import chain called getLogger). So the handler is registered by the first load
+# (_guard_fork, in the loading thread: never in a copy's), after those modules' own.
+_fork_guarded = False
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=lambda: _build_lock.acquire(),
-                        after_in_parent=lambda: _build_lock.release(),
-                        after_in_child=_reset_build_lock_in_child)
+
+def _guard_fork() -> None:
+    global _fork_guarded
+    if _fork_guarded or not hasattr(os, "register_at_fork"):
+        return
+    import concurrent.futures.thread  # noqa: F401  (its fork handler: its shutdown lock)
+    import logging  # noqa: F401  (its fork handler: the logging module's lock)
+
+    with _build_lock:
+        if _fork_guarded:
+            return
+        _fork_guarded = True
+        os.register_at_fork(before=lambda: _build_lock.acquire(),
+                            after_in_parent=lambda: _build_lock.release(),
+                            after_in_child=_reset_build_lock_in_child)
 
 
 # --------------------------------------------------------------------------- disk cache
@@ -276,18 +287,21 @@ def cache_directory() -> str | None:
     process."""
     global _directory
     if _directory is None:
-        import hashlib
-
         here = Path(__file__).resolve().parent
-        install = hashlib.sha1(str(here).encode()).hexdigest()[:12]
-        candidates = []
+
+        def install() -> Path:      # (hashlib only where a per-install folder is needed)
+            import hashlib
+
+            return Path(hashlib.sha1(str(here).encode()).hexdigest()[:12])
+        candidates: list = []
         if os.environ.get("REARRANGE_CACHE_DIR"):
-            candidates.append(Path(os.environ["REARRANGE_CACHE_DIR"]))
+            candidates.append(lambda: Path(os.environ["REARRANGE_CACHE_DIR"]))
         elif os.environ.get("NUMBA_CACHE_DIR"):
-            candidates.append(Path(os.environ["NUMBA_CACHE_DIR"]) / "rearrange" / install)
+            candidates.append(lambda: Path(os.environ["NUMBA_CACHE_DIR"]) / "rearrange" / install())
         else:
-            candidates += [here / "__pycache__", _user_cache_root() / install]
-        found = next((str(c) for c in candidates if _writable(c)), None)
+            candidates += [lambda: here / "__pycache__", lambda: _user_cache_root() / install()]
+        found = next((str(c) for c in map(lambda make: make(), candidates) if _writable(c)),
+                     None)
         _directory = (found,)
     return _directory[0]
 
