@@ -179,7 +179,9 @@ def sum_order(shape: tuple[int, ...], strides: tuple[int, ...], reduced: int) ->
     here: ``"flat"`` — one element after the other, in C order of the reduced axes (its
     inner loop runs over a kept axis); ``"rows"`` — each run along the last reduced axis
     added first (its inner loop, shorter than numpy's 8-element pairwise block), then the
-    runs one after the other. None for every other layout (negative or zero strides,
+    runs one after the other, where a kept axis lies between the rows (pooling: the
+    window's rows are a whole image row apart, its columns interleaved with the kept
+    ones). None for every other layout (negative or zero strides,
     which numpy's iterator may flip or drop; ties; reduced axes not in descending
     strides; a run of 8 or more, or one that coalesces with the next reduced axis)."""
     moving = [k for k, n in enumerate(shape) if n > 1]
@@ -199,6 +201,12 @@ def sum_order(shape: tuple[int, ...], strides: tuple[int, ...], reduced: int) ->
         # every reduced axis does, added one element after the other below 8
         whole = all(strides[a] == shape[b] * strides[b] for a, b in zip(window, window[1:]))
         return "flat" if whole and math.prod(shape[k] for k in window) < 8 else None
+    if len(window) > 1 and not any(strides[inner] < strides[k] < strides[window[-2]]
+                                   for k in moving if k < first_reduced):
+        # a window of several rows that lie closer together than any kept axis: numpy
+        # buffers such a block and adds it in its own pairwise order (measured), not
+        # row by row
+        return None
     return "rows"
 
 

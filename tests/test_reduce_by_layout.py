@@ -52,7 +52,7 @@ def views(draw):
     return view.transpose(order), reduced
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(case=views(), reduction=st.sampled_from(["max", "min", "sum", "mean", "prod",
                                                    "any", "all"]),
        threads=st.integers(1, 3))
@@ -75,7 +75,8 @@ def test_the_choice_on_both_sides_of_each_threshold():
     assert plan_by_layout("max", (big, 4, 4), f4, 2, 1) == "window"       # 16 elements
     assert plan_by_layout("max", (big, 17), f4, 1, 1) == "numpy"
     assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1) == "numpy"        # order unknown
-    assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1, (8, 4, 1)) == "window"  # rows
+    assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1, (8, 4, 1)) == "numpy"  # a block
+    assert plan_by_layout("sum", (64, 64, 2, 2), f4, 2, 1, (512, 2, 128, 1)) == "window"
     assert plan_by_layout("sum", (big, 2, 2), f4, 2, 1, (4, 2, 1)) == "window"  # one run
     assert plan_by_layout("sum", (big, 4, 4), f4, 2, 1, (16, 4, 1)) == "numpy"  # 16 in a run
     assert plan_by_layout("sum", (big, 2, 8), f4, 2, 1, (32, 16, 1)) == "numpy"  # run of 8
