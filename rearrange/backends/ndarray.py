@@ -31,7 +31,6 @@ from .. import kernel
 from ..calls import numpy_layout, plan_for
 from ..errors import RearrangeError
 from ..layout import Layout
-from ..matmul import matmul_form
 from ..plan import Plan
 from ..reductions import apply_reduction, plan_by_layout, reduce_by_layout
 from ..tensor import Tensor
@@ -606,6 +605,8 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
 
 def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
                         ) -> Callable[[Any], np.ndarray]:
+    from ..matmul import matmul_form     # (einsum's lowering only: not at import)
+
     form = matmul_form(plan)
 
     def shaped(x: np.ndarray, order: Any, grouped: Any) -> np.ndarray:
