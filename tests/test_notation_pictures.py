@@ -17,34 +17,7 @@ import rearrange as ra
 from rearrange.__main__ import main
 
 from golden_check import assert_matches_golden
-
-SVG = "{http://www.w3.org/2000/svg}"
-
-
-def arrays_of(svg: str) -> list[dict]:
-    """Every array drawn (``<g class="array">``): its attributes, and per drawn cell (by
-    logical index) what it says it reads and holds; the storage strip by position."""
-    root = ET.fromstring(svg)
-    assert root.tag == SVG + "svg"
-    arrays = []
-    for group in root.iter(SVG + "g"):
-        if group.get("class") != "array":
-            continue
-        cells, strip = {}, {}
-        for rect in group.iter(SVG + "rect"):
-            if rect.get("data-index") is not None:
-                index = tuple(int(i) for i in rect.get("data-index").split(",") if i != "")
-                cells[index] = rect.attrib
-            elif rect.get("data-position") is not None:
-                strip[int(rect.get("data-position"))] = rect.attrib
-        arrays.append({
-            "step": group.get("data-step"), "kind": group.get("data-kind"),
-            "storage": group.get("data-storage"),
-            "shape": tuple(int(v) for v in group.get("data-shape").split(",") if v),
-            "strides": tuple(int(v) for v in group.get("data-strides").split(",") if v),
-            "cells": cells, "strip": strip})
-    return arrays
-
+from svg_reading import arrays_of
 
 def value(cell: dict) -> tuple[int, int]:
     """``(input, element)`` a cell holds: ``k:i``, or ``i`` of the only input."""
