@@ -9,6 +9,7 @@ library's reductions with the same rules (docs/reduce.md).
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -119,7 +120,8 @@ WINDOW_MIN_OUTPUT = 4096      # and the fewest outputs: below, numpy's call is a
 PARALLEL_MIN_BYTES = 1 << 22  # inputs smaller than this are reduced in one thread
 _WINDOW_UFUNCS = {"max": np.maximum, "min": np.minimum, "sum": np.add, "mean": np.add}
 _SLAB_METHODS = frozenset({"max", "min", "sum", "mean", "prod", "any", "all"})
-_pool: list[Any] = []         # the executor, made with the first parallel reduction
+_pool: list[Any] = []         # [(its workers, the executor)], made by the first slabs
+_pool_lock = threading.Lock()
 
 
 def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
@@ -277,11 +279,17 @@ def _in_slabs(work: Callable[[int, int], None], length: int, threads: int) -> No
         work(0, length)
         return
     bounds = [length * k // threads for k in range(threads + 1)]
-    if not _pool:
-        from concurrent.futures import ThreadPoolExecutor   # not at import: a thread pool
-        _pool.append(ThreadPoolExecutor(max_workers=max(1, threads - 1),
-                                        thread_name_prefix="rearrange-reduce"))
-    futures = [_pool[0].submit(work, bounds[k], bounds[k + 1]) for k in range(1, threads)]
+    # one executor, as wide as the widest call yet (set_num_threads may raise the count:
+    # a narrower pool would run the slabs one after another)
+    with _pool_lock:
+        if not _pool or _pool[0][0] < threads - 1:
+            from concurrent.futures import ThreadPoolExecutor   # not at import: a pool
+            if _pool:       # (work it was given still runs: shutdown cancels nothing)
+                _pool.pop()[1].shutdown(wait=False)
+            _pool.append((threads - 1, ThreadPoolExecutor(
+                max_workers=threads - 1, thread_name_prefix="rearrange-reduce")))
+        executor = _pool[0][1]
+        futures = [executor.submit(work, bounds[k], bounds[k + 1]) for k in range(1, threads)]
     work(bounds[0], bounds[1])
     for future in futures:
         future.result()

@@ -183,3 +183,13 @@ def test_slabs_add_in_numpys_order(shape, order, reduced, reduction, threads):
     axis = tuple(range(x.ndim - reduced, x.ndim))
     _same(reduce_by_layout("slabs", reduction, x, axis, threads),
           getattr(x, reduction)(axis=axis))
+
+
+def test_slabs_widen_their_pool_with_the_thread_count():
+    """The executor is made for the first call's thread count; a later, larger count
+    gets a wider one (a narrower pool would run the slabs one after another)."""
+    x = np.random.default_rng(4).random((12, 40), dtype=np.float32)
+    for threads in (2, 4, 3):
+        _same(reduce_by_layout("slabs", "sum", x, (1,), threads), x.sum(axis=1))
+        assert reductions._pool[0][0] >= threads - 1
+    assert reductions._pool[0][0] >= 3
