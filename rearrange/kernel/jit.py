@@ -50,6 +50,7 @@ import os
 import sys
 import threading
 import types
+from typing import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -293,15 +294,16 @@ def cache_directory() -> str | None:
             import hashlib
 
             return Path(hashlib.sha1(str(here).encode()).hexdigest()[:12])
-        candidates: list = []
-        if os.environ.get("REARRANGE_CACHE_DIR"):
-            candidates.append(lambda: Path(os.environ["REARRANGE_CACHE_DIR"]))
-        elif os.environ.get("NUMBA_CACHE_DIR"):
-            candidates.append(lambda: Path(os.environ["NUMBA_CACHE_DIR"]) / "rearrange" / install())
-        else:
-            candidates += [lambda: here / "__pycache__", lambda: _user_cache_root() / install()]
-        found = next((str(c) for c in map(lambda make: make(), candidates) if _writable(c)),
-                     None)
+
+        def candidates() -> Iterator[Path]:     # by preference, each made when tried
+            if os.environ.get("REARRANGE_CACHE_DIR"):
+                yield Path(os.environ["REARRANGE_CACHE_DIR"])
+            elif os.environ.get("NUMBA_CACHE_DIR"):
+                yield Path(os.environ["NUMBA_CACHE_DIR"]) / "rearrange" / install()
+            else:
+                yield here / "__pycache__"
+                yield _user_cache_root() / install()
+        found = next((str(c) for c in candidates() if _writable(c)), None)
         _directory = (found,)
     return _directory[0]
 
