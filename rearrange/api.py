@@ -546,11 +546,14 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
     if op != "rearrange":
         plan = ops.explain_transform(op, x_or_shape, pattern, reduction=reduction,
                                      strides=strides, dtype=dtype, copy=copy, **axes_lengths)
-        if op == "repeat" and not isinstance(x_or_shape, Tensor):
-            plan = ndarray.describe_copy(plan, x_or_shape, None)   # numpy's own account
+    else:
+        layout, dtype_name, itemsize, unit = layout_from(x_or_shape, strides, dtype)
+        plan = plan_for(pattern, layout, axes_lengths, copy, dtype_name, itemsize, unit)
+    # a numpy array or a shape (numpy's layout): the numpy backend's account of who
+    # copies, as the call's plan gets it at the door (a Tensor's copies are the kernel's)
+    if isinstance(x_or_shape, Tensor):
         return plan
-    layout, dtype_name, itemsize, unit = layout_from(x_or_shape, strides, dtype)
-    return plan_for(pattern, layout, axes_lengths, copy, dtype_name, itemsize, unit)
+    return ndarray.describe_copy(plan, x_or_shape, None)
 
 
 @dataclass(frozen=True)
