@@ -37,7 +37,7 @@ from .errors import ArgumentTypeError, RearrangeError
 from . import front
 from .front import run_transform
 from .notation import (Brackets, Dots, Expression, Group, Leaf, Name, Number, Product, Sum,
-                       expand, leaves, parse_notation)
+                       expand, leaves, parse_notation, walk)
 from .parsing import pattern_error
 
 __all__ = ["softmax", "log_softmax", "flip", "roll", "sort", "argsort", "argmax", "argmin",
@@ -196,7 +196,7 @@ def plan_along(op: str, pattern: str, ndim: int, given: tuple[tuple[str, int], .
         if leaf.name is not None:
             seen[leaf.name] = leaf
     axes = tuple(k for k, leaf in enumerate(elementary) if leaf.marked)
-    has_brackets = any(type(t) is Brackets for t in _walk_terms(source.terms))
+    has_brackets = any(type(t) is Brackets for t in walk(source.terms))
     if not has_brackets or (not axes and op not in ("flip", "roll", "softmax", "log_softmax")):
         raise pattern_error(f"{op} needs the axes it acts on in brackets, e.g. 'a [b] c'; "
                             f"found none", pattern, source.start, max(source.end, source.start + 1))
@@ -295,7 +295,7 @@ def _argfind_output(op: str, pattern: str, parsed: Any, source: Expression,
     count = sum(1 for leaf in elementary if leaf.marked)
     coordinate_text = coordinate if coordinate is not None else "1"
     if parsed.outputs is None:
-        brackets = [t for t in _walk_terms(source.terms) if type(t) is Brackets]
+        brackets = [t for t in walk(source.terms) if type(t) is Brackets]
         if len(brackets) != 1:
             raise pattern_error(f"{op} without an output needs exactly one '[ ]' in the input "
                                 f"(it becomes the coordinates '[{count}]'); found "
@@ -303,7 +303,7 @@ def _argfind_output(op: str, pattern: str, parsed: Any, source: Expression,
                                 pattern, source.start, source.end)
         return _replace_bracket(dims, names, coordinate_text)
     output = parsed.outputs[0]
-    brackets = [t for t in _walk_terms(output.terms) if type(t) is Brackets]
+    brackets = [t for t in walk(output.terms) if type(t) is Brackets]
     if not brackets:
         if count != 1:
             raise pattern_error(f"{op}: with {count} axes in brackets the output needs their "
@@ -354,16 +354,6 @@ def _replace_bracket(dims: Sequence[Any], names: Mapping[int, str], coordinate: 
     return " ".join(t for t in (text(d) for d in dims) if t is not None)
 
 
-def _walk_terms(terms: Sequence[Any]) -> Any:
-    for term in terms:
-        yield term
-        if type(term) is Group:
-            for part in term.parts:
-                yield from _walk_terms(part)
-        elif type(term) is Brackets:
-            yield from _walk_terms(term.terms)
-
-
 # --------------------------------------------------------------------------- reduce and einsum
 
 
@@ -400,8 +390,8 @@ def reduce_pattern(pattern: str) -> str:
         raise pattern_error("reduce takes one array and gives one: one expression on each "
                             "side", pattern, where.start, where.end)
     source = parsed.inputs[0]
-    if any(type(t) is Group and t.is_concatenation for t in _walk_terms(source.terms)):
-        bad = next(t for t in _walk_terms(source.terms) if type(t) is Group and t.is_concatenation)
+    if any(type(t) is Group and t.is_concatenation for t in walk(source.terms)):
+        bad = next(t for t in walk(source.terms) if type(t) is Group and t.is_concatenation)
         raise pattern_error("reduce takes no concatenation ('+')", pattern, bad.start, bad.end)
     marked, unmarked = _bracket_names(source.terms)
     stripped = pattern.replace("[", " ").replace("]", " ")
@@ -409,7 +399,7 @@ def reduce_pattern(pattern: str) -> str:
         output = " ".join(t for t in (_term_text(x, True) for x in source.terms) if t)
         return f"{stripped} -> {output}"
     output = parsed.outputs[0]
-    for term in _walk_terms(output.terms):
+    for term in walk(output.terms):
         if type(term) is Brackets:
             raise pattern_error("brackets mark the reduced axes in the input; the output "
                                 "of reduce has none", pattern, term.start, term.end)
@@ -454,16 +444,16 @@ def einsum_pattern(pattern: str) -> str:
     marked_at: dict[str, Any] = {}
     unmarked_at: dict[str, Any] = {}
     for expression in parsed.inputs:
-        def walk(terms: Sequence[Any], inside: bool) -> None:
+        def note(terms: Sequence[Any], inside: bool) -> None:
             for term in terms:
                 if type(term) is Name:
                     (marked_at if inside else unmarked_at).setdefault(term.name, term)
                 elif type(term) is Brackets:
-                    walk(term.terms, True)
+                    note(term.terms, True)
                 elif type(term) is Group:
                     for part in term.parts:
-                        walk(part, inside)
-        walk(expression.terms, False)
+                        note(part, inside)
+        note(expression.terms, False)
     for name, term in marked_at.items():
         if name in unmarked_at:
             other = unmarked_at[name]
@@ -472,7 +462,7 @@ def einsum_pattern(pattern: str) -> str:
                                 f"another; an axis is bracketed everywhere or nowhere",
                                 pattern, second.start, second.end)
     for output in parsed.outputs or ():
-        for term in _walk_terms(output.terms):
+        for term in walk(output.terms):
             if type(term) is Brackets:
                 raise pattern_error("brackets mark the contracted axes in the inputs; the "
                                     "output of einsum has none", pattern, term.start, term.end)

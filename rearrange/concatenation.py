@@ -47,7 +47,7 @@ from . import front, notation
 from .caching import PLANS
 from .calls import canonical_lengths, numpy_layout
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
-from .notation import Leaf, Product, Sum, expand, parse_notation, pattern_error, solve
+from .notation import Leaf, Sum, expand, parse_notation, pattern_error, solve
 from .recipe import is_symbolic
 from .tensor import Tensor
 
@@ -307,7 +307,7 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
             parsed.inputs[0].start, parsed.inputs[-1].end)
     _check_one_side(parsed, text)
     for expression in parsed.expressions:
-        for term in notation._walk(expression.terms):
+        for term in notation.walk(expression.terms):
             if type(term) is notation.Brackets:
                 raise pattern_error("brackets mark the axes an operation acts on (reduce, "
                                     "indexing, ...); rearrange takes none", text,
@@ -398,7 +398,7 @@ def _check_one_side(parsed: Any, text: str) -> None:
     """A '+' on both sides of the arrow is refused: a call concatenates (inputs -> an
     output with '+') or splits (an input with '+' -> outputs)."""
     def concatenations(expressions: Sequence[Any]) -> list[Any]:
-        return [t for e in expressions for t in notation._walk(e.terms)
+        return [t for e in expressions for t in notation.walk(e.terms)
                 if type(t) is notation.Group and t.is_concatenation]
     joined = concatenations(parsed.outputs)
     if concatenations(parsed.inputs) and joined:
@@ -540,7 +540,7 @@ def _numpy_copier(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | N
     kernel = plan_copy(tuple(leaf_shape), tuple(s * itemsize for s in src_strides), itemsize,
                        "f")
     if kernel.variant in ("numpy", "empty"):
-        return "numpy", f"numpy copyto (small: below the kernel's threshold)"
+        return "numpy", "numpy copyto (small: below the kernel's threshold)"
     if _dst_contiguous(region, leaf_shape, output_shape):
         return "kernel", f"a copy by the kernel ({kernel.variant})"
     if kernel.variant in _ROW_VARIANTS:

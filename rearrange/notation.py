@@ -39,14 +39,14 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from .errors import ArgumentTypeError, PatternError
-from .parsing import (get_parser, invalid_name_reason, pattern_error, register_kind,
-                      parse_cached, shorten)
+from .parsing import (get_parser, invalid_name_reason, parse_cached, pattern_error,
+                      register_kind)
 from . import parsing
 
 __all__ = [
     "Name", "Number", "Dots", "Group", "Brackets", "Expression", "NotationPattern",
     "Leaf", "Product", "Sum", "Dim", "parse_notation", "is_notation", "expand", "solve",
-    "leaves", "length_of", "dim_text",
+    "leaves", "length_of", "dim_text", "walk",
 ]
 
 
@@ -253,19 +253,20 @@ def _term(node: Any, text: str) -> Term:
     return Group(parts, opening.start_pos, closing.end_pos)
 
 
-def _walk(terms: Sequence[Term]) -> Iterator[Term]:
+def walk(terms: Sequence[Term]) -> Iterator[Term]:
+    """Every term of ``terms``, depth first: each group and bracket, then its terms."""
     for term in terms:
         yield term
         if type(term) is Group:
             for part in term.parts:
-                yield from _walk(part)
+                yield from walk(part)
         elif type(term) is Brackets:
-            yield from _walk(term.terms)
+            yield from walk(term.terms)
 
 
 def _check_expression(expression: Expression, text: str) -> None:
     dots = None
-    for term in _walk(expression.terms):
+    for term in walk(expression.terms):
         if type(term) is Name:
             reason = invalid_name_reason(term.name)
             if reason is not None:
@@ -278,7 +279,7 @@ def _check_expression(expression: Expression, text: str) -> None:
             dots = term
         elif type(term) is Group:
             if term.is_concatenation and any(type(t) is Dots for part in term.parts
-                                             for t in _walk(part)):
+                                             for t in walk(part)):
                 raise pattern_error("'...' cannot be part of a concatenation", text,
                                     term.start, term.end)
 
