@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -39,6 +38,7 @@ from .front import run_transform
 from .notation import (Brackets, Dots, Expression, Group, Leaf, Name, Number, Product, Sum,
                        expand, leaves, parse_notation, walk)
 from .parsing import pattern_error
+from .records import record
 
 __all__ = ["softmax", "log_softmax", "flip", "roll", "sort", "argsort", "argmax", "argmin",
            "explain_along", "AlongPlan", "AlongExplanation", "plan_along",
@@ -55,7 +55,7 @@ _ARGFIND = ("argmax", "argmin")
 # --------------------------------------------------------------------------- the plan
 
 
-@dataclass(frozen=True)
+@record
 class AlongPlan:
     """What an operation along bracketed axes runs, for inputs of one rank.
 
@@ -891,7 +891,7 @@ def argmin(x: Any, pattern: str, /, **axes_lengths: int) -> Any:
 # --------------------------------------------------------------------------- explain
 
 
-@dataclass(frozen=True)
+@record
 class AlongExplanation:
     """What an operation along bracketed axes does to one input: the split (a view),
     the op (a view for numpy's flip, else what is computed) and the merge (a view, or

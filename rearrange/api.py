@@ -11,7 +11,6 @@ lookup plus the array calls of the plan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping, NamedTuple, Sequence, overload
 
@@ -30,6 +29,7 @@ from .front import run_transform
 from .parsing import parse_transform
 from .plan import Plan
 from .recipe import build_recipe
+from .records import record
 from .tensor import Tensor
 
 __all__ = ["rearrange", "reduce", "repeat", "explain", "compile_pattern", "cache_info", "cache_clear",
@@ -556,7 +556,7 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
     return ndarray.describe_copy(plan, x_or_shape, None)
 
 
-@dataclass(frozen=True)
+@record
 class CompiledRearrange:
     """A pattern parsed once, with fixed axis lengths: call it like ``rearrange``.
 

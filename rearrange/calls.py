@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
@@ -24,6 +23,7 @@ from .layout import Layout, canonical_layout
 from .parsing import TransformPattern, parse_transform, pattern_error, shorten
 from .plan import REDUCTION_NAMES, Plan, plan_transform
 from .recipe import Recipe, build_recipe, is_symbolic
+from .records import record
 from .tensor import Storage, Tensor, numpy_dtype
 
 _PLAIN_INT = frozenset({int})
@@ -86,7 +86,7 @@ def parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
         raise with_context(error, pattern, shape, axes_lengths, op) from None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CopyDescriber:
     """How the copy kernel would copy a source layout of one dtype (for the plan): called
     with the source layout, it gives the :class:`CopyKernel` for the thread count set
@@ -271,7 +271,7 @@ NON_NUMPY_DTYPES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ElementType:
     """A dtype of :data:`NON_NUMPY_DTYPES`: the attributes of numpy's dtypes a plan reads."""
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -49,6 +48,7 @@ from .calls import canonical_lengths, numpy_layout
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .notation import Leaf, Sum, expand, parse_notation, pattern_error, solve
 from .recipe import is_symbolic
+from .records import record
 from .tensor import Tensor
 
 __all__ = ["NotationPlan", "Piece", "Part", "plan_notation", "rearrange_notation",
@@ -58,7 +58,7 @@ __all__ = ["NotationPlan", "Piece", "Part", "plan_notation", "rearrange_notation
 Region = tuple["tuple[int, int] | None", ...]
 
 
-@dataclass(frozen=True)
+@record
 class Piece:
     """One input's share: a view of it, described for planning and for printing."""
 
@@ -77,7 +77,7 @@ class Piece:
         return len(self.names) < sum(name is not None for name in self.leaf_names)
 
 
-@dataclass(frozen=True)
+@record
 class Part:
     """One piece written to (or viewed as) its part of one output."""
 
@@ -94,7 +94,7 @@ class Part:
     text: str                            # the output expression's part, e.g. 'a b (c1)'
 
 
-@dataclass(frozen=True)
+@record
 class NotationPlan:
     """What ``rearrange`` does for a notation pattern: its pieces (views of the inputs),
     its outputs' parts, and for each output whether it is one new array written part by

@@ -30,7 +30,6 @@ import dataclasses
 import functools
 import math
 import string
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, overload
 
 import numpy as np
@@ -63,6 +62,7 @@ from .parsing import (
 from .matmul import matmul_form, shape_arg as _shape_arg
 from .plan import JsonDump, Plan, layout_dict
 from .recipe import ELLIPSIS_PREFIX, ElementaryAxis, Recipe, SizeCheck, is_symbolic, shapes_check
+from .records import record
 from .tensor import Tensor
 
 __all__ = ["einsum", "explain_einsum", "parse_einsum", "EinsumPattern", "EinsumPlan", "EinsumStep"]
@@ -82,7 +82,7 @@ _ndarray = np.ndarray
 # --------------------------------------------------------------------------- parse
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EinsumPattern:
     """A checked einsum pattern ``"in0, in1, ... -> out"``: one Side per input, spans
     into ``text`` kept for errors."""
@@ -250,7 +250,7 @@ def _check_pattern(pattern: EinsumPattern) -> None:
 # --------------------------------------------------------------------------- plan
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EinsumStep:
     """One row of an einsum plan: a step of an input's or the output's rearrange, or the
     contraction itself."""
@@ -267,7 +267,7 @@ class EinsumStep:
                 "offset": self.layout.offset, "reason": self.reason}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InputPreparation:
     """The ``rearrange`` that brings one input to its elementary axes."""
 
@@ -276,7 +276,7 @@ class InputPreparation:
     plan: Plan     # rearrange's plan for this input: splits and unit dims dropped, a view
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EinsumPlan(JsonDump):
     """The calls ``einsum`` makes for these inputs: printable, serialisable, lowerable.
 
@@ -411,7 +411,7 @@ class EinsumPlan(JsonDump):
         return call
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Operand:
     """What planning knows of one input: its layout and dtype, and, for a foreign array,
     its backend's account of copies bound to it (``describe_copy(plan, x, info)``), which
@@ -424,7 +424,7 @@ class _Operand:
     describe_copy: Callable[[Plan], Plan] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Occurrence:
     """One elementary axis of one input: a name in a group of an input side."""
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -53,13 +52,14 @@ from .notation import (Brackets, Dots, Expression, Group, Leaf, Name, Number,
                        expand, leaves, parse_notation, solve)
 from .parsing import pattern_error, shorten
 from .recipe import is_symbolic
+from .records import record
 
 __all__ = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "logaddexp",
            "where", "explain_elementwise", "plan_elementwise", "ElementwisePlan",
            "InputView", "ELEMENTWISE_OPS"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Operation:
     """What an elementwise operation computes and how many inputs it takes."""
 
@@ -90,7 +90,7 @@ _PLAIN_INT = frozenset({int})
 # --------------------------------------------------------------------------- the plan
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InputView:
     """How one input becomes a view in the output's axis order. The steps, each a view
     and each skipped when None/empty: ``split`` (reshape into the elementary axes),
@@ -111,7 +111,7 @@ class InputView:
     view_strides: tuple[int, ...] | None  # ... and its strides: 0 where it lacks the axis
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ElementwisePlan:
     """An elementwise operation as it runs: every input a view (:class:`InputView`) in
     the order of the output's elementary axes, the operation run once over them into a

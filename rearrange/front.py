@@ -35,7 +35,6 @@ Each runs its hit with the same error handling (:func:`failure`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping
 
 import numpy as np
@@ -48,6 +47,7 @@ from .caching import PLANS
 from .calls import as_array, canonical_lengths, with_context
 from .errors import ArgumentTypeError, OutOfMemoryError, RearrangeError
 from .parsing import parse_cached
+from .records import record
 from .tensor import Tensor
 
 __all__ = ["Operation", "NOT_KEPT", "PLAIN_INT", "backend_of", "run", "run_transform",
@@ -99,7 +99,7 @@ def any_traced(backend: Any, inputs: Any, lengths: Mapping[str, Any], extras: An
     return any(traced(x, lengths) for x in inputs)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Operation:
     """What an operation gives the door; the rest of a call is :func:`run`'s.
 

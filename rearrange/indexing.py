@@ -50,7 +50,6 @@ import dataclasses
 import functools
 import math
 import sys
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -61,6 +60,7 @@ from .errors import ArgumentTypeError, DimensionError, PatternError, RearrangeEr
 from .layout import Layout
 from .notation import Brackets, Leaf, Name, Number, Product, Sum
 from .parsing import pattern_error, shorten
+from .records import record
 
 __all__ = ["get_at", "set_at", "add_at", "subtract_at", "explain_indexing", "IndexPlan",
            "plan_indexing"]
@@ -72,7 +72,7 @@ _UPDATES = ("set_at", "add_at", "subtract_at")
 # --------------------------------------------------------------------------- the plan
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IndexArray:
     """How one index array enters: split into its leaves (``split``: the leaf lengths,
     None when every term is one axis already), its coordinate axis (a leaf position, or
@@ -89,7 +89,7 @@ class IndexArray:
     space_shape: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IndexPlan:
     """What a call of ``get_at``/``set_at``/``add_at``/``subtract_at`` runs.
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from .errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeError
+from .records import record
 
 __all__ = ["Layout", "row_major_strides", "wrap_dim", "infer_size", "format_int_list",
            "MAX_DIMS", "MAX_SIZE", "size_problem", "canonical_layout", "view_of"]
@@ -160,7 +160,7 @@ def infer_size(shape: Sequence[object], numel: int) -> tuple[int, ...]:
     raise LayoutError(f"shape '{format_int_list(shape)}' is invalid for input of size {numel}")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Layout:
     """Shape, strides (in elements) and offset (in elements) over a flat storage.
 

@@ -6,8 +6,9 @@ Below contraction.py and the backends: both import it, it imports neither."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Mapping
+
+from .records import record
 
 __all__ = ["MatmulForm", "matmul_form", "shape_arg"]
 
@@ -19,7 +20,7 @@ def shape_arg(shape: tuple[int, ...]) -> str:
     return f"{shape[0]}," if len(shape) == 1 else ", ".join(map(str, shape))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MatmulForm:
     """A two-input contraction as one batched matrix product ``left @ right``, for
     libraries whose matmul beats their einsum's bookkeeping (torch: ~10 µs against ~24 µs

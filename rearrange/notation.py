@@ -35,13 +35,13 @@ concatenates) is the operation's own planner; this module knows no operation.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from .errors import ArgumentTypeError, PatternError
 from .parsing import (get_parser, invalid_name_reason, parse_cached, pattern_error,
                       register_kind)
 from . import parsing
+from .records import record
 
 __all__ = [
     "Name", "Number", "Dots", "Group", "Brackets", "Expression", "NotationPattern",
@@ -54,7 +54,7 @@ __all__ = [
 # Every node carries its span: text[start:end] is the node's text.
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Name:
     """An axis name."""
 
@@ -63,7 +63,7 @@ class Name:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Number:
     """An axis of a given length (``1``: a unit axis)."""
 
@@ -72,7 +72,7 @@ class Number:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Dots:
     """``...``: the same run of axes in every expression that holds it."""
 
@@ -80,7 +80,7 @@ class Dots:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Group:
     """``( ... )``: one axis. ``parts`` holds one composition (a tuple of terms) or, for
     a concatenation ``(a + b c)``, several: the axis is their parts end to end."""
@@ -94,7 +94,7 @@ class Group:
         return len(self.parts) > 1
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Brackets:
     """``[ ... ]``: its terms are axes of this expression, marked for the operation."""
 
@@ -106,7 +106,7 @@ class Brackets:
 Term = Name | Number | Dots | Group | Brackets
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Expression:
     """One input or output: a row of terms. An empty expression is a scalar."""
 
@@ -115,7 +115,7 @@ class Expression:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NotationPattern:
     """A parsed notation pattern: its inputs, and its outputs (None without ``->``)."""
 
@@ -297,7 +297,7 @@ def is_notation(text: Any) -> bool:
 # --------------------------------------------------------------------------- expansion
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Leaf:
     """An elementary axis: a name (``...`` stands for names ``'...0'``, ``'...1'``, ...)
     or, for a number, ``name`` None and ``length`` the number. ``marked``: inside
@@ -309,7 +309,7 @@ class Leaf:
     term: Term
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Product:
     """A composition: its length is the product of its children's."""
 
@@ -318,7 +318,7 @@ class Product:
     term: Term
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Sum:
     """A concatenation: its length is the sum of its parts' (each a Product)."""
 

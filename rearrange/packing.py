@@ -26,7 +26,6 @@ touching data: printable, JSON-ready, and convertible to plain numpy or torch co
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -43,6 +42,7 @@ from .layout import Layout
 from .parsing import PackPattern, parse_pack, pattern_error, shorten
 from .plan import JsonDump, layout_dict
 from .recipe import SizeCheck, is_symbolic, shapes_check
+from .records import record
 from .shapes import ShapeMismatchError
 from .tensor import Tensor
 
@@ -52,7 +52,7 @@ __all__ = ["pack", "unpack", "explain_pack", "explain_unpack", "PackPlan", "Pack
 # --------------------------------------------------------------------------- plans
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PackStep:
     """One operation of a pack or unpack plan and the layout it produces.
 
@@ -79,7 +79,7 @@ class PackStep:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PackPlan(JsonDump):
     """A pack or unpack for given shapes: printable, serialisable, lowerable.
 

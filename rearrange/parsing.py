@@ -26,10 +26,11 @@ from __future__ import annotations
 import functools
 import pathlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable
 
 from .errors import ArgumentTypeError, PatternError, RearrangeError
+from .records import record
 
 __all__ = [
     "AxisName",
@@ -61,7 +62,7 @@ TRANSFORM_OPS = ("rearrange", "reduce", "repeat")
 # Every node carries its span in the pattern text: text[start:end] is the node's text.
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AxisName:
     """A named axis, e.g. ``h`` in ``"b (h w)"``."""
 
@@ -70,7 +71,7 @@ class AxisName:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AnonymousAxis:
     """An axis given by its length, a number > 1, e.g. the ``2`` in ``"(h 2)"``."""
 
@@ -79,7 +80,7 @@ class AnonymousAxis:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EllipsisAxis:
     """``...``: any number of axes (zero or more), the same ones on both sides."""
 
@@ -90,7 +91,7 @@ class EllipsisAxis:
 Member = AxisName | AnonymousAxis | EllipsisAxis
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Group:
     """One axis of the tensor on this side: a bare term or a parenthesised composition.
 
@@ -104,7 +105,7 @@ class Group:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Side:
     """One side of a transform. An empty side spans nothing at the arrow it touches."""
 
@@ -129,7 +130,7 @@ class Side:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TransformPattern:
     """A checked ``lhs -> rhs`` pattern: valid for the op it was parsed for.
 
@@ -826,7 +827,7 @@ SHAPE_OPS = ("parse_shape", "check_shape")
 _MEMBER_TERMINALS = frozenset({"NAME", "INT", "ELLIPSIS"})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PackPattern:
     """A checked pack/unpack pattern such as ``"b * d"``: axis names around one ``*``.
 
@@ -846,7 +847,7 @@ class PackPattern:
         return tuple(axis.name for axis in (*self.before, *self.after))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShapePattern:
     """A checked shape pattern: one group per dim of one tensor (``...``: any number).
 

@@ -35,11 +35,11 @@ from __future__ import annotations
 import dataclasses
 import html
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .errors import RearrangeError
 from .layout import Layout
+from .records import record
 
 __all__ = ["plan_svg", "pack_svg", "einsum_svg", "notation_svg", "along_svg", "elementwise_svg",
            "indexing_svg", "html_fragment", "html_page"]
@@ -50,7 +50,7 @@ __all__ = ["plan_svg", "pack_svg", "einsum_svg", "notation_svg", "along_svg", "e
 MAX_LISTED = 64
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Content:
     """What one storage position holds, in terms of the inputs' own storages."""
 
@@ -60,7 +60,7 @@ class Content:
     count: int = 0                   # how many it combines (reduces is cut at MAX_LISTED)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Storage:
     """A flat block of elements read by one or more arrays of the picture.
 
@@ -73,7 +73,7 @@ class Storage:
     extent: tuple[int, int] | None              # lowest, highest position; None: empty
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Jump:
     """Two elements a merge needs adjacent in storage, and are not: ``after`` follows
     ``before`` in the merged dim's order, but reads ``position(after)`` instead of
@@ -84,7 +84,7 @@ class Jump:
     expected: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Panel:
     """One array of the picture: a layout over a storage, with what to say about it."""
 
@@ -100,7 +100,7 @@ class Panel:
     strip: bool = False                         # draw the storage as a strip above the grid
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Picture:
     """What :func:`render` draws: a title, summary lines, the arrays top to bottom."""
 
@@ -213,7 +213,7 @@ def jump_notes(layout: Layout, jumps: Sequence[Jump]) -> tuple[str, ...]:
         f"view needs {jump.expected} (outlined)" for jump in jumps)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StepView:
     """What the picture needs of one step of any plan class."""
 
@@ -419,7 +419,7 @@ def shown_indexes(size: int, count: int, required: frozenset[int] = frozenset())
     return sorted(chosen | {i for i in required if 0 <= i < size})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Axis:
     """How one dim is drawn: the indexes shown (None for an ellipsis), their offsets
     along the dim's direction, and the size of what each slot holds."""

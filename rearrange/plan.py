@@ -20,19 +20,20 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import IO, Any, Callable, Mapping
 
 from .errors import NoViewError, RearrangeError
 from .layout import MAX_DIMS, MAX_SIZE, Layout, canonical_layout, row_major_strides, view_of
 from .recipe import Recipe, check_result_size, solve_lengths
+from .records import record
 
 _PLAIN_INT = frozenset({int})
 
 __all__ = ["Step", "Plan", "JsonDump", "plan_transform"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Step:
     """One Tensor-style operation of a plan and the layout it produces."""
 
@@ -134,7 +135,7 @@ class JsonDump:
         return html_fragment(str(self), None if to_svg is None else to_svg())
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Plan(JsonDump):
     """A compiled rearrangement for one input layout: printable, serialisable, lowerable.
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from .errors import PatternError, RearrangeError
 from .layout import MAX_DIMS, MAX_SIZE, size_problem
 from .parsing import AnonymousAxis, AxisName, EllipsisAxis, Group, TransformPattern, pattern_error
+from .records import record
 
 __all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_result_size",
            "is_symbolic", "SizeCheck", "size_check", "shapes_check"]
@@ -27,7 +27,7 @@ ELLIPSIS_PREFIX = "…"  # ellipsis dims are named …0, …1, ... (not valid id
 _PLAIN_INT = frozenset({int})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ElementaryAxis:
     """One axis of the fully decomposed input."""
 
@@ -36,7 +36,7 @@ class ElementaryAxis:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Recipe:
     """The shape-free meaning of a transform pattern for an input of rank ``ndim``.
 
@@ -398,7 +398,7 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
     return tuple(lengths)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SizeCheck:
     """A condition the pattern puts on sizes that are symbolic (traced by torch.compile,
     torch.export, torch.jit.trace), so that planning cannot decide it: ``lhs == rhs`` or

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from . import front
@@ -33,6 +32,7 @@ from .front import PLAIN_INT
 from .parsing import (AxisName, EllipsisAxis, ShapePattern, parse_shape_pattern, pattern_error,
                       shorten)
 from .plan import JsonDump
+from .records import record
 
 __all__ = ["parse_shape", "check_shape", "explain_shape", "ShapeMismatchError", "ShapePlan",
            "ShapeRow"]
@@ -54,7 +54,7 @@ class ShapeMismatchError(PatternError):
 # pattern's groups with the ellipsis expanded. Cached by (pattern, op, rank).
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Dim:
     """The pattern's part for one dim of the shape."""
 
@@ -64,7 +64,7 @@ class _Dim:
     ellipsis: bool = False          # a dim covered by '...': any size, nothing read
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Recipe:
     pattern: ShapePattern
     dims: tuple[_Dim, ...]
@@ -309,7 +309,7 @@ CHECK_SHAPE = front.Operation(
 # --------------------------------------------------------------------------- check_shape
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShapeRow:
     """One dim of the shape against its part of the pattern."""
 
@@ -322,7 +322,7 @@ class ShapeRow:
         return {"dim": self.dim, "size": self.size, "pattern": self.text, "solved": self.solved}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShapePlan(JsonDump):
     """How a shape fits a pattern: each dim against the pattern, and every axis length.
 

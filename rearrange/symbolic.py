@@ -28,7 +28,6 @@ Eager calls never come here: they keep the proved plans and their caches.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .calls import context_line
@@ -36,6 +35,7 @@ from .errors import RearrangeError
 from .parsing import parse_transform
 from .plan import JsonDump, reduction_source
 from .recipe import SizeCheck, build_recipe, is_symbolic, solve_lengths
+from .records import record
 
 __all__ = ["SymbolicStep", "SymbolicPlan", "SizeCheck", "plan_symbolic", "is_symbolic"]
 
@@ -43,7 +43,7 @@ __all__ = ["SymbolicStep", "SymbolicPlan", "SizeCheck", "plan_symbolic", "is_sym
 RUNTIME_DECIDES = "symbolic sizes: torch's reshape decides view or copy when it runs"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SymbolicStep:
     """One op of a symbolic plan; sizes may be symbolic expressions."""
 
@@ -56,7 +56,7 @@ class SymbolicStep:
         return {"op": self.op, "args": [_text(a) for a in self.args], "reason": self.reason}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SymbolicPlan(JsonDump):
     """The plan of ``rearrange``/``reduce``/``repeat`` for an input with symbolic sizes.
 

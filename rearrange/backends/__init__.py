@@ -21,7 +21,6 @@ takes, and a type's backend is then one dict lookup (:data:`by_type`).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
@@ -31,6 +30,7 @@ from ..calls import (SUPPORTED_ARRAYS, check_reduction, no_view_error, parse_fir
 from ..errors import ArgumentTypeError, RearrangeError
 from ..layout import Layout
 from ..plan import Plan
+from ..records import record
 from ..tensor import Tensor
 from .protocol import hook
 
@@ -41,7 +41,7 @@ __all__ = ["ArrayInfo", "backend_for", "plan_for_array", "asnumpy",
            "SUPPORTED_ARRAYS"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ArrayInfo:
     """What the planner needs to know about an array."""
 

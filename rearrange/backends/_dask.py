@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan, Step
+from ..records import record
 from . import ArrayInfo, reduction_error
 
 Runner = Callable[[Any], Any]
@@ -84,7 +85,7 @@ def chunk_target() -> int:
 
 # ---------------------------------------------------------------------- chunk planning
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@record
 class StepChunks:
     """How one plan step meets dask's chunks."""
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping
 
@@ -32,6 +31,7 @@ from ..calls import numpy_layout, plan_for
 from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
+from ..records import record
 from ..reductions import apply_reduction, plan_by_layout, reduce_by_layout
 from ..tensor import Tensor
 from . import ArrayInfo, refusal
@@ -385,7 +385,7 @@ def is_expected_view(result: np.ndarray, source: np.ndarray, plan: Plan, view: L
     return result.__array_interface__["data"][0] == source.__array_interface__["data"][0]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IntoEntry:
     """How ``out=`` runs for one input layout: ``view`` makes the permuted view of the
     input (every step before the merge, never a copy), which ``kernel`` copies into

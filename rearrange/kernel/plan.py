@@ -77,9 +77,10 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..errors import RearrangeError
+from ..records import record
 from .threads import get_num_threads
 
 __all__ = ["CopyKernel", "plan_copy", "plan_aligned", "copies_with_numpy", "lowbit", "stages",
@@ -194,7 +195,7 @@ SIMD_TILE_G2 = _SIMD_TILES_G2[VECTOR_BYTES]
 
 # ---------------------------------------------------------------------------- the plan
 
-@dataclass(frozen=True, slots=True)
+@record
 class CopyKernel:
     """How one strided → C-contiguous copy is done. Pure metadata, printable by explain()."""
 

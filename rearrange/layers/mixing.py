@@ -18,16 +18,16 @@ from __future__ import annotations
 import math
 import string
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ArgumentTypeError, PatternError
 from ..parsing import AnonymousAxis, AxisName, EllipsisAxis, Side, parse_transform
+from ..records import record
 
 __all__ = ["EinMixPlan", "plan_einmix"]
 
 
-@dataclass(frozen=True)
+@record
 class EinMixPlan:
     """What an ``EinMix`` layer does to its input, in einops' terms."""
 

@@ -24,12 +24,12 @@ from typing import Any
 
 import torch
 
-from dataclasses import dataclass
 
 from ..api import explain, reduce, rearrange
 from ..calls import check_reduction, context_line
 from ..errors import PatternError
 from ..parsing import parse_transform
+from ..records import record
 from .mixing import plan_einmix
 
 __all__ = ["Rearrange", "Reduce", "EinMix"]
@@ -179,7 +179,7 @@ def _einsum_shape(subscripts: str, shape: tuple[Any, ...], weight: tuple[int, ..
     return (*(size[c] for c in before), *(covered if dots else ()), *(size[c] for c in after))
 
 
-@dataclass(frozen=True)
+@record
 class EinMixExplanation:
     """The steps of an ``EinMix`` forward for one input; ``str()`` prints them."""
 
