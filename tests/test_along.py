@@ -350,6 +350,7 @@ def _chain(x):
             ra.argmax(x, "a [b c]"), ra.reduce(x, "a [b] c", "max"))
 
 
+@pytest.mark.slow
 def test_torch_compile_one_graph_over_changing_shapes():
     torch._dynamo.reset()
     compiled = torch.compile(_chain, dynamic=True, fullgraph=True)

@@ -79,6 +79,7 @@ def test_harness_smoke_run(tmp_path: pathlib.Path) -> None:
     assert across.count("each run: ") == 2, across
 
 
+@pytest.mark.slow
 def test_ops_suite_smoke_run(tmp_path: pathlib.Path) -> None:
     """``run.py --suite ops`` (#39: every operation against the best peer) on tiny
     shapes: every case of race_ops.py checked against rearrange and timed beside its

@@ -1204,6 +1204,7 @@ def test_set_spin_seconds_turns_posting_off_and_on(spinning_pool) -> None:
             kthreads.set_spin_seconds(bad)
 
 
+@pytest.mark.slow
 def test_spin_from_environment() -> None:
     code = ("import warnings, rearrange.kernel.threads as t\n"
             "print(t.spin_seconds())")

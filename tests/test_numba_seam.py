@@ -145,6 +145,7 @@ def assert_right(report: dict) -> None:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("stripped", ["numba.core.caching:_CacheLocator",
                                       "numba.core.caching:IndexDataCacheFile"])
+@pytest.mark.slow
 def test_numba_without_its_private_names_compiles_publicly(tmp_path: Path, mode: str,
                                                           stripped: str) -> None:
     """A private name missing: the kernel is compiled through numba's public API in
@@ -165,6 +166,7 @@ def test_numba_without_its_private_names_compiles_publicly(tmp_path: Path, mode:
     assert not cache.exists() or {p.suffix for p in cache.iterdir()} <= {".lock"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_numba_that_fails_to_import_costs_one_warning(tmp_path: Path, mode: str) -> None:
     """``import numba`` raises: every operation returns numpy's result in every mode,

@@ -382,6 +382,7 @@ def test_the_command_writes_the_picture_and_the_page(tmp_path) -> None:
     assert table.splitlines()[0] in html_module.unescape(html)
 
 
+@pytest.mark.slow
 def test_a_browser_renders_the_page_in_light_and_dark_themes(tmp_path) -> None:
     render = _render_pictures()
     if render.chromium() is None:

@@ -137,6 +137,7 @@ def test_import_loads_only_what_a_first_view_needs(tmp_path: Path) -> None:
     assert not forbidden & set(added), sorted(forbidden & set(added))
 
 
+@pytest.mark.slow
 def test_on_disk_the_caller_copies_with_numpy_while_a_thread_loads(on_disk: Path,
                                                                    tmp_path: Path) -> None:
     """The runner is on disk: the first copy is numpy's (explain says so), a thread of
@@ -153,6 +154,7 @@ def test_on_disk_the_caller_copies_with_numpy_while_a_thread_loads(on_disk: Path
     assert report["numba"] == [False] and False in report["loads"]
 
 
+@pytest.mark.slow
 def test_a_small_copy_never_loads_numba(on_disk: Path) -> None:
     """A copy numpy does as fast (64x64: the plan says numpy) with the kernel on disk:
     numba is never imported, no runner loaded, nothing started."""
@@ -168,6 +170,7 @@ def test_a_small_copy_never_loads_numba(on_disk: Path) -> None:
     assert report["threads"] == 1 and report["plan_now"] == []
 
 
+@pytest.mark.slow
 def test_empty_cache_the_caller_copies_while_a_worker_compiles(tmp_path: Path) -> None:
     report = run(FIRST_AND_THEN, tmp_path / "cache")
     assert report["before"] == ["now    numpy's copy at first; the kernel is compiled in the "
@@ -178,6 +181,7 @@ def test_empty_cache_the_caller_copies_while_a_worker_compiles(tmp_path: Path) -
     assert_caller_never_touched_numba(report)
 
 
+@pytest.mark.slow
 def test_compiling_elsewhere_the_caller_does_not_wait(tmp_path: Path) -> None:
     """Another process holds the runner's lock (it is compiling it): the caller copies
     with numpy at once, its thread waits for the lock; the process leaves meanwhile."""
@@ -201,6 +205,7 @@ def test_compiling_elsewhere_the_caller_does_not_wait(tmp_path: Path) -> None:
     assert_caller_never_touched_numba(report)
 
 
+@pytest.mark.slow
 def test_read_only_the_kernel_is_compiled_in_a_thread(tmp_path: Path) -> None:
     """No writable cache directory: the caller copies with numpy, a thread of the
     process compiles the runner in memory (one warning), the next copies use it."""
@@ -225,6 +230,7 @@ def test_read_only_the_kernel_is_compiled_in_a_thread(tmp_path: Path) -> None:
     assert report["numba"] == [False]
 
 
+@pytest.mark.slow
 def test_the_loader_waits_before_importing_numba_unless_asked(on_disk: Path) -> None:
     """The service's thread does nothing for its start delay (made a minute here): the
     copies meanwhile are numpy's, numba is not imported by anyone, nor the disk cache

@@ -78,6 +78,7 @@ def _graphs(f: Callable[[Any], Any], shapes: list[tuple[int, ...]], oracle: Call
     return len(graphs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_dynamic_compile_is_one_graph_for_all_shapes(name: str) -> None:
     f = FUNCTIONS[name]
@@ -97,6 +98,7 @@ def test_default_compile_builds_no_more_graphs_than_einops(name: str) -> None:
     assert ours <= theirs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dynamic", [True, None])
 def test_layers_compile_like_einops_layers(dynamic: bool | None) -> None:
     import einops.layers.torch as einops_layers
@@ -152,6 +154,7 @@ def test_compiled_first_call_with_rearrange_imported_before_torch() -> None:
     assert result.stdout.strip() == "ok"
 
 
+@pytest.mark.slow
 def test_importing_rearrange_does_not_import_dynamo() -> None:
     script = ("import sys, torch, rearrange as ra; x = torch.zeros(2, 3); "
               "ra.rearrange(x, 'a b -> b a'); ra.reduce(x, 'a b -> a', 'sum'); "
@@ -184,6 +187,7 @@ def test_jit_trace_of_functions_runs_on_new_sizes() -> None:
         torch.testing.assert_close(traced(y), f(y))
 
 
+@pytest.mark.slow
 def test_export_with_dynamic_dims_matches_eager_at_other_sizes() -> None:
     model = _layers(_Layers)
     batch, h, w = torch.export.Dim("batch"), torch.export.Dim("h"), torch.export.Dim("w")

@@ -113,6 +113,7 @@ def _compiled_cases() -> list[Any]:
                for name in INDUCTOR])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "backend"), _compiled_cases())
 def test_compiled_raises_where_eager_raises(name: str, backend: str) -> None:
     case = CASES[name]
@@ -158,6 +159,7 @@ def _auto(shapes: Shapes) -> tuple:
     return (tuple({dim: Dim.AUTO for dim in range(len(shape))} for shape in shapes),)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_exported_raises_where_eager_raises(name: str) -> None:
     case = CASES[name]
