@@ -11,7 +11,6 @@ where the benchmark shows it faster than torch's (every variant except the small
 from __future__ import annotations
 
 import dataclasses
-import importlib.abc
 import sys
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -75,11 +74,12 @@ def register_when_dynamo_loads() -> None:
         sys.meta_path.insert(0, _AfterDynamoLoads())
 
 
-class _AfterDynamoLoads(importlib.abc.MetaPathFinder):
+class _AfterDynamoLoads:
     """An import hook that finds nothing itself: when ``torch._dynamo`` is imported, it
     asks the other finders for it and registers the operations once its module has
     run. It removes itself on first use; a failure to register warns, never breaks the
-    import."""
+    import. (A meta path finder is anything with ``find_spec``: not deriving from
+    ``importlib.abc.MetaPathFinder`` spares ``import rearrange`` importing that module.)"""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
         if fullname != "torch._dynamo":
