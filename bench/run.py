@@ -248,6 +248,8 @@ def render(path: Path, out: Path | None, name: str | None, no_plot: bool) -> int
         us = record["us"]
         if "numpy" in us:  # ratios of the medians, as the overhead suite computes them
             record["ra_over_numpy"] = us["rearrange"] / us["numpy"]
+            if "floor" in us:
+                record["floor_over_numpy"] = us["floor"] / us["numpy"]
             record["einops_over_ra"] = us["einops"] / us["rearrange"] if "einops" in us else math.nan
     out = out or path.parent
     name = name or path.stem
