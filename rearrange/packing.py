@@ -711,10 +711,15 @@ def unpack(tensor: ArrayT, packed_shapes: Sequence[Sequence[int]], pattern: str)
 #   plain ints (3.0 == 3), and not for subclasses of Tensor.
 # Keys of traced sizes (torch.compile's SymInts) cannot be hashed: nothing is kept.
 #
-# A backend with ``lower_pack`` / ``lower_unpack`` (numpy, Tensor: numpy memory) gets a
-# plan over its arrays' layouts and dtypes; any other a plan of the shapes alone, run by
-# its library's ``reshape`` and ``concat`` (autograd, devices and laziness carry through;
-# dtypes are the library's business).
+# numpy arrays and Tensors (numpy memory, which this package reads) get a plan over their
+# layouts and dtypes; any other library's arrays a plan of the shapes alone, run by the
+# backend's ``lower_pack`` / ``lower_unpack`` where it has them (torch), else by its
+# ``reshape`` and ``concat`` (autograd, devices and laziness carry through; dtypes are the
+# library's business).
+
+
+def _planned_over_memory(backend: Any) -> bool:
+    return backend is ndarray or backend is tensor_backend
 
 
 def _foreign_backend(x: Any) -> Any:
@@ -751,7 +756,7 @@ def _pack_key(backend: Any, tensors: Sequence[Any], pattern: Any, lengths: Any,
 def _pack_plan(backend: Any, tensors: Sequence[Any], pattern: Any, lengths: Any,
                extras: Any) -> tuple[PackPlan, Any]:
     """The plan and the packed array's dtype (None for a library's arrays)."""
-    if hook(backend, "lower_pack") is None:
+    if not _planned_over_memory(backend):
         # the backend's own account of the shapes (it refuses the ones no plan can take)
         return _plan_pack(pattern, [
             _Input(Layout.contiguous(backend.describe(x).layout.shape), None, "elements")
@@ -871,7 +876,7 @@ def _unpack_is_traced(backend: Any, tensor: Any, lengths: Any, packed_shapes: An
 
 def _unpack_plan(backend: Any, tensor: Any, pattern: Any, lengths: Any,
                  packed_shapes: Any) -> PackPlan:
-    if hook(backend, "lower_unpack") is None:
+    if not _planned_over_memory(backend):
         shape = backend.describe(tensor).layout.shape
         return _plan_unpack(pattern, Layout.contiguous(shape), packed_shapes, None, None,
                             "elements")[0]

@@ -11,6 +11,7 @@ where the benchmark shows it faster than torch's (every variant except the small
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -643,6 +644,43 @@ def concat(xs: list[Any], axis: int) -> Any:
     for x in xs:
         check(x)
     return _torch().cat(xs, dim=axis)
+
+
+def lower_pack(plan: Any, dtype: Any) -> Any:
+    """A pack plan as torch calls: each input reshaped to its place (a view wherever
+    torch makes one) and one ``torch.cat`` along the packed dim (which promotes the
+    dtypes as the plan does). Each input is checked dense once (the plan cache's key
+    has no layout). Traced sizes take ``packing._pack_traced`` instead."""
+    torch = _torch()
+    cat, strided = torch.cat, torch.strided
+    axis = plan.axis
+    shapes = [(*layout.shape[:axis], math.prod(packed),
+               *layout.shape[axis + len(packed):])
+              for layout, packed in zip(plan.inputs, plan.packed_shapes)]
+
+    def run(xs: Any) -> Any:
+        pieces = []
+        for x, shape in zip(xs, shapes):
+            if x.layout is not strided or x.is_nested:
+                check(x)
+            pieces.append(x.reshape(shape))
+        return cat(pieces, dim=axis)
+    return run
+
+
+def lower_unpack(plan: Any) -> Any:
+    """An unpack plan as torch calls: one ``split_with_sizes`` of the packed dim into
+    every output's length (views), each reshaped to the output's shape (a split of one
+    dim: always a view). The packed tensor is checked dense before the runner is
+    reached (by the planner, and by ``packing.unpack``'s warm path)."""
+    axis = plan.axis
+    lengths = [math.prod(packed) for packed in plan.packed_shapes]
+    shapes = [output.shape for output in plan.outputs]
+
+    def run(x: Any) -> list[Any]:
+        return [piece.reshape(shape)
+                for piece, shape in zip(x.split_with_sizes(lengths, axis), shapes)]
+    return run
 
 
 def einsum(subscripts: str, *xs: Any) -> Any:

@@ -101,9 +101,9 @@ OPTIONAL_HOOKS: dict[str, Any] = {
     # An einsum plan as ``runner(arrays)``; None: the front runs the plan's rearranges
     # and the backend's einsum step by step.
     "lower_einsum": None,
-    # A pack plan as ``runner(arrays) -> packed`` over numpy memory (numpy, Tensor: the
-    # plan sees their layouts and dtypes); None: the plan sees shapes alone, and the
-    # library's ``reshape`` and ``concat`` run it.
+    # A pack plan as ``runner(arrays) -> packed`` (numpy and Tensor: a plan over their
+    # layouts and dtypes; any other library: over shapes alone, dtype None — torch's
+    # reshapes and one torch.cat); None: the library's ``reshape`` and ``concat`` run it.
     "lower_pack": None,
     # An unpack plan as ``runner(packed) -> list of views``; None: the library's slicing
     # and ``reshape``.
