@@ -7,8 +7,9 @@ notation families add their cases to CASES.
 
     PYTHONPATH=. python bench/notation.py [--rounds 15] [--min-sample 0.05] [name ...]
 
-prints, per case, the median time of each contender and the paired ratio contender/ours
-(above 1: ours is faster).
+prints, per case, the median time of each contender, the paired ratio contender/ours
+(above 1: ours is faster) and the memory order of the contender's result (C, F, or its
+axes outermost first: a concatenation is laid out as its inputs are, numpy's order 'K').
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ CONCAT_OUTER = "a b, a c -> (b + c) a"
 CONCAT_INNER = "b a, c a -> a (b + c)"
 
 def _numpy_into(axis: int) -> Callable[..., Any]:
-    """numpy's best call for the same C-contiguous result: one transposing copy per
-    input into its slice (np.concatenate keeps its inputs' memory order instead, so
+    """numpy's call for a C-contiguous result: one transposing copy per input into its
+    slice (np.concatenate, einx and ours keep the inputs' memory order instead, so
     ``concatenate([x.T, y.T])`` is Fortran-ordered: no transposition at all)."""
     def call(x: Any, y: Any) -> Any:
         xt, yt = x.T, y.T
@@ -125,14 +126,32 @@ CASES: list[Case] = [
 ]
 
 
-def _check(case: Case, inputs: tuple[Any, ...]) -> None:
+def memory_order(result: Any) -> str:
+    """'C', 'F', or the axes (longer than 1) outermost in memory first, of an array's
+    strides (numpy's or torch's; elements or bytes alike)."""
+    strides = result.stride() if callable(getattr(result, "stride", None)) else result.strides
+    shape = tuple(result.shape)
+    order = sorted((k for k, n in enumerate(shape) if n > 1), key=lambda k: -abs(strides[k]))
+    long_axes = [k for k, n in enumerate(shape) if n > 1]
+    if order == long_axes:
+        return "C"
+    if order == long_axes[::-1]:
+        return "F"
+    return "axes " + ",".join(map(str, order))
+
+
+def _check(case: Case, inputs: tuple[Any, ...]) -> dict[str, str]:
+    """Every contender's result equals ours; returns each one's memory order."""
     reference = np.asarray(case.contenders["ours"](*inputs))
+    orders = {}
     for name, call in case.contenders.items():
         result = call(*inputs)
+        orders[name] = memory_order(result)
         result = result.numpy() if hasattr(result, "numpy") and not isinstance(
             result, np.ndarray) else np.asarray(result)
         if result.shape != reference.shape or not np.array_equal(result, reference):
             raise AssertionError(f"{case.name}: {name} differs from ours")
+    return orders
 
 
 def run(cases: list[Case], rounds: int, min_sample: float) -> None:
@@ -140,7 +159,7 @@ def run(cases: list[Case], rounds: int, min_sample: float) -> None:
 
     for case in cases:
         inputs = case.setup()
-        _check(case, inputs)
+        orders = _check(case, inputs)
         wait(60)       # the kernel's runners ready: its speed, not numpy's stand-in
         calls = {name: (lambda call=call: call(*inputs)) for name, call in
                  case.contenders.items()}
@@ -149,7 +168,8 @@ def run(cases: list[Case], rounds: int, min_sample: float) -> None:
         print(f"\n{case.name}")
         for name, timing in timings.items():
             ratio = "" if name == "ours" else f"  {paired_ratio(timing, ours):5.2f}x ours"
-            print(f"  {name:38s} {timing.median * 1e6:10.1f} us ±{timing.spread:4.0%}{ratio}")
+            print(f"  {name:38s} {timing.median * 1e6:10.1f} us ±{timing.spread:4.0%}"
+                  f"{ratio or ' ' * 12}  result: {orders[name]} order")
 
 
 def main() -> None:

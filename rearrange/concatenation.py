@@ -480,6 +480,9 @@ def _choose_layout(shape: tuple[int, ...], parts: Sequence[tuple[tuple[Any, ...]
             return OutputLayout(c_order, "an input's strides are not whole items")
         if piece.is_diagonal:
             return OutputLayout(c_order, f"part {number}'s piece is a diagonal")
+        if any(notation.length_of(leaf, lengths) == 0
+               for dim in axes for leaf in _flat_leaves(dim, text)):
+            continue                            # an empty part copies nothing: no votes
         strides: dict[int, int] = {}            # output axis -> the piece's stride along it
         for k in long_axes:
             runs = []
