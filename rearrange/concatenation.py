@@ -19,13 +19,37 @@ known length: the piece is broadcast over them, as einx does).
   of its piece — a view wherever strides allow, as for any rearrange.
 * An output with ``+`` is one new array: each piece is written, rearranged, straight
   into its slice of it — one copy per part, never an intermediate. On numpy the copy
-  kernel does it where the part is C-contiguous (a concatenation along the output's
-  first axis, or after unit axes only); a part whose rows have gaps (an inner
-  concatenation axis) is copied by numpy's strided ``copyto`` (bench/notation.py
-  measures the two). On torch in plain eager without grad: ``empty`` and a copy into
-  each slice (the kernel where :func:`~rearrange.backends._torch.kernel_may_copy`
-  allows, else ``copy_``); under autograd, transforms or tracing: ``torch.cat`` of the
+  kernel does it (:func:`rearrange.kernel.copy_into`): into a slice that is one block,
+  or whose rows have gaps (an axis concatenated inside another), by row copies; a piece
+  that must be transposed into rows with gaps goes through a buffer (the kernel's
+  transpose, then its rows); copies under the kernel's thresholds are numpy's
+  ``copyto``. On torch in plain eager without grad: ``empty`` and a copy into each
+  slice (the kernel where :func:`~rearrange.backends._torch.kernel_may_copy` allows,
+  else ``copy_``); under autograd, transforms or tracing: ``torch.cat`` of the
   rearranged pieces. dask and array-API arrays: their ``concatenate``.
+
+The output's layout (numpy only; :class:`OutputLayout`, which explain prints). A
+concatenated output is laid out as its inputs are, numpy's rule for ``concatenate``
+(order 'K'): when the pieces' strides agree on one memory order of the output's axes,
+the new array is allocated in that order and the output is a transposed view of it, so
+that the pattern's transposition becomes the output's strides and each piece is copied
+in its own memory order (``'a b, a c -> (b + c) a'`` of C-ordered inputs: each input's
+rows into the output's rows, which have gaps; ``'b a, c a -> a (b + c)'``: each input
+one block) — ``np.concatenate`` of the same transposes gives that very layout. The
+rule, decided from the plan's shapes and strides alone:
+
+* a piece votes on two output axes where its part is longer than 1 along both: the
+  axis along which its stride is larger (in absolute value) is further out; along an
+  output axis composed of several of its axes, those must merge in the input (the
+  stride of the innermost counts); a part of length 0 does not vote;
+* the order is used when every pair of output axes longer than 1 has a vote, all votes
+  on a pair agree and they make one order; axes of length 1 keep their places (they
+  move no memory);
+* anything else is C order, the reason said: the pieces disagree, a pair has no vote,
+  a part is broadcast (stride 0) along an axis, two strides are equal, a piece is a
+  diagonal, the output is empty or has at most one axis longer than 1, the strides are
+  unknown (not whole items), or the backend is not numpy (torch, dask and array-API
+  outputs are their concatenate's: C order).
 
 :func:`plan_notation` is pure: shapes, strides and lengths in, a frozen
 :class:`NotationPlan` out, which prints what runs (``explain``). Lowered runners are
@@ -36,7 +60,6 @@ never cached.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence

@@ -283,6 +283,18 @@ def test_ambiguous_or_disagreeing_layouts_keep_c_order(arrays, pattern, reason):
     assert "layout: C order (" in str(plan)
 
 
+class Tagged(np.ndarray):
+    """A numpy subclass (as astropy's or xarray's arrays are)."""
+
+
+def test_subclass_inputs_are_copied_as_plain_arrays_in_their_layout():
+    x, y = arange(300, 200).view(Tagged), arange(300, 100).view(Tagged)
+    result = ra.rearrange((x, y), "a b, a c -> (b + c) a")
+    expected = np.concatenate([np.asarray(x).T, np.asarray(y).T])
+    assert_same(result, expected)
+    assert type(result) is np.ndarray and result.strides == expected.strides
+
+
 def test_an_empty_part_does_not_vote():
     x, y = arange(2, 0), arange(2, 3)
     plan = ra.explain([x, y], "a b, a c -> (b + c) a")
