@@ -145,8 +145,8 @@ class Part:
     text: str                            # the output expression's part, e.g. 'a b (c1)'
     copy_order: tuple[int, ...] = ()     # a concatenation's part: its leaves in the
                                          # memory order of the output's slice (the copy
-                                         # runs on both sides transposed so); () or 0, 1,
-                                         # ..: as they are
+                                         # runs on both sides transposed so); (): the
+                                         # leaves are in that order already
 
 
 @dataclass(frozen=True)
@@ -730,7 +730,7 @@ def _numpy_copier(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | N
     into_block = plan_copy(shape, src, itemsize, "f")     # as if the slice were one block
     if into_block.variant in ("numpy", "empty"):
         return "numpy", "numpy copyto (small: below the kernel's threshold)"
-    if not copy_order and _contiguous(shape, dst, itemsize):
+    if _contiguous(shape, dst, itemsize):
         return "kernel", f"a copy by the kernel ({into_block.variant})"
     kernel = plan_copy(shape, src, itemsize, "f", dst_strides_bytes=dst)
     if kernel.variant in ROW_VARIANTS:

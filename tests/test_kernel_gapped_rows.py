@@ -205,9 +205,20 @@ def test_a_plan_for_a_contiguous_destination_is_not_run_into_gaps():
     assert not base[:, :1024].any() and not base[:, 3072:].any()
 
 
-def test_plan_doctest_example():
-    k = kplan.plan_copy((1024, 2048), (8192, 4), 4, threads=2,
-                        dst_strides_bytes=(16384, 4))
-    assert (k.variant, k.dst_strides) == ("inner-contiguous", (4096, 1))
-    assert kplan.dst_rows_with_gaps((1024, 2048), (16384, 4), 4)
-    assert not kplan.dst_rows_with_gaps((1024, 2048), (4, 4096), 4)
+def test_plan_copy_docstring_examples_hold():
+    import doctest
+
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(kplan.plan_copy, "plan_copy",
+                                             globs={"plan_copy": kplan.plan_copy}):
+        runner.run(test)
+    assert runner.failures == 0 and runner.tries >= 5
+
+
+def test_rows_with_gaps_are_recognised():
+    assert kplan.dst_rows_with_gaps((1024, 2048), (16384, 4), 4)     # left half of 4096
+    assert kplan.dst_rows_with_gaps((1024, 2048), (8192, 4), 4)      # C-contiguous
+    assert kplan.dst_rows_with_gaps((1, 2048), (4, 4), 4)            # a unit dim: any
+    assert not kplan.dst_rows_with_gaps((1024, 2048), (4, 4096), 4)  # Fortran order
+    assert not kplan.dst_rows_with_gaps((1024, 2048), (4096, 4), 4)  # rows overlap
+    assert not kplan.dst_rows_with_gaps((16, 2), (8, 2), 4)          # items overlap
