@@ -5,7 +5,8 @@ notation), numpy's best call, einx on numpy, torch. Each contender is a function
 inputs; a case checks that every contender's result equals ours before timing. Other
 notation families add their cases to CASES.
 
-    PYTHONPATH=. python bench/notation.py [--rounds 15] [--min-sample 0.05] [name ...]
+    PYTHONPATH=. python bench/notation.py [--rounds 15] [--min-sample 0.05]
+        [--contenders concatenate,einx] [name ...]
 
 prints, per case, the median time of each contender, the paired ratio contender/ours
 (above 1: ours is faster) and the memory order of the contender's result (C, F, or its
@@ -177,8 +178,18 @@ def main() -> None:
     parser.add_argument("names", nargs="*", help="substrings of case names to run")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--min-sample", type=float, default=0.05)
+    parser.add_argument("--contenders", default="",
+                        help="comma-separated substrings: keep only the contenders whose "
+                             "names hold one (and ours); e.g. 'concatenate,einx' leaves "
+                             "out those that leave threads spinning (torch's) or take 20x "
+                             "longer and so shorten every sample (see docs/notation.md)")
     args = parser.parse_args()
     cases = [c for c in CASES if not args.names or any(n in c.name for n in args.names)]
+    if args.contenders:
+        keep = args.contenders.split(",")
+        cases = [Case(c.name, c.setup, {name: call for name, call in c.contenders.items()
+                                        if name == "ours" or any(k in name for k in keep)})
+                 for c in cases]
     run(cases, args.rounds, args.min_sample)
 
 
