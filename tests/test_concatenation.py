@@ -40,6 +40,16 @@ def assert_same(result, expected):
     np.testing.assert_array_equal(r, e)
 
 
+@pytest.fixture
+def two_threads():
+    from rearrange import kernel
+
+    before = kernel.get_num_threads()
+    kernel.set_num_threads(2)
+    yield
+    kernel.set_num_threads(before)
+
+
 def arange(*shape, dtype=np.float32):
     return np.arange(np.prod(shape, dtype=int), dtype=dtype).reshape(shape)
 
@@ -336,6 +346,30 @@ def test_kernel_threshold(n, pattern, numpy):
     assert_same(ra.rearrange((x, y), pattern), numpy(x, y))   # the cached runner
 
 
+@pytest.mark.parametrize("rows, kernel_copies", [(67, 0), (1031, 2)])
+def test_the_kernel_copies_parts_from_its_threshold_on(rows, kernel_copies, two_threads,
+                                                       monkeypatch):
+    """Both sides of the kernel's thresholds for a part (rows into gapped rows): below,
+    numpy's copyto and no kernel call; above, one kernel copy per part. The same result
+    either way, laid out as numpy's concatenate lays it out. (Shapes no other test uses:
+    the lowering, cached, holds the copy function it found.)"""
+    from rearrange import kernel
+
+    x, y = arange(rows, 1283), arange(rows, 509) + 7
+    calls = []
+    original = kernel.copy_into
+    monkeypatch.setattr(kernel, "copy_into",
+                        lambda dst, src, *rest: (calls.append(src.shape),
+                                                 original(dst, src, *rest)))
+    result = ra.rearrange((x, y), "a b, a c -> (b + c) a")
+    expected = np.concatenate([x.T, y.T])
+    assert_same(result, expected)
+    assert result.strides == expected.strides
+    assert len(calls) == kernel_copies
+    copiers = [part.copier for part in ra.explain([x, y], "a b, a c -> (b + c) a").parts]
+    assert copiers == (["kernel"] * 2 if kernel_copies else ["numpy"] * 2)
+
+
 def test_dtypes_promote_as_numpy():
     x, y = arange(2, 3, dtype=np.int32), arange(2, 2, dtype=np.float64)
     assert_same(ra.rearrange((x, y), "a b, a c -> a (b + c)"),
@@ -397,16 +431,6 @@ def test_wrong_types_are_argument_type_errors():
 
 
 # --------------------------------------------------------------------------- explain
-
-
-@pytest.fixture
-def two_threads():
-    from rearrange import kernel
-
-    before = kernel.get_num_threads()
-    kernel.set_num_threads(2)
-    yield
-    kernel.set_num_threads(before)
 
 
 def test_explain_concatenation_of_two_transposes(two_threads):
