@@ -491,7 +491,7 @@ def _choose_layout(shape: tuple[int, ...], parts: Sequence[tuple[tuple[Any, ...]
     0) and no equal strides. Anything else: C order, the reason said."""
     c_order = tuple(range(len(shape)))
     if backend != "numpy":
-        return OutputLayout(c_order, f"{backend}: its concatenate's")
+        return OutputLayout(c_order, f"{backend}'s concatenate returns it")
     if 0 in shape:
         return OutputLayout(c_order, "an empty output")
     long_axes = [k for k, n in enumerate(shape) if n > 1]
