@@ -5,10 +5,12 @@ notation), numpy's best call, einx on numpy, torch. Each contender is a function
 inputs; a case checks that every contender's result equals ours before timing. Other
 notation families add their cases to CASES.
 
-    PYTHONPATH=. python bench/notation.py [--rounds 15] [--min-sample 0.05] [name ...]
+    PYTHONPATH=. python bench/notation.py [--rounds 15] [--min-sample 0.05]
+        [--contenders concatenate,einx] [name ...]
 
-prints, per case, the median time of each contender and the paired ratio contender/ours
-(above 1: ours is faster).
+prints, per case, the median time of each contender, the paired ratio contender/ours
+(above 1: ours is faster) and the memory order of the contender's result (C, F, or its
+axes outermost first: a concatenation is laid out as its inputs are, numpy's order 'K').
 """
 
 from __future__ import annotations
@@ -82,8 +84,8 @@ CONCAT_OUTER = "a b, a c -> (b + c) a"
 CONCAT_INNER = "b a, c a -> a (b + c)"
 
 def _numpy_into(axis: int) -> Callable[..., Any]:
-    """numpy's best call for the same C-contiguous result: one transposing copy per
-    input into its slice (np.concatenate keeps its inputs' memory order instead, so
+    """numpy's call for a C-contiguous result: one transposing copy per input into its
+    slice (np.concatenate, einx and ours keep the inputs' memory order instead, so
     ``concatenate([x.T, y.T])`` is Fortran-ordered: no transposition at all)."""
     def call(x: Any, y: Any) -> Any:
         xt, yt = x.T, y.T
@@ -125,14 +127,32 @@ CASES: list[Case] = [
 ]
 
 
-def _check(case: Case, inputs: tuple[Any, ...]) -> None:
+def memory_order(result: Any) -> str:
+    """'C', 'F', or the axes (longer than 1) outermost in memory first, of an array's
+    strides (numpy's or torch's; elements or bytes alike)."""
+    strides = result.stride() if callable(getattr(result, "stride", None)) else result.strides
+    shape = tuple(result.shape)
+    order = sorted((k for k, n in enumerate(shape) if n > 1), key=lambda k: -abs(strides[k]))
+    long_axes = [k for k, n in enumerate(shape) if n > 1]
+    if order == long_axes:
+        return "C"
+    if order == long_axes[::-1]:
+        return "F"
+    return "axes " + ",".join(map(str, order))
+
+
+def _check(case: Case, inputs: tuple[Any, ...]) -> dict[str, str]:
+    """Every contender's result equals ours; returns each one's memory order."""
     reference = np.asarray(case.contenders["ours"](*inputs))
+    orders = {}
     for name, call in case.contenders.items():
         result = call(*inputs)
+        orders[name] = memory_order(result)
         result = result.numpy() if hasattr(result, "numpy") and not isinstance(
             result, np.ndarray) else np.asarray(result)
         if result.shape != reference.shape or not np.array_equal(result, reference):
             raise AssertionError(f"{case.name}: {name} differs from ours")
+    return orders
 
 
 def run(cases: list[Case], rounds: int, min_sample: float) -> None:
@@ -140,7 +160,7 @@ def run(cases: list[Case], rounds: int, min_sample: float) -> None:
 
     for case in cases:
         inputs = case.setup()
-        _check(case, inputs)
+        orders = _check(case, inputs)
         wait(60)       # the kernel's runners ready: its speed, not numpy's stand-in
         calls = {name: (lambda call=call: call(*inputs)) for name, call in
                  case.contenders.items()}
@@ -149,7 +169,8 @@ def run(cases: list[Case], rounds: int, min_sample: float) -> None:
         print(f"\n{case.name}")
         for name, timing in timings.items():
             ratio = "" if name == "ours" else f"  {paired_ratio(timing, ours):5.2f}x ours"
-            print(f"  {name:38s} {timing.median * 1e6:10.1f} us ±{timing.spread:4.0%}{ratio}")
+            print(f"  {name:38s} {timing.median * 1e6:10.1f} us ±{timing.spread:4.0%}"
+                  f"{ratio or ' ' * 12}  result: {orders[name]} order")
 
 
 def main() -> None:
@@ -157,8 +178,18 @@ def main() -> None:
     parser.add_argument("names", nargs="*", help="substrings of case names to run")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--min-sample", type=float, default=0.05)
+    parser.add_argument("--contenders", default="",
+                        help="comma-separated substrings: keep only the contenders whose "
+                             "names hold one (and ours); e.g. 'concatenate,einx' leaves "
+                             "out those that leave threads spinning (torch's) or take 20x "
+                             "longer and so shorten every sample (see docs/notation.md)")
     args = parser.parse_args()
     cases = [c for c in CASES if not args.names or any(n in c.name for n in args.names)]
+    if args.contenders:
+        keep = args.contenders.split(",")
+        cases = [Case(c.name, c.setup, {name: call for name, call in c.contenders.items()
+                                        if name == "ours" or any(k in name for k in keep)})
+                 for c in cases]
     run(cases, args.rounds, args.min_sample)
 
 

@@ -19,13 +19,37 @@ known length: the piece is broadcast over them, as einx does).
   of its piece — a view wherever strides allow, as for any rearrange.
 * An output with ``+`` is one new array: each piece is written, rearranged, straight
   into its slice of it — one copy per part, never an intermediate. On numpy the copy
-  kernel does it where the part is C-contiguous (a concatenation along the output's
-  first axis, or after unit axes only); a part whose rows have gaps (an inner
-  concatenation axis) is copied by numpy's strided ``copyto`` (bench/notation.py
-  measures the two). On torch in plain eager without grad: ``empty`` and a copy into
-  each slice (the kernel where :func:`~rearrange.backends._torch.kernel_may_copy`
-  allows, else ``copy_``); under autograd, transforms or tracing: ``torch.cat`` of the
+  kernel does it (:func:`rearrange.kernel.copy_into`): into a slice that is one block,
+  or whose rows have gaps (an axis concatenated inside another), by row copies; a piece
+  that must be transposed into rows with gaps goes through a buffer (the kernel's
+  transpose, then its rows); copies under the kernel's thresholds are numpy's
+  ``copyto``. On torch in plain eager without grad: ``empty`` and a copy into each
+  slice (the kernel where :func:`~rearrange.backends._torch.kernel_may_copy` allows,
+  else ``copy_``); under autograd, transforms or tracing: ``torch.cat`` of the
   rearranged pieces. dask and array-API arrays: their ``concatenate``.
+
+The output's layout (numpy only; :class:`OutputLayout`, which explain prints). A
+concatenated output is laid out as its inputs are, numpy's rule for ``concatenate``
+(order 'K'): when the pieces' strides agree on one memory order of the output's axes,
+the new array is allocated in that order and the output is a transposed view of it, so
+that the pattern's transposition becomes the output's strides and each piece is copied
+in its own memory order (``'a b, a c -> (b + c) a'`` of C-ordered inputs: each input's
+rows into the output's rows, which have gaps; ``'b a, c a -> a (b + c)'``: each input
+one block) — ``np.concatenate`` of the same transposes gives that very layout. The
+rule, decided from the plan's shapes and strides alone:
+
+* a piece votes on two output axes where its part is longer than 1 along both: the
+  axis along which its stride is larger (in absolute value) is further out; along an
+  output axis composed of several of its axes, those must merge in the input (the
+  stride of the innermost counts); a part of length 0 does not vote;
+* the order is used when every pair of output axes longer than 1 has a vote, all votes
+  on a pair agree and they make one order; axes of length 1 keep their places (they
+  move no memory);
+* anything else is C order, the reason said: the pieces disagree, a pair has no vote,
+  a part is broadcast (stride 0) along an axis, two strides are equal, a piece is a
+  diagonal, the output is empty or has at most one axis longer than 1, the strides are
+  unknown (not whole items), or the backend is not numpy (torch, dask and array-API
+  outputs are their concatenate's: C order).
 
 :func:`plan_notation` is pure: shapes, strides and lengths in, a frozen
 :class:`NotationPlan` out, which prints what runs (``explain``). Lowered runners are
@@ -36,7 +60,6 @@ never cached.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Callable, Mapping, Sequence
 
@@ -51,7 +74,7 @@ from .recipe import is_symbolic
 from .records import record
 from .tensor import Tensor
 
-__all__ = ["NotationPlan", "Piece", "Part", "plan_notation", "rearrange_notation",
+__all__ = ["NotationPlan", "Piece", "Part", "OutputLayout", "plan_notation", "rearrange_notation",
            "explain_concatenation", "is_notation_rearrange"]
 
 # Region: per axis, None (the whole axis) or (start, stop) of one part of a concatenation.
@@ -78,6 +101,34 @@ class Piece:
 
 
 @record
+class OutputLayout:
+    """Where a concatenated output's elements lie in its new array: the memory order of
+    its axes, and why (see the module's docstring, "The output's layout")."""
+
+    order: tuple[int, ...]               # the output's axes, outermost in memory first
+                                         # (0, 1, ..: C order)
+    reason: str                          # why this order, in words (explain prints it)
+
+    @property
+    def is_c_order(self) -> bool:
+        return self.order == tuple(range(len(self.order)))
+
+    def buffer_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """The new array's shape: the output's lengths in memory order (the output is
+        its ``transpose(argsort(order))``)."""
+        return tuple(shape[k] for k in self.order)
+
+    def strides(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """The output's strides, in elements."""
+        result = [0] * len(shape)
+        step = 1
+        for k in reversed(self.order):
+            result[k] = step
+            step *= shape[k]
+        return tuple(result)
+
+
+@record
 class Part:
     """One piece written to (or viewed as) its part of one output."""
 
@@ -92,6 +143,10 @@ class Part:
     copier: str                          # view | kernel | staged | numpy | torch | dask ...
     copy: str                            # how it runs, in words (explain prints it)
     text: str                            # the output expression's part, e.g. 'a b (c1)'
+    copy_order: tuple[int, ...] = ()     # a concatenation's part: its leaves in the
+                                         # memory order of the output's slice (the copy
+                                         # runs on both sides transposed so); (): the
+                                         # leaves are in that order already
 
 
 @record
@@ -113,6 +168,20 @@ class NotationPlan:
     backend: str                         # "numpy", "torch", ... (what the copies name)
     input_strides: tuple[tuple[int, ...] | None, ...] = ()  # per input, in elements; None
                                          # (or empty: none given) unknown (pictures only)
+    layouts: tuple[OutputLayout | None, ...] = ()  # per output: a concatenation's memory
+                                         # order; None for an output that is one part
+                                         # (or empty: C order for every output)
+
+    def layout_of(self, out: int) -> OutputLayout:
+        """Output ``out``'s memory order (C order where the plan names none)."""
+        found = self.layouts[out] if out < len(self.layouts) else None
+        if found is None:
+            return OutputLayout(tuple(range(len(self.output_shapes[out]))), "C order")
+        return found
+
+    def output_strides(self, out: int) -> tuple[int, ...]:
+        """A concatenated output's strides (elements) in the array it is a view of."""
+        return self.layout_of(out).strides(self.output_shapes[out])
 
     @property
     def is_view(self) -> bool:
@@ -132,6 +201,14 @@ class NotationPlan:
             parts = [p for p in self.parts if p.output == out]
             if self.concatenated[out]:
                 lines.append(f"  output {out} {shape}: one new array, one copy per part")
+                layout = self.layout_of(out)
+                if layout.is_c_order:
+                    lines.append(f"    layout: C order ({layout.reason})")
+                else:
+                    lines.append(f"    layout: axes {', '.join(map(str, layout.order))} "
+                                 f"outermost first ({layout.reason}): a view of a new "
+                                 f"{layout.buffer_shape(shape)} array, strides "
+                                 f"{layout.strides(shape)}")
                 for part in parts:
                     lines.append(f"    {_region_text(part.region) or '[:]'} <- piece "
                                  f"{part.piece} as {part.text!r}: {part.copy}")
@@ -382,16 +459,105 @@ def plan_notation(pattern: str, shapes: Sequence[Sequence[int]],
     concatenated = tuple(any(type(d) is Sum for d in dims) for dims in out_dims)
     joins = tuple(tuple((k, len(d.parts)) for k, d in enumerate(dims) if type(d) is Sum)
                   for dims in out_dims)
+    layouts = tuple(
+        _choose_layout(output_shapes[out], [(axes, piece) for (o, _, axes), piece
+                                            in zip(cells, pieces) if o == out],
+                       lengths, text, backend) if concatenated[out] else None
+        for out in range(len(out_dims)))
     parts: list[Part] = []
     for index, ((out, region, axes), piece) in enumerate(zip(cells, pieces)):
+        layout = layouts[out]
         parts.append(_plan_part(index, out, region, axes, piece, lengths, text, pattern,
                                 output_shapes[out], concatenated[out], dtype, itemsize,
-                                backend, copy))
+                                backend, copy,
+                                None if layout is None else layout.strides(output_shapes[out])))
     return NotationPlan(pattern, tuple(tuple(s) for s in shapes), output_shapes, dtype,
                         tuple(pieces), tuple(parts), concatenated, joins,
                         tuple(lengths.items()), backend,
                         tuple(None if strides is None or strides[k] is None else
-                              tuple(strides[k]) for k in range(len(shapes))))
+                              tuple(strides[k]) for k in range(len(shapes))), layouts)
+
+
+def _choose_layout(shape: tuple[int, ...], parts: Sequence[tuple[tuple[Any, ...], Piece]],
+                   lengths: Mapping[str, int], text: str, backend: str) -> OutputLayout:
+    """The memory order of a concatenated output of ``shape``, whose parts (each the
+    part's axes, one per output axis, and its piece) are given: the order every piece's
+    strides agree on (numpy's concatenate, order 'K'), else C order. The rule, as the
+    module's docstring states it: only on numpy with every input's strides known; axes of
+    length 1 do not count (they keep their C places); a piece counts on two axes where its
+    part is longer than 1 along both, by its stride along each (an axis composed of
+    several of its axes needs them to merge: the stride of the innermost); every pair of
+    the other axes needs a vote, all votes one way, and no diagonal, no broadcast (stride
+    0) and no equal strides. Anything else: C order, the reason said."""
+    c_order = tuple(range(len(shape)))
+    if backend != "numpy":
+        return OutputLayout(c_order, f"{backend}'s concatenate returns it")
+    if 0 in shape:
+        return OutputLayout(c_order, "an empty output")
+    long_axes = [k for k, n in enumerate(shape) if n > 1]
+    if len(long_axes) < 2:
+        return OutputLayout(c_order, "at most one axis longer than 1: any order is C order")
+    votes: dict[tuple[int, int], set[bool]] = {}     # (i, j), i < j: {i outside j?}
+    for number, (axes, piece) in enumerate(parts):
+        if piece.strides is None:
+            return OutputLayout(c_order, "an input's strides are not whole items")
+        if piece.is_diagonal:
+            return OutputLayout(c_order, f"part {number}'s piece is a diagonal")
+        if any(notation.length_of(leaf, lengths) == 0
+               for dim in axes for leaf in _flat_leaves(dim, text)):
+            continue                            # an empty part copies nothing: no votes
+        strides: dict[int, int] = {}            # output axis -> the piece's stride along it
+        for k in long_axes:
+            runs = []
+            for leaf in _flat_leaves(axes[k], text):
+                size = notation.length_of(leaf, lengths)
+                if size == 1:
+                    continue
+                if leaf.name is None or leaf.name not in piece.names:
+                    return OutputLayout(c_order, f"part {number} is broadcast along "
+                                                 f"output axis {k} (stride 0)")
+                runs.append((size, piece.strides[piece.names.index(leaf.name)]))
+            if not runs:
+                continue                        # the part is 1 long here: no vote
+            for (_, outer), (size, inner) in zip(runs, runs[1:]):
+                if outer != inner * size:
+                    return OutputLayout(c_order, f"part {number}'s axes of output axis {k} "
+                                                 "do not merge in its input")
+            if runs[-1][1] == 0:
+                return OutputLayout(c_order, f"part {number} is broadcast along output "
+                                             f"axis {k} (stride 0)")
+            strides[k] = abs(runs[-1][1])
+        for i in strides:
+            for j in strides:
+                if i < j:
+                    if strides[i] == strides[j]:
+                        return OutputLayout(c_order, f"part {number} has equal strides "
+                                                     f"along output axes {i} and {j}")
+                    votes.setdefault((i, j), set()).add(strides[i] > strides[j])
+    for i in long_axes:
+        for j in long_axes:
+            if i < j:
+                found = votes.get((i, j), set())
+                if not found:
+                    return OutputLayout(c_order, f"no part is longer than 1 along both "
+                                                 f"output axes {i} and {j}")
+                if len(found) > 1:
+                    return OutputLayout(c_order, f"the inputs disagree on the order of "
+                                                 f"output axes {i} and {j}")
+    # every pair decided one way: the axis with more axes inside it is further out (a
+    # tournament; a cycle of votes between different parts is refused below)
+    outside = {k: sum(1 for j in long_axes if j != k and
+                      (True in votes[(k, j)] if k < j else False in votes[(j, k)]))
+               for k in long_axes}
+    ranked = sorted(long_axes, key=lambda k: -outside[k])
+    for a, b in zip(ranked, ranked[1:]):
+        if outside[a] == outside[b]:
+            return OutputLayout(c_order, "the inputs' votes on the axes' order form a cycle")
+    slots = iter(ranked)
+    order = tuple(next(slots) if n > 1 else k for k, n in enumerate(shape))
+    if order == c_order:
+        return OutputLayout(c_order, "the inputs are laid out in it")
+    return OutputLayout(order, "as the inputs are laid out: numpy's concatenate, order 'K'")
 
 
 def _check_one_side(parsed: Any, text: str) -> None:
@@ -420,7 +586,8 @@ def _top_axes(terms: Sequence[Any]) -> list[Any]:
 def _plan_part(index: int, out: int, region: Region, axes: tuple[Any, ...], piece: Piece,
                lengths: Mapping[str, int], text: str, pattern: str,
                output_shape: tuple[int, ...], concatenated: bool, dtype: str | None,
-               itemsize: int | None, backend: str, copy: bool | None) -> Part:
+               itemsize: int | None, backend: str, copy: bool | None,
+               output_strides: tuple[int, ...] | None) -> Part:
     leaves: list[Leaf] = []
     leaf_shape: list[int] = []
     for dim in axes:
@@ -481,23 +648,39 @@ def _plan_part(index: int, out: int, region: Region, axes: tuple[Any, ...], piec
     leaf_names = tuple(leaf.name if leaf.name is not None else new_names.get(k)
                        for k, leaf in enumerate(leaves))
     order = tuple(piece.names.index(name) for name in named if name in piece.names)
+    copy_order: tuple[int, ...] = ()
+    dst_strides: list[int] | None = None
+    if output_strides is not None:
+        # the slice's leaves' strides in the output's array, and the leaves in their
+        # memory order (those of length 1 last: they move nothing)
+        _, _, dst_strides = _split_strides(axes, output_strides, lengths, text)
+        long_leaves = sorted((k for k, n in enumerate(leaf_shape) if n > 1),
+                             key=lambda k: -dst_strides[k])
+        if long_leaves != sorted(long_leaves):
+            copy_order = tuple(long_leaves) + tuple(k for k, n in enumerate(leaf_shape)
+                                                    if n <= 1)
     copier, how = _copy_method(piece, leaf_shape, leaf_names, order, region, output_shape,
-                       concatenated, dtype, itemsize, backend, copy, einops, lengths,
-                       broadcast)
+                               concatenated, dtype, itemsize, backend, copy, einops, lengths,
+                               broadcast, dst_strides, copy_order)
     return Part(piece=index, output=out, region=region, leaf_shape=tuple(leaf_shape),
                 leaf_names=leaf_names, order=order, broadcast=tuple(broadcast),
-                einops=einops, copier=copier, copy=how, text=_cell_text(axes))
+                einops=einops, copier=copier, copy=how, text=_cell_text(axes),
+                copy_order=copy_order)
 
 
 def _copy_method(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | None, ...],
                  order: tuple[int, ...], region: Region, output_shape: tuple[int, ...],
                  concatenated: bool, dtype: str | None, itemsize: int | None, backend: str,
                  copy: bool | None, einops: str, lengths: Mapping[str, int],
-                 broadcast: list[str]) -> tuple[str, str]:
+                 broadcast: list[str], dst_strides: Sequence[int] | None = None,
+                 copy_order: tuple[int, ...] = ()) -> tuple[str, str]:
     """How one part runs: ``(copier, what explain prints)``. Copiers: ``view`` (a
-    view, or our rearrange's copy), ``kernel`` (the copy kernel into a C-contiguous
-    slice), ``staged`` (the kernel into a buffer, then numpy's row copies into a slice
-    whose rows have gaps), ``numpy`` (numpy's copyto), or the backend's name."""
+    view, or our rearrange's copy), ``kernel`` (the copy kernel into the slice: a
+    C-contiguous block, or rows with gaps, which it fills by row copies), ``staged``
+    (the kernel transposes into a buffer, then copies its rows into a slice whose rows
+    have gaps), ``numpy`` (numpy's copyto), or the backend's name. ``dst_strides``: the
+    slice's strides per leaf (elements; None: a C-contiguous output's), ``copy_order``
+    its leaves in memory order."""
     if not concatenated:
         if backend != "numpy" or piece.strides is None:
             return "view", f"{backend}: rearrange (a view where its strides allow)"
@@ -510,12 +693,13 @@ def _copy_method(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | No
                         itemsize, "elements")
         return "view", ("view" if plan.is_view else "a copy by the kernel (as rearrange "
                         "does when no strides express it)")
+    assert dst_strides is not None      # a concatenated output always has its layout
     if backend == "torch":
         if piece.strides is None or itemsize is None:
             copier, how = "numpy", "copy_"
         else:
-            copier, how = _numpy_copier(piece, leaf_shape, leaf_names, order, region,
-                                        output_shape, itemsize)
+            copier, how = _numpy_copier(piece, leaf_shape, leaf_names, order, dst_strides,
+                                        copy_order, itemsize)
         how = how.replace("numpy copyto", "torch's copy_")
         return copier, (f"torch in plain eager without grad: {how} (torch's copy_ where "
                         "the kernel may not copy); torch.cat under autograd, transforms "
@@ -524,35 +708,49 @@ def _copy_method(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | No
         return backend, f"{backend}: concatenate"
     if piece.strides is None or itemsize is None:
         return "numpy", "numpy copyto (strides not whole items)"
-    return _numpy_copier(piece, leaf_shape, leaf_names, order, region, output_shape,
+    return _numpy_copier(piece, leaf_shape, leaf_names, order, dst_strides, copy_order,
                          itemsize)
 
 
 def _numpy_copier(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | None, ...],
-                  order: tuple[int, ...], region: Region, output_shape: tuple[int, ...],
-                  itemsize: int) -> tuple[str, str]:
-    """The copy of one part into a slice of a C-contiguous output, by its layouts."""
+                  order: tuple[int, ...], dst_strides: Sequence[int],
+                  copy_order: tuple[int, ...], itemsize: int) -> tuple[str, str]:
+    """The copy of one part into its slice of the output, by the two layouts: the
+    source (the piece as the part's leaves) and the slice (``dst_strides`` per leaf),
+    both taken in the slice's memory order (``copy_order``)."""
     if piece.strides is None:
         return "numpy", "numpy copyto (strides not whole items)"
-    from .kernel.plan import plan_copy
+    from .kernel.plan import ROW_VARIANTS, plan_copy
 
     src_strides = _part_source_strides(piece, leaf_names, order)
-    kernel = plan_copy(tuple(leaf_shape), tuple(s * itemsize for s in src_strides), itemsize,
-                       "f")
-    if kernel.variant in ("numpy", "empty"):
+    ranks = copy_order or range(len(leaf_shape))
+    shape = tuple(leaf_shape[k] for k in ranks)
+    src = tuple(src_strides[k] * itemsize for k in ranks)
+    dst = tuple(dst_strides[k] * itemsize for k in ranks)
+    into_block = plan_copy(shape, src, itemsize, "f")     # as if the slice were one block
+    if into_block.variant in ("numpy", "empty"):
         return "numpy", "numpy copyto (small: below the kernel's threshold)"
-    if _dst_contiguous(region, leaf_shape, output_shape):
-        return "kernel", f"a copy by the kernel ({kernel.variant})"
-    if kernel.variant in _ROW_VARIANTS:
+    if _contiguous(shape, dst, itemsize):
+        return "kernel", f"a copy by the kernel ({into_block.variant})"
+    kernel = plan_copy(shape, src, itemsize, "f", dst_strides_bytes=dst)
+    if kernel.variant in ROW_VARIANTS:
+        gaps = "" if kernel.variant == "contiguous-memcpy" and not kernel.dst_strides else \
+            ", into rows with gaps"
+        return "kernel", f"a copy by the kernel ({kernel.variant}{gaps})"
+    if into_block.variant in ROW_VARIANTS:
         return "numpy", (f"numpy copyto: rows to rows (the part's rows have gaps; "
-                         f"the kernel would run {kernel.variant})")
-    return "staged", (f"the kernel ({kernel.variant}) into a buffer, then numpy's row "
-                      "copies (the part's rows have gaps: an inner concatenation axis)")
+                         f"{kernel.reason})")
+    return "staged", (f"the kernel ({into_block.variant}) into a buffer, then its rows "
+                      "into the part's (they have gaps: an inner concatenation axis)")
 
 
-# Kernel variants that copy whole source rows: numpy's copyto does the same into a slice
-# whose rows have gaps, so no buffer is needed.
-_ROW_VARIANTS = frozenset({"contiguous-memcpy", "inner-contiguous", "strided-rows"})
+def _contiguous(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> bool:
+    step = itemsize
+    for n, stride in zip(reversed(shape), reversed(strides)):
+        if n > 1 and stride != step:
+            return False
+        step *= n
+    return True
 
 
 def _part_source_strides(piece: Piece, leaf_names: Sequence[str | None],
@@ -567,19 +765,6 @@ def _part_source_strides(piece: Piece, leaf_names: Sequence[str | None],
         else:
             result.append(0)
     return result
-
-
-def _dst_contiguous(region: Region, leaf_shape: Sequence[int],
-                    output_shape: Sequence[int]) -> bool:
-    """Is the output's slice ``region`` one C-contiguous block of the (C-contiguous)
-    output? Each axis longer than 1 must step by the size of everything after it."""
-    sizes = [n if r is None else r[1] - r[0] for n, r in zip(output_shape, region)]
-    stride = 1
-    for k in reversed(range(len(output_shape))):
-        if sizes[k] != 1 and stride != math.prod(sizes[k + 1:]):
-            return False
-        stride *= output_shape[k]
-    return True
 
 
 # --------------------------------------------------------------------------- running
@@ -909,8 +1094,15 @@ def _numpy_source(piece: Piece, part: Part, view: Callable, input_shape: tuple[i
 
 def _numpy_concatenation(parts: list[Part], shape: tuple[int, ...], plan: NotationPlan,
                          piece_views: list) -> Callable:
+    """One concatenated output: a new array in the plan's layout (C order, or its axes
+    in the inputs' memory order: the output a transposed view of it), each part's piece
+    copied into its slice, both taken in the slice's memory order."""
     from .kernel import copy_into
 
+    layout = plan.layout_of(parts[0].output)
+    buffer_shape = layout.buffer_shape(shape)
+    inverse = tuple(layout.order.index(k) for k in range(len(shape)))
+    c_order = layout.is_c_order
     steps = []
     for part in parts:
         piece = plan.pieces[part.piece]
@@ -918,14 +1110,19 @@ def _numpy_concatenation(parts: list[Part], shape: tuple[int, ...], plan: Notati
                                            plan.input_shapes[piece.input])
         region_shape = tuple(n if r is None else r[1] - r[0]
                              for n, r in zip(shape, part.region))
+        memory_shape = tuple(part.leaf_shape[k] for k in part.copy_order)
         steps.append((piece.input, source, unit_shape != part.leaf_shape,
                       region_shape != part.leaf_shape, part.leaf_shape,
-                      _slices(part.region), part.copier))
+                      _slices(part.region), part.copier, part.copy_order, memory_shape))
     copyto, empty, broadcast_to = np.copyto, np.empty, np.broadcast_to
 
     def make(arrays: Sequence[np.ndarray], dtype: Any) -> np.ndarray:
-        out = empty(shape, dtype=dtype)
-        for source, src_of, broadcast, split, leaf_shape, index, copier in steps:
+        if c_order:
+            out = empty(shape, dtype=dtype)
+        else:
+            out = empty(buffer_shape, dtype=dtype).transpose(inverse)
+        for (source, src_of, broadcast, split, leaf_shape, index, copier, copy_order,
+             memory_shape) in steps:
             src = src_of(arrays[source])
             dst = out[index]
             if split:
@@ -935,12 +1132,14 @@ def _numpy_concatenation(parts: list[Part], shape: tuple[int, ...], plan: Notati
                 continue
             if broadcast:
                 src = broadcast_to(src, leaf_shape)
+            if copy_order:                          # both in the slice's memory order
+                dst, src = dst.transpose(copy_order), src.transpose(copy_order)
             if copier == "kernel":
                 copy_into(dst, src)
             else:   # staged: a transposing copy into a buffer, then rows into the gaps
-                buffer = empty(leaf_shape, dtype)
+                buffer = empty(memory_shape if copy_order else leaf_shape, dtype)
                 copy_into(buffer, src)
-                copyto(dst, buffer)
+                copy_into(dst, buffer)
         return out
     return make
 

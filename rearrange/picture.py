@@ -1030,14 +1030,18 @@ def _concatenated_output(plan: Any, out: int, shape: Sequence[int], parts: Seque
                          plan_part: Callable[[Any, Layout], Any]) -> list[Panel]:
     """A concatenated output: each part's place (a view of the new array) and the array,
     every element the one its part's piece rearranged puts there."""
-    layout = Layout.contiguous(tuple(shape))
+    # the new array in the plan's layout: its axes in memory order (C order, or the
+    # inputs' order), the output a view of it
+    order = plan.layout_of(out).order
+    layout = Layout(tuple(shape), plan.output_strides(out))
     sources = []
     for part in parts:
         piece = pieces[part.piece]
         sources.append((part, _part_panel(part, piece, f"part {part.piece}", plan_part)))
 
     def content(position: int) -> Content | None:
-        index = unravel(position, shape)
+        in_memory = unravel(position, [shape[k] for k in order])
+        index = tuple(in_memory[order.index(k)] for k in range(len(shape)))
         for part, source in sources:
             if all(r is None or r[0] <= i < r[1] for i, r in zip(index, part.region)):
                 local = tuple(i if r is None else i - r[0] for i, r in zip(index, part.region))

@@ -40,6 +40,16 @@ def assert_same(result, expected):
     np.testing.assert_array_equal(r, e)
 
 
+@pytest.fixture
+def two_threads():
+    from rearrange import kernel
+
+    before = kernel.get_num_threads()
+    kernel.set_num_threads(2)
+    yield
+    kernel.set_num_threads(before)
+
+
 def arange(*shape, dtype=np.float32):
     return np.arange(np.prod(shape, dtype=int), dtype=dtype).reshape(shape)
 
@@ -149,25 +159,39 @@ def test_diagonal_on_torch_is_a_view_and_differentiable():
 # --------------------------------------------------------------------------- layouts
 
 
+def memory_order(array):
+    """The axes longer than 1, outermost in memory first (by |stride|, numpy's rule)."""
+    return tuple(sorted((k for k in range(array.ndim) if array.shape[k] > 1),
+                        key=lambda k: -abs(array.strides[k])))
+
+
+LAYOUT_KINDS = ["c", "f", "slice", "flip", "broadcast", "transposed-copy"]
+LAYOUT_DTYPES = [np.float32, np.float64, np.int32, np.int16]
+
+
 @st.composite
 def layouts(draw):
-    """Two inputs 'a b', 'a c' of any layout: C/F order, slices, negative strides,
-    broadcast, size 0 and 1."""
-    a = draw(st.integers(0, 5))
-    b = draw(st.integers(1, 5))
-    c = draw(st.integers(1, 5))
+    """Two inputs 'a b', 'a c' of any layout each (C or F order, step slices, negative
+    strides, broadcast, lengths 0 and 1; orders mixed between them) and dtypes that
+    promote."""
+    a = draw(st.sampled_from([0, 1, 2, 3, 5]))
+    b = draw(st.sampled_from([1, 2, 4, 5]))
+    c = draw(st.sampled_from([1, 2, 3]))
     arrays = []
     for k, n in enumerate((b, c)):
-        kind = draw(st.sampled_from(["c", "f", "slice", "flip", "broadcast"]))
-        base = arange(a, n) + 1000 * k
+        kind = draw(st.sampled_from(LAYOUT_KINDS))
+        dtype = draw(st.sampled_from(LAYOUT_DTYPES))
+        base = arange(a, n, dtype=dtype) + 100 * k
         if kind == "f":
             base = np.asfortranarray(base)
         elif kind == "slice":
-            base = (arange(a, 2 * n) + 1000 * k)[:, ::2]
+            base = (arange(a, 2 * n, dtype=dtype) + 100 * k)[:, ::2]
         elif kind == "flip":
-            base = (arange(a, n) + 1000 * k)[::-1, ::-1]
+            base = (arange(a, n, dtype=dtype) + 100 * k)[::-1, ::-1]
         elif kind == "broadcast":
-            base = np.broadcast_to(arange(1, n) + 1000 * k, (a, n))
+            base = np.broadcast_to(arange(1, n, dtype=dtype) + 100 * k, (a, n))
+        elif kind == "transposed-copy":
+            base = np.ascontiguousarray(base.T).T
         arrays.append(base)
     pattern = draw(st.sampled_from(sorted(NUMPY_ORACLES)))
     return pattern, arrays
@@ -178,21 +202,131 @@ NUMPY_ORACLES = {
     "a b, a c -> (b + c) a": lambda x, y: np.concatenate([x.T, y.T]),
     "a b, a c -> 1 a (b + c)": lambda x, y: np.concatenate([x, y], axis=1)[None],
     "a b, a c -> (b + c) (a 1)": lambda x, y: np.concatenate([x.T, y.T]),
+    "a b, a c -> (b + c) 1 a": lambda x, y: np.concatenate([x.T, y.T])[:, None],
 }
 
 
-@settings(max_examples=60, deadline=None)
+def check_layout(pattern, arrays, result, expected):
+    """The plan's layout: where it says the inputs agree, numpy's concatenate (order
+    'K') lays its result out the same way; else the result is C-contiguous."""
+    layout = ra.explain(list(arrays), pattern).layouts[0]
+    if layout.is_c_order:
+        assert result.flags.c_contiguous, layout
+    else:
+        assert layout.reason.startswith("as the inputs are laid out"), layout
+    if "inputs are laid out" in layout.reason:
+        assert memory_order(result) == memory_order(expected), (layout, expected.strides)
+    return layout
+
+
+@settings(max_examples=80, deadline=None)
 @given(layouts())
-def test_layouts_match_einx_and_inputs_untouched(case):
+def test_layouts_match_einx_and_numpy_and_inputs_untouched(case):
     pattern, arrays = case
     before = [a.copy() for a in arrays]
     result = ra.rearrange(arrays, pattern)
-    assert result.flags.c_contiguous
-    assert_same(result, NUMPY_ORACLES[pattern](*arrays).astype(np.float32))
+    expected = NUMPY_ORACLES[pattern](*arrays)
+    assert_same(result, expected)
+    check_layout(pattern, arrays, result, expected)
+    assert not any(np.shares_memory(result, a) for a in arrays)
     if 0 not in arrays[0].shape:        # (einx cannot size an axis of length 0)
         assert_same(result, einx_rearrange(pattern, *arrays))
     for a, b in zip(arrays, before):
         assert_same(a, b)
+
+
+@pytest.mark.parametrize("pattern, shapes, view, oracle, order", [
+    # C-ordered inputs: the output laid out as they are (numpy's concatenate of the
+    # transposes is Fortran-ordered: rows of each input into gapped rows, or blocks)
+    ("a b, a c -> (b + c) a", [(4, 6), (4, 3)], lambda x: x,
+     lambda x, y: np.concatenate([x.T, y.T]), (1, 0)),
+    ("b a, c a -> a (b + c)", [(6, 4), (3, 4)], lambda x: x,
+     lambda x, y: np.concatenate([x.T, y.T], 1), (1, 0)),
+    ("h w c1, h w c2 -> (c1 + c2) h w", [(3, 5, 2), (3, 5, 4)],
+     lambda x: x, lambda x, y: np.concatenate([x.transpose(2, 0, 1),
+                                               y.transpose(2, 0, 1)]), (1, 2, 0)),
+    # a part 1 long along an axis does not vote there (numpy skips it too)
+    ("a b, a -> (b + 1) a", [(4, 6), (4,)], lambda x: x,
+     lambda x, y: np.concatenate([x.T, y[None]]), (1, 0)),
+    # Fortran-ordered inputs into an output in their order: C order
+    ("a b, a c -> (b + c) a", [(4, 6), (4, 3)], np.asfortranarray,
+     lambda x, y: np.concatenate([x.T, y.T]), (0, 1)),
+    # inputs that disagree: C order
+    ("a b, a c -> (b + c) a", [(4, 6), (4, 3)], None,
+     lambda x, y: np.concatenate([x.T, y.T]), (0, 1)),
+])
+def test_the_output_is_laid_out_as_its_inputs_are(pattern, shapes, view, oracle, order):
+    if view is None:            # the first C-ordered, the second Fortran-ordered
+        arrays = [arange(*shapes[0]), np.asfortranarray(arange(*shapes[1]) + 100)]
+    else:
+        arrays = [view(arange(*s) + 100 * k) for k, s in enumerate(shapes)]
+    result = ra.rearrange(arrays, pattern)
+    expected = oracle(*arrays)
+    assert_same(result, expected)
+    plan = ra.explain(arrays, pattern)
+    assert plan.layouts[0].order == order
+    assert memory_order(result) == order
+    if view is not None:        # agreeing inputs: numpy's concatenate agrees
+        assert memory_order(result) == memory_order(expected)
+    assert result.strides == tuple(s * result.itemsize for s in plan.output_strides(0))
+
+
+@pytest.mark.parametrize("arrays, pattern, reason", [
+    ([arange(1, 4), arange(1, 3)], "a b, a c -> (b + c) a",
+     "at most one axis longer than 1"),
+    ([np.broadcast_to(arange(4), (3, 4)), arange(3, 2)], "a b, a c -> (b + c) a",
+     "broadcast"),
+    ([arange(3, 4), arange(2)], "a b, c -> (b + c) a", "part 1 is broadcast"),
+    ([arange(3, 3), arange(3, 2)], "a a, a c -> (1 + c) a", "diagonal"),
+    ([arange(0, 4), arange(0, 2)], "a b, a c -> (b + c) a", "an empty output"),
+    ([arange(3, 4), np.asfortranarray(arange(3, 2))], "a b, a c -> (b + c) a",
+     "disagree"),
+])
+def test_ambiguous_or_disagreeing_layouts_keep_c_order(arrays, pattern, reason):
+    """Axes of length 1, broadcast parts, diagonals, empty outputs and inputs that
+    disagree: C order, and the plan says why."""
+    plan = ra.explain(arrays, pattern)
+    layout = plan.layouts[0]
+    assert layout.is_c_order and re.search(reason, layout.reason), layout
+    result = ra.rearrange(arrays, pattern)
+    assert result.flags.c_contiguous
+    assert "layout: C order (" in str(plan)
+
+
+class Tagged(np.ndarray):
+    """A numpy subclass (as astropy's or xarray's arrays are)."""
+
+
+def test_subclass_inputs_are_copied_as_plain_arrays_in_their_layout():
+    x, y = arange(300, 200).view(Tagged), arange(300, 100).view(Tagged)
+    result = ra.rearrange((x, y), "a b, a c -> (b + c) a")
+    expected = np.concatenate([np.asarray(x).T, np.asarray(y).T])
+    assert_same(result, expected)
+    assert type(result) is np.ndarray and result.strides == expected.strides
+
+
+def test_an_empty_part_does_not_vote():
+    x, y = arange(2, 0), arange(2, 3)
+    plan = ra.explain([x, y], "a b, a c -> (b + c) a")
+    assert plan.layouts[0].order == (1, 0)
+    result = ra.rearrange([x, y], "a b, a c -> (b + c) a")
+    assert_same(result, np.concatenate([x.T, y.T]))
+    assert memory_order(result) == (1, 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(layouts(), st.sampled_from([8, 40])), min_size=4, max_size=10))
+def test_the_plan_cache_keeps_layouts_and_dtypes_apart(calls):
+    """A state-holding run: the plan cache is never cleared while layouts, dtypes and
+    sizes alternate on the same patterns; every call equals numpy's, laid out as the
+    plan says, and (scaled up) some reach the kernel's copies."""
+    for (pattern, arrays), scale in calls:
+        if scale > 8:
+            arrays = [np.repeat(a, scale, axis=0) for a in arrays]
+        result = ra.rearrange(arrays, pattern)
+        expected = NUMPY_ORACLES[pattern](*arrays)
+        assert_same(result, expected)
+        check_layout(pattern, arrays, result, expected)
 
 
 @pytest.mark.parametrize("n", [8, 700])       # both sides of the kernel's threshold
@@ -210,6 +344,30 @@ def test_kernel_threshold(n, pattern, numpy):
     wait(120)
     assert_same(ra.rearrange((x, y), pattern), numpy(x, y))
     assert_same(ra.rearrange((x, y), pattern), numpy(x, y))   # the cached runner
+
+
+@pytest.mark.parametrize("rows, kernel_copies", [(67, 0), (1031, 2)])
+def test_the_kernel_copies_parts_from_its_threshold_on(rows, kernel_copies, two_threads,
+                                                       monkeypatch):
+    """Both sides of the kernel's thresholds for a part (rows into gapped rows): below,
+    numpy's copyto and no kernel call; above, one kernel copy per part. The same result
+    either way, laid out as numpy's concatenate lays it out. (Shapes no other test uses:
+    the lowering, cached, holds the copy function it found.)"""
+    from rearrange import kernel
+
+    x, y = arange(rows, 1283), arange(rows, 509) + 7
+    calls = []
+    original = kernel.copy_into
+    monkeypatch.setattr(kernel, "copy_into",
+                        lambda dst, src, *rest: (calls.append(src.shape),
+                                                 original(dst, src, *rest)))
+    result = ra.rearrange((x, y), "a b, a c -> (b + c) a")
+    expected = np.concatenate([x.T, y.T])
+    assert_same(result, expected)
+    assert result.strides == expected.strides
+    assert len(calls) == kernel_copies
+    copiers = [part.copier for part in ra.explain([x, y], "a b, a c -> (b + c) a").parts]
+    assert copiers == (["kernel"] * 2 if kernel_copies else ["numpy"] * 2)
 
 
 def test_dtypes_promote_as_numpy():
@@ -275,19 +433,36 @@ def test_wrong_types_are_argument_type_errors():
 # --------------------------------------------------------------------------- explain
 
 
-def test_explain_concatenation_of_two_transposes():
+def test_explain_concatenation_of_two_transposes(two_threads):
     plan = ra.explain([(1024, 2048), (1024, 2048)], "a b, a c -> (b + c) a", dtype="float32")
     text = str(plan)
     assert "one new array, one copy per part" in text
-    assert text.count("a copy by the kernel (tiled-transpose)") == 2
+    assert ("layout: axes 1, 0 outermost first (as the inputs are laid out: numpy's "
+            "concatenate, order 'K'): a view of a new (1024, 4096) array, strides (1, 4096)"
+            in text)
+    assert text.count("a copy by the kernel (inner-contiguous, into rows with gaps)") == 2
+    assert plan.layouts[0].order == (1, 0) and plan.output_strides(0) == (1, 4096)
+    assert [p.copier for p in plan.parts] == ["kernel", "kernel"]
     assert not plan.is_view
 
 
-def test_explain_inner_concatenation_names_its_copies():
-    text = str(ra.explain([(2048, 1024), (2048, 1024)], "b a, c a -> a (b + c)"))
-    assert text.count("into a buffer, then numpy's row copies") == 2
+def test_explain_inner_concatenation_names_its_copies(two_threads):
+    plan = ra.explain([(2048, 1024), (2048, 1024)], "b a, c a -> a (b + c)")
+    assert str(plan).count("a copy by the kernel (contiguous-memcpy)") == 2
+    assert plan.layouts[0].order == (1, 0)
     text = str(ra.explain([(1024, 2048), (1024, 2048)], "a b, a c -> a (b + c)"))
-    assert text.count("numpy copyto: rows to rows") == 2
+    assert "layout: C order (the inputs are laid out in it)" in text
+    assert text.count("a copy by the kernel (inner-contiguous, into rows with gaps)") == 2
+    # inputs that disagree: C order; the transposed one goes through a buffer
+    plan = ra.explain([(2048, 1024), (2048, 1024)], "b a, c a -> a (b + c)",
+                      strides=[(1024, 1), (1, 2048)])
+    assert plan.layouts[0].is_c_order and "disagree" in plan.layouts[0].reason
+    assert [p.copier for p in plan.parts] == ["staged", "kernel"]
+    text = str(plan)
+    assert "the kernel (tiled-transpose) into a buffer, then its rows" in text
+    # small: numpy's copy, below the kernel's threshold
+    plan = ra.explain([(64, 32), (64, 32)], "a b, a c -> (b + c) a")
+    assert [p.copier for p in plan.parts] == ["numpy", "numpy"]
 
 
 def test_explain_diagonal_and_split_as_views():

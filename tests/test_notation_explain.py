@@ -37,29 +37,50 @@ def test_every_input_of_an_elementwise_operation_is_a_view():
     assert "stride 0 on a b" in text and "no copy" in text.splitlines()[0]
 
 
-@pytest.mark.parametrize("pattern", ["a b, a c -> (b + c) a", "b a, c a -> (b + c) a"])
+@pytest.fixture
+def two_threads():
+    before = kernel.get_num_threads()
+    kernel.set_num_threads(2)
+    yield
+    kernel.set_num_threads(before)
+
+
+@pytest.mark.parametrize("pattern", ["a b, a c -> (b + c) a", "b a, c a -> a (b + c)",
+                                     "b a, c a -> (b + c) a"])
 def test_a_concatenation_of_two_transposed_inputs_is_one_kernel_copy_per_input(
-        pattern, monkeypatch):
-    x = np.random.default_rng(0).random((512, 640), dtype=np.float32)
-    y = np.random.default_rng(1).random((512, 320), dtype=np.float32)
+        pattern, two_threads, monkeypatch):
+    """Each input is copied once, by the kernel, straight into its slice of the output,
+    which is laid out as the inputs are (numpy's concatenate, order 'K'): a transposed
+    input is not transposed in memory, its rows go to the output's rows (with gaps
+    between them where the concatenation axis is the innermost in memory)."""
+    x = np.random.default_rng(0).random((1024, 1280), dtype=np.float32)
+    y = np.random.default_rng(1).random((1024, 640), dtype=np.float32)
     if pattern.startswith("b a"):
         x, y = np.ascontiguousarray(x.T), np.ascontiguousarray(y.T)
-    transposed = pattern.startswith("a b")
+    transposed = pattern != "b a, c a -> (b + c) a"   # the output is not the inputs' order
     text = str(ra.explain([x, y], pattern))
     parts = [line for line in text.splitlines() if "<- piece" in line]
-    assert len(parts) == 2
-    if transposed:
-        assert all("a copy by the kernel (tiled-transpose)" in line for line in parts)
+    assert len(parts) == 2 and all("a copy by the kernel (" in line for line in parts)
+    if pattern == "a b, a c -> (b + c) a":
+        assert all("(inner-contiguous, into rows with gaps)" in line for line in parts)
+    elif transposed:
+        assert all("(contiguous-memcpy)" in line for line in parts)
     calls = []
     original = kernel.copy_into
     monkeypatch.setattr(kernel, "copy_into",
-                        lambda dst, src, *rest: (calls.append(src.shape), original(dst, src, *rest)))
+                        lambda dst, src, *rest: (calls.append((src.shape, dst.strides)),
+                                                 original(dst, src, *rest)))
     got = ra.rearrange((x, y), pattern)
-    expected = (np.concatenate([x.T, y.T]) if transposed else np.concatenate([x, y]))
+    expected = {"a b, a c -> (b + c) a": lambda: np.concatenate([x.T, y.T]),
+                "b a, c a -> a (b + c)": lambda: np.concatenate([x.T, y.T], 1),
+                "b a, c a -> (b + c) a": lambda: np.concatenate([x, y])}[pattern]()
     np.testing.assert_array_equal(got, expected)
-    assert got.flags.c_contiguous
-    if transposed:
-        assert calls == [(640, 512), (320, 512)]      # one kernel copy per input
+    assert got.strides == expected.strides      # numpy's own memory order
+    assert not got.flags.c_contiguous if transposed else got.flags.c_contiguous
+    if pattern == "a b, a c -> (b + c) a":      # rows of each input into gapped rows
+        assert calls == [((1024, 1280), (1920 * 4, 4)), ((1024, 640), (1920 * 4, 4))]
+    else:                                       # each input one block, in its order
+        assert calls == [((1280, 1024), (4096, 4)), ((640, 1024), (4096, 4))]
 
 
 @pytest.mark.parametrize("op, pattern, shapes, extra", [

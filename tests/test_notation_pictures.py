@@ -111,13 +111,15 @@ def test_a_concatenation_places_each_input_element_where_numpy_puts_it(pattern, 
     output = arrays[-1]
     assert (output["step"], output["kind"], output["shape"]) == ("output 0", "copy",
                                                                   expected.shape)
+    # laid out as numpy's concatenate lays it out (order 'K': as its inputs are)
     for index, cell in output["cells"].items():
         origin, element = value(cell)
         assert 1000 * origin + element == expected[index]
-        assert int(cell["data-position"]) == np.ravel_multi_index(index, expected.shape)
+        assert int(cell["data-position"]) == sum(
+            i * s for i, s in zip(index, expected.strides)) // expected.itemsize
     for position, cell in output["strip"].items():
         origin, element = value(cell)
-        assert 1000 * origin + element == expected.ravel()[position]
+        assert 1000 * origin + element == expected.ravel(order="K")[position]
     for place in places:                   # each place: a view of the output's storage
         assert place["storage"] == "output 0"
         for cell in place["cells"].values():

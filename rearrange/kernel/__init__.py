@@ -25,7 +25,10 @@ The kernel is a package by stage, each module importing only the ones before it:
   while a thread loads it from the disk cache, or a worker process compiles it), once per
   machine (a lock beside the disk cache); :mod:`.worker` is that process.
 * here — :func:`copy_into`, which runs a plan: small copies and object arrays go to
-  ``np.copyto``, everything else to the compiled kernel once its runner is ready.
+  ``np.copyto``, everything else to the compiled kernel once its runner is ready. The
+  destination may also be a slice of a C-ordered array (rows with gaps: a concatenation's
+  part); the kernel writes such a destination by row copies only (the row variants,
+  planned with the destination's strides), numpy's copy does the rest.
   ``import rearrange`` loads :mod:`.plan`, :mod:`.threads`, :mod:`.pages`, :mod:`.abi`
   and :mod:`.modes` of the above; the rest (:mod:`.builds`, :mod:`.lowering`,
   :mod:`.loops`, :mod:`.jit`) loads with the first copy that may run compiled loops.
@@ -49,7 +52,8 @@ from ..caching import CacheLevel
 from ..errors import ArgumentTypeError, RearrangeError
 from .modes import get_jit_mode, set_jit_mode
 from .pages import untouched
-from .plan import LINE, NONTEMPORAL_MIN_BYTES, CopyKernel, lowbit, plan_aligned, plan_copy
+from .plan import (LINE, NONTEMPORAL_MIN_BYTES, CopyKernel, dst_rows_with_gaps, lowbit,
+                   plan_aligned, plan_copy)
 from .threads import (execute, find_pool_runner_with, get_num_threads, set_num_threads,
                       set_spin_seconds, spin_seconds)
 
@@ -125,7 +129,9 @@ def warmup(parallel: int = 1, load: bool = True, progress=None) -> list[str]:
 
 def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None) -> None:
     """Write ``src`` (any strides: negative, zero, unaligned) into ``dst`` (C-contiguous,
-    writeable, same shape and dtype, not overlapping ``src``).
+    or a slice of a C-ordered array: rows with gaps; writeable, same shape and dtype, not
+    overlapping ``src``). Into rows with gaps the kernel runs row copies
+    (:data:`.plan.ROW_VARIANTS`); any other copy into them is numpy's.
 
     ``kernel`` is a plan from :func:`plan_copy` for this source layout (it saves the
     planning, a few microseconds); without one the copy is planned here.
@@ -143,25 +149,33 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if dst.shape != src.shape or dst.dtype != src.dtype:
         raise RearrangeError(f"copy_into: dst {dst.shape} {dst.dtype} does not match "
                              f"src {src.shape} {src.dtype}")
-    if not dst.flags.c_contiguous or not dst.flags.writeable:
-        raise RearrangeError("copy_into: dst must be C-contiguous and writeable")
+    if not dst.flags.writeable:
+        raise RearrangeError("copy_into: dst must be writeable")
     dtype = src.dtype
-    # Native code runs only on a plan made for this very source: a plan handed in for
-    # another shape, stride or item size (a stale cache entry, a caller's mistake) is
-    # set aside and the source planned here, so the loops never leave its bounds.
-    # The same check covers plans from this module's own cache.
-    signature = (src.shape, src.strides, dtype.itemsize)
+    # Native code runs only on a plan made for this very source and destination: a plan
+    # handed in for another shape, stride or item size (a stale cache entry, a caller's
+    # mistake) is set aside and the copy planned here, so the loops never leave either's
+    # bounds. The same check covers plans from this module's own cache.
+    if dst.flags.c_contiguous:
+        signature: tuple = (src.shape, src.strides, dtype.itemsize)
+        gaps = None
+    elif dst_rows_with_gaps(dst.shape, dst.strides, dtype.itemsize):
+        gaps = dst.strides
+        signature = (src.shape, src.strides, dtype.itemsize, gaps)
+    else:
+        raise RearrangeError("copy_into: dst must be C-contiguous or a slice of a "
+                             f"C-ordered array (rows with gaps); got strides {dst.strides}")
     if kernel is None or kernel.source != signature:
         kind = "O" if dtype.hasobject else dtype.kind
         threads = get_num_threads()
-        key = (src.shape, src.strides, dtype.itemsize, kind, threads)
+        key = (src.shape, src.strides, dtype.itemsize, kind, threads, gaps)
         kernel = _plans.get(key)
         if kernel is None or kernel.source != signature:
             _counts[1] += 1
             if len(_plans) >= _CACHE_LIMIT:
                 _plans.clear()
             kernel = _plans[key] = plan_aligned(src.shape, src.strides, dtype.itemsize,
-                                                kind, threads, LINE)
+                                                kind, threads, LINE, gaps)
         else:
             _counts[0] += 1
     if kernel.variant == "numpy" or dtype.hasobject:
@@ -174,7 +188,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     aligned = not (saddr | daddr) % kernel.unit_bytes
     if not aligned:
         kernel = plan_aligned(src.shape, src.strides, dtype.itemsize, dtype.kind,
-                              kernel.threads, lowbit(saddr | daddr))
+                              kernel.threads, lowbit(saddr | daddr), gaps)
         if kernel.variant in ("numpy", "empty"):
             np.copyto(dst, src, casting="no")
             return
@@ -219,7 +233,8 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
 # (bench/fresh_ab.py measures the ways); every other variant writes fresh pages with
 # regular stores as they fault.
 POPULATE_FIRST = frozenset({"tiled-transpose", "staged-transpose"})
-# Plans made by copy_into itself: (shape, strides, itemsize, kind, threads) -> plan.
+# Plans made by copy_into itself: (shape, strides, itemsize, kind, threads, destination
+# strides or None: C-contiguous) -> plan.
 _plans: dict[tuple, CopyKernel] = {}
 # Lowered plans: (id(plan), destination address mod LINE, fresh) -> (plan, lowering). The
 # entry holds the plan, so its id cannot be reused while the entry lives; every plan

@@ -46,6 +46,8 @@ def lower(k: CopyKernel, dmod: int, fresh: bool = False):
     dstr = [1] * d
     for i in range(d - 2, -1, -1):
         dstr[i] = dstr[i + 1] * shape[i + 1]
+    if k.dst_strides:       # rows with gaps (plan: row variants only, rows contiguous)
+        dstr = list(k.dst_strides)
     p = [0] * P_LEN
     p[P_ITA] = p[P_ITB] = p[P_ITR] = -1
     p[P_STAGE] = STAGE_BYTES          # the kernel's buffer: the size planned with

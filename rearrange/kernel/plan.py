@@ -84,7 +84,7 @@ from ..records import record
 from .threads import get_num_threads
 
 __all__ = ["CopyKernel", "plan_copy", "plan_aligned", "copies_with_numpy", "lowbit", "stages",
-           "tile_columns_b2", "woven_block"]
+           "tile_columns_b2", "woven_block", "ROW_VARIANTS", "dst_rows_with_gaps"]
 
 # ---------------------------------------------------------------------------- tuning
 # Measured on a 2-core Xeon (AVX-512) shared with other work; see bench/kernel_bench.py.
@@ -218,6 +218,10 @@ class CopyKernel:
     # staged-interleave: tiles along the block's outer dim per block (plan.woven_block),
     # decided here so that the lowering depends on the plan alone; 0 for other variants.
     block: int = 0
+    # The destination's strides of the fused dims, in units, when it is not C-contiguous
+    # (rows with gaps: a slice of a C-ordered array, see plan_copy); () when it is. Only
+    # row variants (ROW_VARIANTS) are planned for such a destination.
+    dst_strides: tuple[int, ...] = ()
 
 
 def copies_with_numpy(total: int, itemsize: int, kind: str) -> bool:
@@ -239,8 +243,13 @@ def plan_copy(
     itemsize: int,
     dtype_kind: str = "f",
     threads: int | None = None,
+    *,
+    dst_strides_bytes: tuple[int, ...] | None = None,
 ) -> CopyKernel:
-    """Plan the copy of a strided source (shape, byte strides) into a C-contiguous array.
+    """Plan the copy of a strided source (shape, byte strides) into a C-contiguous array
+    or, given ``dst_strides_bytes``, into a destination with those strides that is a
+    slice of a C-ordered array (rows with gaps: every stride positive and at least the
+    extent of the dims after it; see :func:`dst_rows_with_gaps`).
 
     Pure and cheap (no numba, no data, ~5 µs). ``dtype_kind`` is numpy's ``dtype.kind``;
     pass ``"O"`` for every dtype that holds Python objects (``dtype.hasobject``, also
@@ -253,20 +262,81 @@ def plan_copy(
     ('tiled-transpose', (4096, 4096), (1, 4096), (8, 16))
     >>> plan_copy((64, 3, 224, 224), (150528, 1, 672, 3), 1).variant   # NHWC -> NCHW
     'small-inner-dim'
+
+    A destination whose rows have gaps (here: the left half of a (1024, 4096) float32
+    array) takes the row variants; any other copy into it is numpy's:
+
+    >>> k = plan_copy((1024, 2048), (8192, 4), 4, threads=2, dst_strides_bytes=(16384, 4))
+    >>> k.variant, k.fused_shape, k.src_strides, k.dst_strides
+    ('inner-contiguous', (1024, 2048), (2048, 1), (4096, 1))
     """
     return plan_aligned(tuple(shape), tuple(src_strides_bytes), itemsize, dtype_kind,
-                        get_num_threads() if threads is None else threads, LINE)
+                        get_num_threads() if threads is None else threads, LINE,
+                        None if dst_strides_bytes is None else tuple(dst_strides_bytes))
 
 
-def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
+# The variants that copy whole rows of the source to rows of the destination: the ones
+# planned for a destination whose rows have gaps.
+ROW_VARIANTS = frozenset({"contiguous-memcpy", "inner-contiguous", "strided-rows"})
+
+
+def dst_rows_with_gaps(shape, strides, itemsize) -> bool:
+    """Is a destination of this shape and byte strides a slice of a C-ordered array that
+    the kernel may write: every dim longer than 1 with a positive stride at least the
+    extent of the (longer than 1) dims after it, the last of them at least an item (so
+    no two items share a byte)? A C-contiguous destination is one."""
+    extent = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n > 1:
+            if s < extent:
+                return False
+            extent = s * n
+    return True
+
+
+def plan_aligned(shape, strides, itemsize, kind, threads, align,
+                 dst_strides=None) -> CopyKernel:
     """plan_copy for buffers aligned to ``align`` bytes (a power of two), with the
-    thread count given: the unit never exceeds the alignment."""
+    thread count given: the unit never exceeds the alignment. ``dst_strides``: the
+    destination's byte strides (None: C-contiguous)."""
     if len(shape) != len(strides):
         raise RearrangeError(f"plan_copy: shape {shape} and strides {strides} differ in "
                              f"length")
     if threads < 1:
         raise RearrangeError(f"plan_copy: threads must be positive, got {threads}")
-    signature = (shape, strides, itemsize)
+    if dst_strides is not None:
+        if len(dst_strides) != len(shape) or not dst_rows_with_gaps(shape, dst_strides,
+                                                                    itemsize):
+            raise RearrangeError(f"plan_copy: destination strides {dst_strides} are not "
+                                 f"those of a slice of a C-ordered array of shape {shape}")
+        if _c_contiguous(shape, dst_strides, itemsize):
+            dst_strides = None
+    if dst_strides is None:
+        return _plan(shape, strides, itemsize, kind, threads, align, None)
+    kernel = _plan(shape, strides, itemsize, kind, threads, align, dst_strides)
+    if kernel.variant in ROW_VARIANTS or kernel.variant in ("numpy", "empty"):
+        return kernel
+    return CopyKernel("numpy", kernel.unit_bytes, kernel.fused_shape, kernel.src_strides,
+                      None, 1, f"a destination whose rows have gaps: the kernel writes "
+                      f"rows only ({kernel.variant} would transpose)", kernel.source,
+                      dst_strides=kernel.dst_strides)
+
+
+def _c_contiguous(shape, strides, itemsize) -> bool:
+    step = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n > 1 and s != step:
+            return False
+        step *= n
+    return True
+
+
+def _plan(shape, strides, itemsize, kind, threads, align, dst_strides) -> CopyKernel:
+    """plan_aligned's choice, for a C-contiguous destination (``dst_strides`` None) or
+    one whose rows have gaps (then the last fused dim must be contiguous in it for the
+    row variants)."""
+    signature = ((shape, strides, itemsize) if dst_strides is None else
+                 (shape, strides, itemsize, dst_strides))
     total = math.prod(shape)
     small = copies_with_numpy(total, itemsize, kind)   # then one of the next three exits
     if kind == "O":
@@ -282,8 +352,14 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
     for n, s in zip(shape, strides):
         if n > 1:
             bits |= s & -s if s else 1 << 62   # lowbit(s)
+    for n, s in zip(shape, dst_strides or ()):
+        if n > 1:
+            bits |= s & -s
     u = min(bits & -bits, 8)
-    fshape, fstr = _fuse(shape, strides, itemsize, u)
+    fshape, fstr, fdst = _fuse(shape, strides, itemsize, u, dst_strides)
+    if fdst and fdst[-1] != 1:
+        return CopyKernel("numpy", u, fshape, fstr, None, 1, "the destination's fastest "
+                          "dim has gaps: numpy's copy", signature, dst_strides=fdst)
 
     if small or not fshape:
         why = "a single item" if not fshape else f"{nbytes} B < {NUMPY_MAX_BYTES} B"
@@ -292,7 +368,8 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align) -> CopyKernel:
 
     def make(variant, tile, reason, min_threads_bytes=THREAD_MIN_BYTES, block=0):
         t = max(1, min(threads, nbytes // min_threads_bytes))
-        return CopyKernel(variant, u, fshape, fstr, tile, t, reason, signature, block=block)
+        return CopyKernel(variant, u, fshape, fstr, tile, t, reason, signature, block=block,
+                          dst_strides=fdst)
     d = len(fshape)
     nb, sb = fshape[-1], fstr[-1]
     if d == 1 and sb == 1:
@@ -440,22 +517,30 @@ def woven_block(shape, strides, u) -> int:
     return min(shape[-4], WOVEN_BLOCK_BYTES // row)
 
 
-def _fuse(shape, strides, itemsize, u):
-    """(shape, strides) in units of u, size-1 dims dropped, an item of itemsize > u as an
-    innermost dim of consecutive units, and dims contiguous in both operands fused (the
-    destination is C-contiguous, so only the source decides): (n0, s0), (n1, s1) ->
-    (n0 * n1, s1) when s0 == s1 * n1."""
+def _fuse(shape, strides, itemsize, u, dst_strides=None):
+    """(shape, strides, destination strides) in units of u, size-1 dims dropped, an item
+    of itemsize > u as an innermost dim of consecutive units, and dims contiguous in both
+    operands fused: (n0, s0), (n1, s1) -> (n0 * n1, s1) when s0 == s1 * n1 (and so for
+    the destination; a C-contiguous one, ``dst_strides`` None, always is: its fused
+    strides are then ())."""
     sizes: list[int] = []      # the fused dims, innermost first
     steps: list[int] = []
+    dsteps: list[int] = []
     if itemsize > u:
         sizes.append(itemsize // u)
         steps.append(1)
-    for n, s in zip(reversed(shape), reversed(strides)):
+        dsteps.append(1)
+    for n, s, t in zip(reversed(shape), reversed(strides),
+                       reversed(dst_strides or (0,) * len(shape))):
         if n > 1:
             s //= u
-            if sizes and steps[-1] * sizes[-1] == s:
+            t //= u
+            if sizes and steps[-1] * sizes[-1] == s and (
+                    dst_strides is None or dsteps[-1] * sizes[-1] == t):
                 sizes[-1] *= n
             else:
                 sizes.append(n)
                 steps.append(s)
-    return tuple(reversed(sizes)), tuple(reversed(steps))
+                dsteps.append(t)
+    return (tuple(reversed(sizes)), tuple(reversed(steps)),
+            () if dst_strides is None else tuple(reversed(dsteps)))
