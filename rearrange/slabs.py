@@ -1,0 +1,65 @@
+"""numpy's own copies on several threads: an output cut into slabs along one axis, each
+slab written by one thread with a numpy call that releases the GIL (``numpy.copyto``,
+``numpy.concatenate`` into ``out=``: numpy drops the GIL in its copy loops for every
+dtype but objects).
+
+The caller's thread writes the first slab, a pool of worker threads the others; a call
+returns when every slab is done. One pool for the process, as wide as the widest call
+yet, made by the first call that needs it (not at import). Nothing here imports numba:
+these are numpy's loops.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+# The fewest bytes of output each thread of a slab copy writes: below 2x this an output
+# is written by one thread (numpy's single call), where handing a slab to a worker (a
+# wake-up of 20-50 us on this machine) costs about what the second thread saves.
+# Measured both sides by bench/packrepeat_ab.py (docs/performance.md, "repeat and pack
+# at two threads").
+SLAB_MIN_BYTES = 1 << 20
+
+_pool: list[Any] = []          # [(its workers, the executor)], made by the first slab copy
+_pool_lock = threading.Lock()
+
+
+def slab_threads(nbytes: int, length: int, threads: int) -> int:
+    """How many threads write an output of ``nbytes`` cut along an axis of ``length``:
+    at most ``threads``, one slab of the axis each, and ``SLAB_MIN_BYTES`` each."""
+    return max(1, min(threads, length, nbytes // SLAB_MIN_BYTES))
+
+
+def slab_bounds(length: int, count: int) -> list[int]:
+    """``range(length)`` cut into ``count`` slabs as equal as whole indices allow: the
+    ``count + 1`` bounds, from 0 to ``length``."""
+    return [length * k // count for k in range(count + 1)]
+
+
+def in_slabs(work: Callable[[int, int], None], length: int, count: int) -> None:
+    """``work(lo, hi)`` over ``range(length)`` cut into ``count`` slabs: the caller's
+    thread takes the first, the pool the others; returns when all are done (an error in
+    any is raised here, after every slab has finished)."""
+    if count <= 1 or length < 2:
+        work(0, length)
+        return
+    bounds = slab_bounds(length, count)
+    with _pool_lock:
+        if not _pool or _pool[0][0] < count - 1:
+            from concurrent.futures import ThreadPoolExecutor  # not at import: a pool
+            if _pool:   # a narrower pool (work it was given still runs: shutdown
+                _pool.pop()[1].shutdown(wait=False)            # cancels nothing)
+            _pool.append((count - 1, ThreadPoolExecutor(
+                max_workers=count - 1, thread_name_prefix="rearrange-slabs")))
+        executor = _pool[0][1]
+        futures = [executor.submit(work, bounds[k], bounds[k + 1]) for k in range(1, count)]
+    try:
+        work(bounds[0], bounds[1])
+    finally:
+        # every slab is done before the output is returned (or the error raised): no
+        # worker writes into an array its caller has already been handed
+        errors = [future.exception() for future in futures]
+    for error in errors:
+        if error is not None:
+            raise error
