@@ -3,8 +3,8 @@ slab written by one thread with a numpy call that releases the GIL (``numpy.copy
 ``numpy.concatenate`` into ``out=``: numpy drops the GIL in its copy loops for every
 dtype but objects).
 
-The caller's thread writes the first slab, a pool of worker threads the others; a call
-returns when every slab is done. One pool for the process, as wide as the widest call
+The output is cut into a few chunks per thread, which the caller's thread and a pool of
+worker threads take in turn; a call returns when every chunk is done. One pool for the process, as wide as the widest call
 yet, made by the first call that needs it (not at import). Nothing here imports numba:
 these are numpy's loops.
 """
@@ -20,6 +20,9 @@ from typing import Any, Callable
 # Measured both sides by bench/packrepeat_ab.py (docs/performance.md, "repeat and pack
 # at two threads").
 SLAB_MIN_BYTES = 1 << 20
+# Chunks per thread: a thread that starts late (or runs slower) leaves its chunks to the
+# others.
+CHUNKS_PER_THREAD = 4
 
 _pool: list[Any] = []          # [(its workers, the executor)], made by the first slab copy
 _pool_lock = threading.Lock()
@@ -38,13 +41,40 @@ def slab_bounds(length: int, count: int) -> list[int]:
 
 
 def in_slabs(work: Callable[[int, int], None], length: int, count: int) -> None:
-    """``work(lo, hi)`` over ``range(length)`` cut into ``count`` slabs: the caller's
-    thread takes the first, the pool the others; returns when all are done (an error in
-    any is raised here, after every slab has finished)."""
+    """``work(lo, hi)`` over ``range(length)`` cut into ``CHUNKS_PER_THREAD * count``
+    chunks (at most ``length``), written by the caller's thread and ``count - 1``
+    workers of the pool: each thread takes the next chunk no thread has taken yet. The
+    caller waits only for chunks a worker has started, never for a worker the OS has not
+    run yet (on a busy machine the caller then writes nearly everything, at one thread's
+    speed: a fixed slab per thread would wait for it). Returns when every chunk is done;
+    an error in any is raised here, after every chunk has finished."""
     if count <= 1 or length < 2:
         work(0, length)
         return
-    bounds = slab_bounds(length, count)
+    chunks = min(length, CHUNKS_PER_THREAD * count)
+    bounds = slab_bounds(length, chunks)
+    lock = threading.Lock()
+    everything_done = threading.Event()
+    progress = [0, 0]               # [chunks taken, chunks finished]
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        while True:
+            with lock:
+                k = progress[0]
+                if k == chunks:
+                    return
+                progress[0] = k + 1
+            try:
+                work(bounds[k], bounds[k + 1])
+            except BaseException as error:      # raised in the caller's thread
+                errors.append(error)
+            finally:
+                with lock:
+                    progress[1] += 1
+                    if progress[1] == chunks:
+                        everything_done.set()
+
     with _pool_lock:
         if not _pool or _pool[0][0] < count - 1:
             from concurrent.futures import ThreadPoolExecutor  # not at import: a pool
@@ -53,13 +83,12 @@ def in_slabs(work: Callable[[int, int], None], length: int, count: int) -> None:
             _pool.append((count - 1, ThreadPoolExecutor(
                 max_workers=count - 1, thread_name_prefix="rearrange-slabs")))
         executor = _pool[0][1]
-        futures = [executor.submit(work, bounds[k], bounds[k + 1]) for k in range(1, count)]
-    try:
-        work(bounds[0], bounds[1])
-    finally:
-        # every slab is done before the output is returned (or the error raised): no
-        # worker writes into an array its caller has already been handed
-        errors = [future.exception() for future in futures]
-    for error in errors:
-        if error is not None:
-            raise error
+        for _ in range(count - 1):
+            executor.submit(drain)
+    drain()
+    # every chunk is done before the output is returned (or the error raised): no
+    # worker writes into an array its caller has already been handed; a worker that
+    # starts later finds no chunk left
+    everything_done.wait()
+    if errors:
+        raise errors[0]

@@ -303,16 +303,21 @@ def test_in_slabs_covers_the_range_once_and_raises_after_every_slab():
         with lock:
             seen.append((lo, hi))
     slabs.in_slabs(work, 10, 3)
-    assert sorted(seen) == [(0, 3), (3, 6), (6, 10)]
+    assert sorted(seen) == [(k, k + 1) for k in range(10)]       # 10 chunks of 1 at most
+    seen.clear()
+    slabs.in_slabs(work, 100, 2)
+    bounds = slabs.slab_bounds(100, 2 * slabs.CHUNKS_PER_THREAD)
+    assert sorted(seen) == list(zip(bounds, bounds[1:]))
     finished: list[int] = []
 
     def failing(lo, hi):
-        if lo:
+        if lo == 2:
             raise ValueError(f"slab {lo}")
-        finished.append(lo)
-    with pytest.raises(ValueError, match="slab"):
-        slabs.in_slabs(failing, 4, 2)
-    assert finished == [0]
+        with lock:
+            finished.append(lo)
+    with pytest.raises(ValueError, match="slab 2"):
+        slabs.in_slabs(failing, 8, 2)
+    assert sorted(finished) == [0, 1, 3, 4, 5, 6, 7]
 
 
 @pytest.mark.parametrize("nbytes, length, threads, expected", [
