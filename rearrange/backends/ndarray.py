@@ -33,6 +33,7 @@ from ..layout import Layout
 from ..plan import Plan
 from ..records import record
 from ..reductions import apply_reduction, plan_by_layout, reduce_by_layout
+from ..slabs import SLAB_MIN_BYTES, in_slabs, slab_threads
 from ..tensor import Tensor
 from . import ArrayInfo, refusal
 
@@ -141,7 +142,9 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
 
 def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
     """The broadcast view (read-only), or a copy of it then the merge: ``numpy.repeat``
-    along each repeated axis (:func:`repeated_axes`), or the kernel where none is."""
+    along each repeated axis (:func:`repeated_axes`), ``numpy.copyto`` of the broadcast
+    view in slabs on several threads where the output is large enough
+    (:func:`repeat_slabs`), or the kernel where no axis repeats."""
     copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
     if copy_index is None:
         return strided_runner(plan, plan.output, writeable=False)
@@ -150,6 +153,38 @@ def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
     if not axes:
         return kernel_runner(strided_runner(plan, source, writeable=False),
                              plan.steps[copy_index].kernel, plan.output.shape)
+    one_thread = _numpy_repeat_runner(plan, sample, source, axes)
+    slab_axis = repeat_slab_axis(source, sample.dtype)
+    if slab_axis is None:
+        return one_thread
+    broadcast = strided_runner(plan, source, writeable=False)
+    nbytes = math.prod(source.shape) * sample.itemsize
+    length = source.shape[slab_axis]
+    before = (slice(None),) * slab_axis
+    merged = plan.output.shape
+
+    # Each thread copies its slab of the broadcast view into its slab of the result:
+    # numpy's strided copy reads each value once per repeat from the cache (the source
+    # is the output's size divided by the repeats) and writes the output once, in order.
+    def run(x: np.ndarray) -> np.ndarray:
+        count = slab_threads(nbytes, length, kernel.get_num_threads())
+        if count < 2:
+            return one_thread(x)
+        view = broadcast(x)
+        result = np.empty(view.shape, view.dtype)
+
+        def copy_slab(lo: int, hi: int) -> None:
+            index = before + (slice(lo, hi),)
+            np.copyto(result[index], view[index], casting="no")
+        in_slabs(copy_slab, length, count)
+        return result.reshape(merged)
+    return run
+
+
+def _numpy_repeat_runner(plan: Plan, sample: np.ndarray, source: Layout,
+                         axes: tuple[int, ...]) -> Runner:
+    """The broadcast view ``source`` copied by ``numpy.repeat`` along each of ``axes``
+    (the repeated ones), then merged: one thread."""
     # The view with every repeated axis cut to length 1 holds each value once: numpy
     # repeats its blocks (a memcpy per block and repeat, or a fixed-size move for small
     # blocks) into a fresh C-contiguous array, one axis after another, the innermost
@@ -181,10 +216,34 @@ def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
     return run
 
 
+def repeat_slab_axis(view: Layout, dtype: np.dtype) -> int | None:
+    """The axis along which a repeat's broadcast view ``view`` is cut into slabs, one
+    per thread (:mod:`rearrange.slabs`): its outermost axis longer than 1. None where
+    no slab copy may run: object arrays (numpy holds the GIL to copy references: a slab
+    per thread gains nothing), or a view with no axis to cut."""
+    if dtype.hasobject:
+        return None
+    return next((k for k, n in enumerate(view.shape) if n > 1), None)
+
+
+def repeat_slabs(view: Layout, dtype: np.dtype, threads: int) -> tuple[int, int] | None:
+    """(slab axis, threads) of a repeat copy of the broadcast view ``view`` (one that
+    repeats along some axis) at ``threads`` threads, or None where it is numpy.repeat's
+    in one thread: too few bytes for two threads (``slabs.SLAB_MIN_BYTES`` each), an
+    object array, or one thread allowed."""
+    axis = repeat_slab_axis(view, dtype)
+    if axis is None:
+        return None
+    count = slab_threads(math.prod(view.shape) * dtype.itemsize, view.shape[axis], threads)
+    return (axis, count) if count >= 2 else None
+
+
 def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
     """numpy's account of who copies: a repeat whose broadcast view repeats along some
-    axis is copied by ``numpy.repeat`` (:func:`_repeat_runner`), not by the kernel; every
-    other copy is the kernel's, as planned."""
+    axis is copied by ``numpy.repeat`` (:func:`_repeat_runner`), or by ``numpy.copyto``
+    in slabs on several threads where it is large enough (:func:`repeat_slabs`, at the
+    thread count in force now), not by the kernel; every other copy is the kernel's,
+    as planned."""
     if plan.op != "repeat":
         return plan
     steps = list(plan.steps)
@@ -193,13 +252,36 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
             continue
         source = steps[k - 1].layout if k else plan.input
         axes = repeated_axes(source)
-        if axes:
+        if not axes:
+            continue
+        dtype = _dtype_of(plan, x)
+        slabs = None if dtype is None else repeat_slabs(source, dtype,
+                                                        kernel.get_num_threads())
+        if slabs is not None:
+            axis, count = slabs
+            nbytes = math.prod(source.shape) * dtype.itemsize
+            reason = (f"numpy.copyto of the broadcast view in {count} slabs along dim "
+                      f"{axis}, one per thread ({nbytes:,} B >= {count} x "
+                      f"{SLAB_MIN_BYTES:,} B): each thread writes its part of the result")
+        else:
             reason = (f"numpy.repeat along dim{'s' if len(axes) > 1 else ''} "
                       f"{', '.join(map(str, axes))} of the broadcast view, innermost first: "
                       "each value read once, copied block by block (faster than the kernel "
                       "over a stride-0 source)")
-            steps[k] = dataclasses.replace(step, kernel=kernel_numpy_copy(step.kernel, reason))
+        steps[k] = dataclasses.replace(step, kernel=kernel_numpy_copy(step.kernel, reason))
     return dataclasses.replace(plan, steps=tuple(steps))
+
+
+def _dtype_of(plan: Plan, x: Any) -> np.dtype | None:
+    """The dtype of ``x`` (an array), else the one the plan names (a shape's plan given
+    a dtype); None where neither says."""
+    dtype = getattr(x, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype
+    try:
+        return np.dtype(plan.dtype) if plan.dtype is not None else None
+    except TypeError:       # a name numpy does not know (bfloat16): no slab copy said
+        return None
 
 
 def kernel_numpy_copy(planned: Any, reason: str) -> Any:
@@ -443,33 +525,72 @@ def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
     array of ``dtype`` holding each input in its place along the packed dim. Where every
     input fills its place as it is (one dim in ``*``: no split), that is one
     ``numpy.concatenate`` (numpy's loop over the inputs; einops' call); else a new array
-    and per input a view of its place (slice, split) assigned from the input. numpy
-    casts, and reads the inputs' strides on every call. Items may be numpy arrays, numpy
-    scalars or Tensors (through their numpy view)."""
+    and per input a view of its place (slice, split) assigned from the input. Where the
+    packed array is large enough (:func:`pack_slabs`), the same calls run on slabs of it
+    along a dim before the packed one, one slab per thread. numpy casts, and reads the
+    inputs' strides on every call. Items may be numpy arrays, numpy scalars or Tensors
+    (through their numpy view)."""
     shape = plan.packed.shape
     places = packed_places(plan)
-    if all(split is None for _, split in places):
-        axis = plan.axis
+    concatenated = all(split is None for _, split in places)
+    axis = plan.axis
 
-        def concatenate(tensors: Any) -> np.ndarray:
-            arrays = [x.numpy() if type(x) is Tensor else x for x in tensors]
+    def fill(arrays: list[Any], out: np.ndarray, before: tuple, lo: int, hi: int) -> None:
+        """Every input's part ``[lo, hi)`` along the dim after ``before`` written into
+        the same part of ``out`` (``before`` empty: every input whole)."""
+        part = before + (slice(lo, hi),) if before is not None else ()
+        if concatenated:
             # into a C-contiguous out: on its own numpy orders the result's strides
             # as the inputs' (transposed inputs, a transposed result)
-            return np.concatenate(arrays, axis=axis, out=np.empty(shape, dtype),
-                                  casting="unsafe")
-        return concatenate
+            np.concatenate([x[part] for x in arrays], axis=axis, out=out[part],
+                           casting="unsafe")
+            return
+        for x, (key, split) in zip(arrays, places):
+            place = out[part][key] if part else out[key]
+            if split is not None:   # a one-dim split: always a view
+                if part:
+                    split = split[:len(before)] + (hi - lo,) + split[len(before) + 1:]
+                place = place.reshape(split)
+            np.copyto(place, x[part] if part else x, casting="unsafe")
+
+    slab_axis = pack_slab_axis(shape, axis, dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    length = shape[slab_axis] if slab_axis is not None else 0
+    before = (slice(None),) * (slab_axis or 0)
 
     def run(tensors: Any) -> np.ndarray:
+        arrays = [x.numpy() if type(x) is Tensor else x for x in tensors]
         out = np.empty(shape, dtype)
-        for x, (key, split) in zip(tensors, places):
-            if type(x) is Tensor:
-                x = x.numpy()
-            if split is None:
-                out[key] = x
-            else:
-                out[key].reshape(split)[...] = x  # a one-dim split: always a view
+        count = slab_threads(nbytes, length, kernel.get_num_threads()) if length else 1
+        if count < 2:
+            fill(arrays, out, None, 0, 0)
+        else:
+            in_slabs(partial(fill, arrays, out, before), length, count)
         return out
     return run
+
+
+def pack_slab_axis(shape: tuple[int, ...], axis: int, dtype: np.dtype) -> int | None:
+    """The dim along which a packed array of ``shape`` (packed along ``axis``) is cut
+    into slabs, one per thread (:mod:`rearrange.slabs`): the outermost dim before the
+    packed one longer than 1, where each input's part of a slab is the same slice of
+    it. None where no slab copy may run: object arrays (numpy holds the GIL to copy
+    references), or no such dim (``'* c'``: one thread)."""
+    if dtype.hasobject:
+        return None
+    return next((k for k in range(axis) if shape[k] > 1), None)
+
+
+def pack_slabs(shape: tuple[int, ...], axis: int, dtype: np.dtype,
+               threads: int) -> tuple[int, int] | None:
+    """(slab dim, threads) of a pack into ``shape`` at ``threads`` threads, or None
+    where numpy's calls run on the whole array in one thread: too few bytes for two
+    threads (``slabs.SLAB_MIN_BYTES`` each), an object array, no dim to cut."""
+    slab_axis = pack_slab_axis(shape, axis, dtype)
+    if slab_axis is None:
+        return None
+    count = slab_threads(math.prod(shape) * dtype.itemsize, shape[slab_axis], threads)
+    return (slab_axis, count) if count >= 2 else None
 
 
 def lower_unpack(plan: Any) -> Runner:
