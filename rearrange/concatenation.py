@@ -720,7 +720,7 @@ def _numpy_copier(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | N
     both taken in the slice's memory order (``copy_order``)."""
     if piece.strides is None:
         return "numpy", "numpy copyto (strides not whole items)"
-    from .kernel.plan import ROW_VARIANTS, plan_copy
+    from .kernel.plan import ROW_VARIANTS, is_c_contiguous, plan_copy
 
     src_strides = _part_source_strides(piece, leaf_names, order)
     ranks = copy_order or range(len(leaf_shape))
@@ -730,7 +730,7 @@ def _numpy_copier(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | N
     into_block = plan_copy(shape, src, itemsize, "f")     # as if the slice were one block
     if into_block.variant in ("numpy", "empty"):
         return "numpy", "numpy copyto (small: below the kernel's threshold)"
-    if _contiguous(shape, dst, itemsize):
+    if is_c_contiguous(shape, dst, itemsize):
         return "kernel", f"a copy by the kernel ({into_block.variant})"
     kernel = plan_copy(shape, src, itemsize, "f", dst_strides_bytes=dst)
     if kernel.variant in ROW_VARIANTS:
@@ -742,15 +742,6 @@ def _numpy_copier(piece: Piece, leaf_shape: list[int], leaf_names: tuple[str | N
                          f"{kernel.reason})")
     return "staged", (f"the kernel ({into_block.variant}) into a buffer, then its rows "
                       "into the part's (they have gaps: an inner concatenation axis)")
-
-
-def _contiguous(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> bool:
-    step = itemsize
-    for n, stride in zip(reversed(shape), reversed(strides)):
-        if n > 1 and stride != step:
-            return False
-        step *= n
-    return True
 
 
 def _part_source_strides(piece: Piece, leaf_names: Sequence[str | None],

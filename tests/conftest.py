@@ -42,3 +42,14 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(
                 f"testing the source tree ({package}) instead of the installed wheel"
             )
+
+
+@pytest.fixture
+def two_threads():
+    """The copy kernel at two threads for the test, the caller's count restored after."""
+    from rearrange import kernel
+
+    before = kernel.get_num_threads()
+    kernel.set_num_threads(2)
+    yield
+    kernel.set_num_threads(before)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import rearrange as ra
-from rearrange import NoViewError, PatternError, RearrangeError
+from rearrange import NoViewError, PatternError
 from rearrange.concatenation import plan_notation
 
 einx = pytest.importorskip("einx")
@@ -39,15 +39,6 @@ def assert_same(result, expected):
     assert r.shape == e.shape and r.dtype == e.dtype
     np.testing.assert_array_equal(r, e)
 
-
-@pytest.fixture
-def two_threads():
-    from rearrange import kernel
-
-    before = kernel.get_num_threads()
-    kernel.set_num_threads(2)
-    yield
-    kernel.set_num_threads(before)
 
 
 def arange(*shape, dtype=np.float32):

@@ -37,13 +37,6 @@ def test_every_input_of_an_elementwise_operation_is_a_view():
     assert "stride 0 on a b" in text and "no copy" in text.splitlines()[0]
 
 
-@pytest.fixture
-def two_threads():
-    before = kernel.get_num_threads()
-    kernel.set_num_threads(2)
-    yield
-    kernel.set_num_threads(before)
-
 
 @pytest.mark.parametrize("pattern", ["a b, a c -> (b + c) a", "b a, c a -> a (b + c)",
                                      "b a, c a -> (b + c) a"])

@@ -309,7 +309,7 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align,
                                                                     itemsize):
             raise RearrangeError(f"plan_copy: destination strides {dst_strides} are not "
                                  f"those of a slice of a C-ordered array of shape {shape}")
-        if _c_contiguous(shape, dst_strides, itemsize):
+        if is_c_contiguous(shape, dst_strides, itemsize):
             dst_strides = None
     if dst_strides is None:
         return _plan(shape, strides, itemsize, kind, threads, align, None)
@@ -322,7 +322,9 @@ def plan_aligned(shape, strides, itemsize, kind, threads, align,
                       dst_strides=kernel.dst_strides)
 
 
-def _c_contiguous(shape, strides, itemsize) -> bool:
+def is_c_contiguous(shape, strides, itemsize) -> bool:
+    """Do ``strides`` (bytes) lay ``shape`` out C-contiguously (axes of length 1 may
+    have any stride)?"""
     step = itemsize
     for n, s in zip(reversed(shape), reversed(strides)):
         if n > 1 and s != step:
