@@ -93,8 +93,15 @@ def test_the_choice_on_both_sides_of_each_threshold():
     assert plan_by_layout("var", (rows, 64), f4, 1, 2, (64, 1)) == "numpy"
     long_rows = reductions.PARALLEL_MIN_BYTES // 4 // 127 + 1
     assert plan_by_layout("sum", (long_rows, 127), f4, 1, 2, (127, 1)) == "slabs"
-    assert plan_by_layout("sum", (long_rows, 128), f4, 1, 2, (128, 1)) == "numpy"
-    assert plan_by_layout("sum", (64, rows), f4, 1, 2, (1, 64)) == "numpy"  # inner: kept
+    assert plan_by_layout("sum", (long_rows, 128), f4, 1, 2, (128, 1)) == "slabs"  # long rows
+    assert plan_by_layout("sum", (64, rows), f4, 1, 2, (1, 64)) == "numpy"  # cut: the inner
+    # a mean over channels, (b, c, h, w) viewed as (b, h, w, c): the inner axis w is kept,
+    # the cut is along b
+    assert plan_by_layout("mean", (rows // 64, 8, 8, 64), f4, 1, 2, (4096, 8, 1, 64)) == "slabs"
+    # the same bytes with b the innermost axis (the input (c, h, w, b)): a cut along b
+    # would cut it
+    assert plan_by_layout("mean", (rows // 64, 8, 8, 64), f4, 1, 2,
+                          (1, 8 * rows // 64, rows // 64, 64 * rows // 64)) == "numpy"
     assert plan_by_layout(np.max, (big, 2, 2), f4, 2, 1) == "numpy"       # callables: theirs
     assert plan_by_layout("max", (big, 2, 2), np.dtype(object), 2, 1) == "numpy"
 
