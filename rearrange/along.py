@@ -957,7 +957,7 @@ def explain_along(x_or_shape: Any, pattern: str, *, op: str, shift: Any = None,
     3. output: the op's result as it is
     """
     from .calls import layout_from, plan_for
-    from .layout import Layout
+    from .layout import Layout, flipped
 
     if op not in OPERATIONS:
         raise RearrangeError(f"explain_along: op must be one of {', '.join(OPERATIONS)}, "
@@ -982,14 +982,7 @@ def explain_along(x_or_shape: Any, pattern: str, *, op: str, shift: Any = None,
     merge = None
     if plan.merge is not None:
         if op == "flip":
-            strides_ = list(elementary.strides)
-            offset = elementary.offset
-            for a in plan.axes:
-                if elementary.shape[a] > 0:
-                    offset += (elementary.shape[a] - 1) * strides_[a]
-                strides_[a] = -strides_[a]
-            result = Layout(elementary.shape, tuple(strides_), offset)
-            result_unit = unit
+            result, result_unit = flipped(elementary, plan.axes), unit
         else:
             shape = _result_shape(plan, elementary.shape)
             result, result_unit = Layout.contiguous(shape), "elements"

@@ -25,7 +25,7 @@ from .errors import ArgumentTypeError, DimensionError, LayoutError, RearrangeErr
 from .records import record
 
 __all__ = ["Layout", "row_major_strides", "wrap_dim", "infer_size", "format_int_list",
-           "MAX_DIMS", "MAX_SIZE", "size_problem", "canonical_layout", "view_of"]
+           "MAX_DIMS", "MAX_SIZE", "size_problem", "canonical_layout", "view_of", "flipped"]
 
 
 _PLAIN_INT = frozenset({int})
@@ -624,6 +624,18 @@ def canonical_layout(shape: tuple[int, ...], strides: tuple[int, ...], offset: i
     _set_strides(layout, strides)
     _set_offset(layout, offset)
     return layout
+
+
+def flipped(layout: Layout, axes: Iterable[int]) -> Layout:
+    """numpy's flip of ``axes`` as a view (torch's flip copies): each axis' stride
+    negated and the offset moved to its last element (an empty axis moves nothing)."""
+    strides = list(layout.strides)
+    offset = layout.offset
+    for axis in axes:
+        if layout.shape[axis] > 0:
+            offset += (layout.shape[axis] - 1) * strides[axis]
+        strides[axis] = -strides[axis]
+    return Layout(layout.shape, tuple(strides), offset)
 
 
 def view_of(layout: Layout, new_shape: tuple[int, ...], numel: int) -> Layout | None:

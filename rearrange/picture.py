@@ -38,7 +38,7 @@ import math
 from typing import Any, Callable, Sequence
 
 from .errors import RearrangeError
-from .layout import Layout
+from .layout import Layout, flipped
 from .records import record
 
 __all__ = ["plan_svg", "pack_svg", "einsum_svg", "notation_svg", "along_svg", "elementwise_svg",
@@ -1093,16 +1093,9 @@ def along_svg(explanation: Any) -> str:
     layout = elementary.layout
     op_panel: Panel
     if plan.op == "flip":
-        strides = list(layout.strides)
-        offset = layout.offset
-        for a in plan.axes:
-            if layout.shape[a] > 0:
-                offset += (layout.shape[a] - 1) * strides[a]
-            strides[a] = -strides[a]
-        flipped = Layout(layout.shape, tuple(strides), offset)
         op_panel = Panel("op", "flip", "flip (a view on numpy: each stride negated, the offset "
-                         "moved to the last element)", (plan.describe_op(),), flipped,
-                         elementary.storage, "view")
+                         "moved to the last element)", (plan.describe_op(),),
+                         flipped(layout, plan.axes), elementary.storage, "view")
     elif plan.op == "roll":
         result = Layout.contiguous(layout.shape)
 
