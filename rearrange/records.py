@@ -62,28 +62,27 @@ def record(cls: T) -> T:
     own = cls.__dict__
     names = tuple(field.name for field in fields)
 
+    methods: dict[str, Callable[..., Any]] = {}
     if "__init__" not in own:
-        cls.__init__ = _init_function(cls, fields)
+        methods["__init__"] = _init_function(cls, fields)
     if "__repr__" not in own:
-        cls.__repr__ = _repr_function(tuple(field.name for field in fields if field.repr))
-    compared = _tuple_getter(tuple(field.name for field in fields if field.compare))
+        methods["__repr__"] = _repr_function(tuple(field.name for field in fields
+                                                   if field.repr))
     if "__eq__" not in own:
-        cls.__eq__ = _eq_function(compared)
+        methods["__eq__"] = _eq_function(
+            _tuple_getter(tuple(field.name for field in fields if field.compare)))
     if own.get("__hash__") is None:   # None: the class defines no __hash__ of its own
         hashed = tuple(field.name for field in fields
                        if (field.compare if field.hash is None else field.hash))
-        cls.__hash__ = _hash_function(_tuple_getter(hashed))
-    cls.__setattr__ = _frozen_setattr(cls, names)
-    cls.__delattr__ = _frozen_delattr(cls, names)
+        methods["__hash__"] = _hash_function(_tuple_getter(hashed))
+    methods["__setattr__"], methods["__delattr__"] = _frozen_functions(cls, names)
     if "__getstate__" not in own:
-        cls.__getstate__ = _getstate_function(names)
+        methods["__getstate__"] = _getstate_function(names)
     if "__setstate__" not in own:
-        cls.__setstate__ = _setstate_function(names)
-    for name in ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__",
-                 "__getstate__", "__setstate__"):
-        method = cls.__dict__.get(name)
-        if getattr(method, "__qualname__", "").startswith("_record."):
-            method.__qualname__ = f"{cls.__qualname__}.{name}"
+        methods["__setstate__"] = _setstate_function(names)
+    for name, method in methods.items():
+        method.__qualname__ = f"{cls.__qualname__}.{name}"
+        setattr(cls, name, method)
     if undocumented:   # dataclass's docstring, written before there was an __init__
         import inspect
         cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
@@ -125,7 +124,6 @@ def _init_function(cls: type, fields: tuple[dataclasses.Field, ...]) -> Callable
     namespace: dict[str, Any] = {}
     exec(source, scope, namespace)
     init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__annotations__ = {field.name: field.type for field in fields if field.init}
     init.__annotations__["return"] = None
     return init
@@ -145,7 +143,6 @@ def _repr_function(names: tuple[str, ...]) -> Callable[[Any], str]:
     def _record__repr__(self: Any) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
         return f"{self.__class__.__qualname__}({shown})"
-    _record__repr__.__qualname__ = "_record.__repr__"
     return _record__repr__
 
 
@@ -154,43 +151,36 @@ def _eq_function(compared: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, A
         if other.__class__ is self.__class__:
             return compared(self) == compared(other)
         return NotImplemented
-    _record__eq__.__qualname__ = "_record.__eq__"
     return _record__eq__
 
 
 def _hash_function(hashed: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
     def _record__hash__(self: Any) -> int:
         return hash(hashed(self))
-    _record__hash__.__qualname__ = "_record.__hash__"
     return _record__hash__
 
 
-def _frozen_setattr(cls: type, names: tuple[str, ...]) -> Callable[[Any, str, Any], None]:
+def _frozen_functions(cls: type, names: tuple[str, ...]
+                      ) -> tuple[Callable[[Any, str, Any], None], Callable[[Any, str], None]]:
+    """``__setattr__`` and ``__delattr__`` of a frozen class, as ``dataclass`` writes
+    them: refused on the class's own instances and on its fields, passed on otherwise."""
     fields = frozenset(names)
 
     def _record__setattr__(self: Any, name: str, value: Any) -> None:
         if type(self) is cls or name in fields:
             raise FrozenInstanceError(f"cannot assign to field {name!r}")
         super(cls, self).__setattr__(name, value)
-    _record__setattr__.__qualname__ = "_record.__setattr__"
-    return _record__setattr__
-
-
-def _frozen_delattr(cls: type, names: tuple[str, ...]) -> Callable[[Any, str], None]:
-    fields = frozenset(names)
 
     def _record__delattr__(self: Any, name: str) -> None:
         if type(self) is cls or name in fields:
             raise FrozenInstanceError(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
-    _record__delattr__.__qualname__ = "_record.__delattr__"
-    return _record__delattr__
+    return _record__setattr__, _record__delattr__
 
 
 def _getstate_function(names: tuple[str, ...]) -> Callable[[Any], list[Any]]:
     def _record__getstate__(self: Any) -> list[Any]:
         return [getattr(self, name) for name in names]
-    _record__getstate__.__qualname__ = "_record.__getstate__"
     return _record__getstate__
 
 
@@ -198,5 +188,4 @@ def _setstate_function(names: tuple[str, ...]) -> Callable[[Any, list[Any]], Non
     def _record__setstate__(self: Any, state: list[Any]) -> None:
         for name, value in zip(names, state):
             object.__setattr__(self, name, value)
-    _record__setstate__.__qualname__ = "_record.__setstate__"
     return _record__setstate__
