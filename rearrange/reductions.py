@@ -163,7 +163,7 @@ def _slabs_keep_the_inner_axis(shape: tuple[int, ...], strides: tuple[int, ...] 
     if not moving:
         return False
     inner = min(moving, key=lambda k: abs(strides[k]))
-    split = next((k for k in range(len(shape) - reduced) if shape[k] >= 2 * threads), None)
+    split = _slab_axis(shape, len(shape) - reduced, threads)
     return split is not None and split != inner
 
 
@@ -215,15 +215,20 @@ def sum_order(shape: tuple[int, ...], strides: tuple[int, ...], reduced: int) ->
     return "rows"
 
 
+def _slab_axis(shape: tuple[int, ...], kept: int, threads: int) -> int | None:
+    """The axis the output is cut along into ``threads`` slabs: the first of its ``kept``
+    axes at least two slabs long (slabs of at least 2: numpy orders an iteration without
+    its length-1 axes, which may change the order in which it adds; a slab of 2 or more
+    keeps the whole's order); None: none is."""
+    return next((k for k in range(kept) if shape[k] >= 2 * threads), None)
+
+
 def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[int, ...],
                      threads: int) -> np.ndarray:
     """``y`` reduced over its trailing ``axis`` as ``strategy`` (from
     :func:`plan_by_layout`) says: the array numpy's own call would return."""
     kept = y.ndim - len(axis)
-    # (slabs of at least 2: numpy orders an iteration without its length-1 axes, which
-    # may change the order in which it adds; a slab of 2 or more keeps the whole's order)
-    split = next((k for k in range(kept) if y.shape[k] >= 2 * threads), None) \
-        if threads > 1 else None
+    split = _slab_axis(y.shape, kept, threads) if threads > 1 else None
     if strategy == "window":
         first = y[(Ellipsis,) + (0,) * len(axis)]
         dtype = y.dtype if reduction in ("max", "min") else np.add.reduce(
