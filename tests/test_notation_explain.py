@@ -12,6 +12,8 @@ import rearrange as ra
 from rearrange import kernel
 from rearrange.__main__ import OPS, main
 
+from notation_cli import EVERY_OP, IDS, explain_argv
+
 
 def test_the_diagonal_is_a_view():
     text = str(ra.explain((5, 5), "a a -> a"))
@@ -76,24 +78,9 @@ def test_a_concatenation_of_two_transposed_inputs_is_one_kernel_copy_per_input(
         assert calls == [((1280, 1024), (4096, 4)), ((640, 1024), (4096, 4))]
 
 
-@pytest.mark.parametrize("op, pattern, shapes, extra", [
-    ("rearrange", "a b, a c -> a (b + c)", ["4,6", "4,5"], []),
-    ("rearrange", "a a -> a", ["5,5"], []),
-    ("add", "a b c, c", ["2,3,4", "4"], []),
-    ("where", "a b, a b, -> a b", ["2,3", "2,3", ""], []),
-    ("softmax", "a [b] c", ["2,3,4"], []),
-    ("flip", "a [b]", ["2,3"], []),
-    ("roll", "a [b]", ["2,3"], ["--shift", "1"]),
-    ("argmax", "a [b] c -> a c", ["2,3,4"], []),
-    ("reduce", "a [b] c", ["2,3,4"], ["--reduction", "sum"]),
-    ("get_at", "[v] d, b t -> b t d", ["50,8", "2,5"], []),
-    ("add_at", "[v] d, b t, b t d", ["50,8", "2,5", "2,5,8"], []),
-])
+@pytest.mark.parametrize("op, pattern, shapes, extra", EVERY_OP, ids=IDS)
 def test_the_command_line_explains_every_notation_op(op, pattern, shapes, extra, capsys):
-    argv = ["explain", pattern, "--op", op, *extra]
-    for shape in shapes:
-        argv += ["--shape", shape]
-    assert main(argv) == 0
+    assert main(explain_argv(op, pattern, shapes, extra)) == 0
     printed = capsys.readouterr().out
     assert printed.strip() and (op in printed or "rearrange" in printed or "reduce" in printed)
 

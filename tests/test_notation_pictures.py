@@ -17,6 +17,7 @@ import rearrange as ra
 from rearrange.__main__ import main
 
 from golden_check import assert_matches_golden
+from notation_cli import EVERY_OP, IDS, explain_argv
 from svg_reading import arrays_of
 
 def value(cell: dict) -> tuple[int, int]:
@@ -232,35 +233,12 @@ def test_an_update_draws_the_copy_of_x_it_writes_into() -> None:
 
 # --------------------------------------------------------------------------- every plan, the CLI
 
-EVERY = [
-    ("rearrange", "a b, a c -> a (b + c)", ["4,6", "4,5"], []),
-    ("rearrange", "a a -> a", ["5,5"], []),
-    ("rearrange", "a (b + c) -> a b, a c", ["2,7"], ["b=3"]),
-    ("add", "a b c, c", ["2,3,4", "4"], []),
-    ("where", "a b, a b, -> a b", ["2,3", "2,3", ""], []),
-    ("softmax", "a [b] c", ["2,3,4"], []),
-    ("flip", "a [b]", ["2,3"], []),
-    ("roll", "a [b]", ["2,3"], ["--shift", "1"]),
-    ("argmax", "a [b] c -> a c", ["2,3,4"], []),
-    ("reduce", "a [b] c", ["2,3,4"], ["--reduction", "sum"]),
-    ("get_at", "[v] d, b t -> b t d", ["50,8", "2,5"], []),
-    ("set_at", "[v] d, b t, b t d", ["50,8", "2,5", "2,5,8"], []),
-    ("subtract_at", "b [v] d, b t, b t d", ["2,9,4", "2,5", "2,5,4"], []),
-]
-
-
-@pytest.mark.parametrize("op, pattern, shapes, extra", EVERY,
-                         ids=[f"{e[0]}:{e[1]}" for e in EVERY])
+@pytest.mark.parametrize("op, pattern, shapes, extra", EVERY_OP, ids=IDS)
 def test_the_command_line_draws_every_notation_plan(op, pattern, shapes, extra, tmp_path,
                                                     capsys) -> None:
     svg, page = tmp_path / "plan.svg", tmp_path / "plan.html"
-    lengths = [e for e in extra if "=" in e]                # positional: after the pattern
-    options = [e for e in extra if "=" not in e]
-    argv = ["explain", pattern, *lengths, "--op", op, *options, "--svg", str(svg),
-            "--html", str(page)]
-    for shape in shapes:
-        argv += ["--shape", shape]
-    assert main(argv) == 0
+    assert main(explain_argv(op, pattern, shapes, extra, "--svg", str(svg),
+                             "--html", str(page))) == 0
     table = capsys.readouterr().out
     drawn = svg.read_text(encoding="utf-8")
     arrays = arrays_of(drawn)
