@@ -7,6 +7,15 @@ goes first alternates from round to round), and the table gives each one's media
 ``--calls`` calls per case, and the median of the per-round ratios ours / einops.
 
     python bench/cold_call.py [--calls 400] [--json out.json] [--against CHECKOUT]
+    python bench/cold_call.py --blocks 6 [--calls 5000]
+
+``--blocks K`` measures what a program that keeps meeting new patterns pays: each
+library in turn makes ``--calls`` cold calls in a row, K blocks each (alternating which
+goes first), and the table gives the mean time per call over the blocks after the first
+— the garbage collector's passes included, which per-call medians leave out: the
+objects a cold call leaves in the caches are what the collector's next pass visits,
+and in a block only that library's calls make them. Compare two checkouts by running
+this once with each on ``PYTHONPATH``, alternately.
 
 ``--against`` adds a third contender in the same rounds: the ``rearrange`` package of
 another checkout (e.g. a worktree of the commit before a change), imported under another
@@ -83,6 +92,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="calls per case and library")
     parser.add_argument("--json", help="write every sample here")
+    parser.add_argument("--blocks", type=int, default=0,
+                        help="blocks of --calls calls per library: mean per call, GC included")
     parser.add_argument("--against", metavar="CHECKOUT",
                         help="also time the rearrange package of this checkout")
     args = parser.parse_args()
@@ -98,6 +109,10 @@ def main() -> None:
             a = function(x, template.format(h="h"), **({"h": 4} if needs_length else {}))
             b = einops.rearrange(x, template.format(h="h"), **({"h": 4} if needs_length else {}))
             assert a.shape == b.shape and np.array_equal(a, b), name
+
+    if args.blocks:
+        blocks(contenders, args.blocks, args.calls)
+        return
 
     def paired(top: list[float], bottom: list[float]) -> float:
         return statistics.median(t / b for t, b in zip(top, bottom))
@@ -148,6 +163,41 @@ def main() -> None:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle)
+
+
+def blocks(contenders: dict, count: int, calls: int) -> None:
+    """Mean time per cold call (and the collector's share of it) in blocks of ``calls``."""
+    collecting = [0.0, 0.0]     # [seconds in the collector, when the current pass started]
+
+    def on_collect(phase: str, info: dict) -> None:
+        if phase == "start":
+            collecting[1] = time.perf_counter()
+        else:
+            collecting[0] += time.perf_counter() - collecting[1]
+
+    gc.callbacks.append(on_collect)
+    print(f"Python {platform.python_version()}, numpy {np.__version__}, einops "
+          f"{einops.__version__}; {count} blocks of {calls} cold calls per case and library "
+          f"(the first block of each left out)\n")
+    print("| case | rearrange µs/call | of which GC | einops µs/call | of which GC "
+          "| ours / einops |")
+    print("|---|---:|---:|---:|---:|---:|")
+    names = ["rearrange", "einops"]
+    for name, x, template, needs_length in cases():
+        means: dict[str, list[float]] = {key: [] for key in names}
+        in_gc: dict[str, list[float]] = {key: [] for key in names}
+        for block in range(count):
+            for key in names if block % 2 == 0 else names[::-1]:
+                collecting[0] = 0.0
+                total = sum(one_call(contenders[key], x, template, needs_length)
+                            for _ in range(calls))
+                means[key].append(total / calls * 1e6)
+                in_gc[key].append(collecting[0] / calls * 1e6)
+        ours, theirs = (statistics.median(means[key][1:]) for key in names)
+        ours_gc, theirs_gc = (statistics.median(in_gc[key][1:]) for key in names)
+        print(f"| {name} | {ours:.1f} | {ours_gc:.1f} | {theirs:.1f} | {theirs_gc:.1f} "
+              f"| {ours / theirs:.2f} |")
+    gc.callbacks.remove(on_collect)
 
 
 if __name__ == "__main__":

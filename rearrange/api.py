@@ -216,15 +216,15 @@ def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
     # Canonical lengths before any key: 3.0 or True must never hit an entry made for 3 or
     # 1 (they are equal and hash alike), so the planner sees and refuses them.
     axes_lengths = canonical_lengths(axes_lengths)
-    key = ("rearrange", pattern, array.shape, array.strides, array.dtype, copy,
-           *axes_lengths.items())
+    shape, strides = array.shape, array.strides   # (each read makes a new tuple)
+    key = ("rearrange", pattern, shape, strides, array.dtype, copy, *axes_lengths.items())
     # copy=1 equals copy=True and hashes alike: only a real flag looks the key up (the
     # planner refuses any other value)
     entry = _PLANS.get(key) if copy is None or copy is True or copy is False else None
     if entry is None:   # (an unhashable pattern or axis lengths: the cold path says which)
         entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
     if type(pattern) is str:
-        _PLANS.remember_last(pattern, (array.shape, array.strides, array.dtype, copy,
+        _PLANS.remember_last(pattern, (shape, strides, array.dtype, copy,
                                        dict(axes_lengths) if axes_lengths else None,
                                        *_inline_record(*entry)))
     return ndarray.run_entry(entry, array)

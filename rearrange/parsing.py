@@ -407,16 +407,17 @@ def _scan_transform(text: str) -> tuple[Side, Side] | None:
     return None if scanned is None else _sides(scanned[0])
 
 
-# A scanned member: (value, start, end), value the axis name (a str), "..." or the number
-# (an int other than 1: a 1 is a unit, no member). A scanned group: (members, bracketed,
-# start, end). A record of both sides: (left groups, right groups, where the arrow starts,
-# where it ends). Tuples of strs and ints only, which the garbage collector stops
-# tracking: cheap to make and to keep.
-Scanned = tuple[tuple[tuple[tuple[Any, int, int], ...], bool, int, int], ...]
+# The scanner's record of a side: ``(values, layout)``. ``values``: the members' values in
+# text order — an axis name (a str), "..." or a number (an int other than 1: a 1 is a
+# unit, no member). ``layout``: one flat run of ints per group, ``count, bracketed (0/1),
+# start, end``, then ``start, end`` of each of its ``count`` members. A record of both
+# sides: ``(left values, left layout, right values, right layout, where the arrow starts,
+# where it ends)``. Five tuples of strs and ints whatever the pattern's length: a cached
+# pattern costs the garbage collector five objects to visit once, not three per axis.
+Scanned = tuple[tuple[Any, ...], tuple[int, ...], tuple[Any, ...], tuple[int, ...], int, int]
 
 
-def _scan(text: str) -> tuple[tuple[Scanned, Scanned, int, int], list[str] | None,
-                              list[str]] | None:
+def _scan(text: str) -> tuple[Scanned, list[str] | None, list[str]] | None:
     """The record of the two sides of a transform pattern (see ``Scanned``; :func:`_sides`
     makes them), or None where :func:`_scan_transform` says None. Then what the checks
     of the commonest patterns need, gathered on the way: the axis names of the left and
@@ -426,14 +427,14 @@ def _scan(text: str) -> tuple[tuple[Scanned, Scanned, int, int], list[str] | Non
     The grammar, as this walks it: ``side ARROW side``; a side is a row of terms; a term
     is NAME, INT, ELLIPSIS or ``LPAR member* RPAR`` (members: NAME, INT, ELLIPSIS).
     """
-    left: list[Any] | None = None
+    left: tuple[tuple[Any, ...], tuple[int, ...]] | None = None
     left_names: list[str] = []
     arrow_start = arrow_end = 0
-    groups: list[Any] = []
+    values: list[Any] = []               # this side's members' values, in text order
+    layout: list[int] = []               # this side's groups, as ``Scanned`` says
     names: list[str] = []                # this side's axis names, in text order
     plain = True                         # no number, no "..." so far
-    members: list[Any] | None = None     # the open group's members; None outside "( )"
-    opening = 0                          # where the open group starts
+    opening = -1                         # where the open group's run starts; -1 outside "( )"
     position = 0                         # where the next match starts
     member_end = -1                      # where the previous member token ended
     for space, token, unknown in _SCAN(text):
@@ -449,53 +450,74 @@ def _scan(text: str) -> tuple[tuple[Scanned, Scanned, int, int], list[str] | Non
                 return None
             member_end = end
             if token == "...":
-                member: Any = (token, start, end)
+                value: Any = token
                 plain = False
             elif token.isdecimal():  # \d is Unicode's Nd, as isdecimal: an INT token
                 if len(token) > 18:  # the digit-count error, lark's path raises it
                     return None
-                number = int(token)
-                if number == 1:
-                    member = None
+                value = int(token)
+                if value == 1:
+                    value = None
                 else:
-                    member = (number, start, end)
                     plain = False
             else:
-                member = (token, start, end)
+                value = token
                 names.append(token)
-            if members is None:
-                groups.append((() if member is None else (member,), False, start, end))
-            elif member is not None:  # a 1 inside a group is dropped
-                members.append(member)
+            if opening < 0:
+                if value is None:
+                    layout += (0, 0, start, end)
+                else:
+                    values.append(value)
+                    layout += (1, 0, start, end, start, end)
+            elif value is not None:  # a 1 inside a group is dropped
+                values.append(value)
+                layout += (start, end)
+                layout[opening] += 1
         elif kind == _LPAR:
-            if members is not None:
+            if opening >= 0:
                 return None
-            members, opening = [], start
+            opening = len(layout)
+            layout += (0, 1, start, 0)
         elif kind == _RPAR:
-            if members is None:
+            if opening < 0:
                 return None
-            groups.append((tuple(members), True, opening, end))
-            members = None
+            layout[opening + 3] = end
+            opening = -1
         else:  # ARROW
-            if members is not None or left is not None:
+            if opening >= 0 or left is not None:
                 return None
-            left, arrow_start, arrow_end = groups, start, end
-            left_names, groups, names = names, [], []
-    if members is not None or left is None:
+            left, arrow_start, arrow_end = (tuple(values), tuple(layout)), start, end
+            left_names, values, layout, names = names, [], [], []
+    if opening >= 0 or left is None:
         return None
-    return ((tuple(left), tuple(groups), arrow_start, arrow_end),
+    return ((*left, tuple(values), tuple(layout), arrow_start, arrow_end),
             left_names if plain else None, names)
 
 
-def _sides(scanned: tuple[Scanned, Scanned, int, int]) -> tuple[Side, Side]:
+def side_groups(values: tuple[Any, ...], layout: tuple[int, ...]):
+    """Each group of a scanned side (see ``Scanned``) as ``(first, count, bracketed,
+    start, end, at)``: its members are ``values[first:first + count]``, their spans
+    ``layout[at:at + 2 * count]`` (start, end pairs)."""
+    first = at = 0
+    while at < len(layout):
+        count = layout[at]
+        yield first, count, layout[at + 1], layout[at + 2], layout[at + 3], at + 4
+        first += count
+        at += 4 + 2 * count
+
+
+def _sides(scanned: Scanned) -> tuple[Side, Side]:
     """The two sides of a scanner's record (see ``Scanned``)."""
-    left, right, arrow_start, arrow_end = scanned
-    return _side(_groups(left), arrow_start), _side(_groups(right), arrow_end)
+    left_values, left_layout, right_values, right_layout, arrow_start, arrow_end = scanned
+    return (_side(_groups(left_values, left_layout), arrow_start),
+            _side(_groups(right_values, right_layout), arrow_end))
 
 
-def _groups(scanned: Scanned) -> tuple[Group, ...]:
-    return tuple([Group(tuple([_member(*member) for member in members]), bracketed, start, end)
-                  for members, bracketed, start, end in scanned])
+def _groups(values: tuple[Any, ...], layout: tuple[int, ...]) -> tuple[Group, ...]:
+    return tuple([Group(tuple([_member(values[first + k], layout[at + 2 * k],
+                                       layout[at + 2 * k + 1]) for k in range(count)]),
+                        bool(bracketed), start, end)
+                  for first, count, bracketed, start, end, at in side_groups(values, layout)])
 
 
 def _member(value: Any, start: int, end: int) -> Member:

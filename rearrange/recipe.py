@@ -17,7 +17,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .errors import PatternError, RearrangeError
 from .layout import MAX_DIMS, MAX_SIZE, size_problem
-from .parsing import AnonymousAxis, AxisName, EllipsisAxis, Group, TransformPattern, pattern_error
+from .parsing import (AnonymousAxis, AxisName, EllipsisAxis, Group, TransformPattern,
+                      pattern_error, side_groups)
 from .records import record
 
 __all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_result_size",
@@ -47,10 +48,10 @@ class Recipe:
     repeat has added axes (right-only, numbers included), which come last in ``axes``.
     An empty group is a unit (size-1) dim.
 
-    A recipe of a pattern of axis names alone (:func:`_named_recipe`) builds ``axes``
-    from its pattern's scanner record when first read: planning reads ``names`` and the
-    groups, and errors the axes' spans. Built or not, they are the axes
-    :func:`_general_recipe` gives.
+    A recipe of a pattern of axis names alone (:func:`_named_recipe`) builds ``axes``,
+    ``input_spans`` and ``output_spans`` from its pattern's scanner record when first
+    read: planning reads ``names`` and the groups, errors the spans. Built or not,
+    they are what :func:`_general_recipe` gives.
     """
 
     pattern: TransformPattern
@@ -70,13 +71,16 @@ class Recipe:
     permutation: tuple[int, ...] = ()
 
     def __getattr__(self, name: str) -> Any:
-        # Called only for a slot not set yet: the axes of a recipe that _named_recipe made
-        # from its pattern's scanner record, built from that record when first read.
-        if name != "axes" or self.pattern.scanned is None:
+        # Called only for a slot not set yet: the axes or the spans of a recipe that
+        # _named_recipe made from its pattern's scanner record, built from that record
+        # when first read.
+        scanned = self.pattern.scanned
+        if scanned is None or name not in _FROM_RECORD:
             raise AttributeError(f"'Recipe' object has no attribute {name!r}")
-        axes = _record_axes(self.pattern.scanned)
-        object.__setattr__(self, "axes", axes)
-        return axes
+        value = (_record_axes(scanned) if name == "axes"
+                 else _record_spans(scanned, name == "output_spans"))
+        object.__setattr__(self, name, value)
+        return value
 
     def __post_init__(self) -> None:
         # names and permutation follow from the axes and groups; a builder that leaves
@@ -95,6 +99,9 @@ class Recipe:
         return names[0] if len(names) == 1 else "(" + " ".join(names) + ")"
 
 
+_FROM_RECORD = frozenset({"axes", "input_spans", "output_spans"})
+
+
 @lru_cache(maxsize=1024)
 def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
     """The recipe of a parsed rearrange pattern for an input of rank ``ndim``."""
@@ -105,33 +112,34 @@ def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
     """:func:`_general_recipe` for the commonest patterns, those of axis names alone with
     one left group per input dim, read from the scanner's record of the pattern (only
     such patterns keep one: see TransformPattern); the walk below is that function's,
-    on this ground. None for any other pattern or rank. The recipe's ``axes`` are built
-    from the record when first read (:func:`_record_axes`)."""
+    on this ground. None for any other pattern or rank. The recipe's ``axes`` and text
+    spans are built from the record when first read (:func:`_record_axes`,
+    :func:`_record_spans`): planning reads neither, errors do."""
     scanned = pattern.scanned
-    if scanned is None or len(scanned[0]) != ndim:
+    if scanned is None:
         return None
-    names: list[str] = []
+    left_names, left_layout, right_names, right_layout = scanned[:4]
+    # left: each name the next axis (no name twice on a side: the parser checked)
     input_groups: list[tuple[int, ...]] = []
-    input_spans: list[tuple[int, int]] = []
-    for members, _, start, end in scanned[0]:   # left: each name the next axis
-        first = len(names)
-        names.extend([member[0] for member in members])
-        input_groups.append(tuple(range(first, len(names))))
-        input_spans.append((start, end))
+    for first, count, _, _, _, _ in side_groups(left_names, left_layout):
+        input_groups.append(_SINGLE[first] if count == 1 and first < _SINGLES
+                            else tuple(range(first, first + count)))
+    if len(input_groups) != ndim:
+        return None
+    names = list(left_names)
     left_count = len(names)
     index_of = dict(zip(names, range(left_count)))
     output_groups: list[tuple[int, ...]] = []
-    output_spans: list[tuple[int, int]] = []
-    for members, _, start, end in scanned[1]:   # right: a name of the left, or new (repeat)
-        dim = []
-        for member in members:
-            index = index_of.get(member[0])
+    for first, count, _, _, _, _ in side_groups(right_names, right_layout):
+        dim = []   # right: a name of the left, or new (repeat)
+        for name in right_names[first:first + count]:
+            index = index_of.get(name)
             if index is None:
-                index = index_of[member[0]] = len(names)
-                names.append(member[0])
+                index = index_of[name] = len(names)
+                names.append(name)
             dim.append(index)
-        output_groups.append(tuple(dim))
-        output_spans.append((start, end))
+        output_groups.append(_SINGLE[dim[0]] if count == 1 and dim[0] < _SINGLES
+                             else tuple(dim))
     # The left axes in output order; the added ones are the rest.
     kept = [i for dim in output_groups for i in dim if i < left_count]
     if len(kept) == left_count:
@@ -139,21 +147,22 @@ def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
     else:
         in_output = set(kept)
         reduced = tuple([i for i in range(left_count) if i not in in_output])
-    recipe = _new_object(Recipe)        # every slot but axes (see Recipe)
+    recipe = _new_object(Recipe)        # every slot but axes and spans (see Recipe)
     _set_pattern(recipe, pattern)
     _set_ndim(recipe, ndim)
     _set_input_groups(recipe, tuple(input_groups))
     _set_output_groups(recipe, tuple(output_groups))
-    _set_input_spans(recipe, tuple(input_spans))
-    _set_output_spans(recipe, tuple(output_spans))
     _set_reduced(recipe, reduced)
-    _set_added(recipe, tuple(range(left_count, len(names))))
+    _set_added(recipe, tuple(range(left_count, len(names))) if len(names) > left_count else ())
     _set_fixed_lengths(recipe, ())
-    _set_names(recipe, tuple(names))
+    _set_names(recipe, left_names if len(names) == left_count else tuple(names))
     _set_permutation(recipe, tuple(kept) + reduced)
     return recipe
 
 
+# (i,) for the first axes: a group of one axis, the commonest, shared by every recipe
+_SINGLES = 64
+_SINGLE = tuple((i,) for i in range(_SINGLES))
 _new_object = object.__new__
 (_set_pattern, _set_ndim, _set_input_groups, _set_output_groups, _set_input_spans,
  _set_output_spans, _set_reduced, _set_added, _set_fixed_lengths, _set_names,
@@ -168,13 +177,20 @@ def _record_axes(scanned: tuple) -> tuple[ElementaryAxis, ...]:
     span of its first occurrence, as :func:`_general_recipe` numbers them."""
     axes: list[ElementaryAxis] = []
     seen: set[str] = set()
-    for side in scanned[0], scanned[1]:
-        for members, _, _, _ in side:
-            for name, start, end in members:
+    for values, layout in (scanned[0], scanned[1]), (scanned[2], scanned[3]):
+        for first, count, _, _, _, at in side_groups(values, layout):
+            for k in range(count):
+                name = values[first + k]
                 if name not in seen:
                     seen.add(name)
-                    axes.append(ElementaryAxis(name, start, end))
+                    axes.append(ElementaryAxis(name, layout[at + 2 * k], layout[at + 2 * k + 1]))
     return tuple(axes)
+
+
+def _record_spans(scanned: tuple, side: int) -> tuple[tuple[int, int], ...]:
+    """The text span of each group of a side (0: left, 1: right) of a scanner record."""
+    values, layout = scanned[2 * side], scanned[2 * side + 1]
+    return tuple([(start, end) for _, _, _, start, end, _ in side_groups(values, layout)])
 
 
 def _general_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
