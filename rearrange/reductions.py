@@ -115,12 +115,24 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 #   result, on the kernel's thread count (numpy releases the GIL in its loops). Each
 #   output element is the same sum in the same order as numpy's one call makes it: a slab
 #   keeps the reduced axes' layout whole.
+# * a sum or mean of float32 or float64 over short contiguous rows ("b c h w -> b c h"):
+#   numpy's inner loop is called once a row, and costs ~40 ns a row of 56 floats
+#   whatever the adds cost. The compiled row-sums runner (kernel/rowsums.py) adds each
+#   row in numpy's own pairwise order (the same bits) with nothing between the rows, on
+#   the kernel's thread count (slabs of rows, as above). Same rules as the copy kernel:
+#   the runner is never compiled in the caller's thread by default (kernel/builds.py:
+#   until it is ready, or where numba cannot run, the reduction is planned without it
+#   and numpy's calls run), exact ndarrays only, rows re-checked on the array itself
+#   before native code reads them.
 
 WINDOW_MAX = 16               # the most elements in a window reduced as views
 WINDOW_MIN_OUTPUT = 4096      # and the fewest outputs: below, numpy's call is as fast
 PARALLEL_MIN_BYTES = 1 << 22  # inputs smaller than this are reduced in one thread
 _WINDOW_UFUNCS = {"max": np.maximum, "min": np.minimum, "sum": np.add, "mean": np.add}
 _SLAB_METHODS = frozenset({"max", "min", "sum", "mean", "prod", "any", "all"})
+ROWS_MAX = 1024               # the longest rows the compiled row sums take
+ROWS_MIN_BYTES = 1 << 16      # and the smallest input: below, numpy's call is as fast
+_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _pool: list[Any] = []         # [(its workers, the executor)], made by the first slabs
 _pool_lock = threading.Lock()
 
@@ -128,10 +140,26 @@ _pool_lock = threading.Lock()
 def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
                    reduced: int, threads: int, strides: tuple[int, ...] | None = None) -> str:
     """How ``reduction`` of a view of ``shape`` whose last ``reduced`` axes are reduced
-    runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views) or
-    ``"slabs"`` (numpy's call on slabs of the output, in threads). Exact numpy arrays
-    only; the choice depends on nothing but the arguments (``strides``: the view's, in
-    any unit; without them no sum or mean is reduced as views)."""
+    runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views),
+    ``"slabs"`` (numpy's call on slabs of the output, in threads) or ``"rows"`` (the
+    compiled row sums, in slabs of rows; numpy's way, as planned without them, while
+    their runner is not ready). Exact numpy arrays only; the choice depends on nothing
+    but the arguments (``strides``: the view's, in elements; without them no sum or
+    mean is reduced as views or rows)."""
+    if not isinstance(reduction, str) or dtype.kind not in "biuf":
+        return "numpy"
+    if (reduction in ("sum", "mean") and dtype in _ROW_DTYPES and reduced == 1
+            and strides is not None and 2 <= shape[-1] <= ROWS_MAX
+            and math.prod(shape) * dtype.itemsize >= ROWS_MIN_BYTES
+            and _contiguous_rows(shape, strides)):
+        return "rows"
+    return _plan_without_rows(reduction, shape, dtype, reduced, threads, strides)
+
+
+def _plan_without_rows(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
+                       reduced: int, threads: int, strides: tuple[int, ...] | None) -> str:
+    """:func:`plan_by_layout`'s choice among numpy's own ways (what runs while the row
+    sums' runner is not ready)."""
     if not isinstance(reduction, str) or dtype.kind not in "biuf":
         return "numpy"
     kept = shape[:len(shape) - reduced]
@@ -165,6 +193,22 @@ def _slabs_keep_the_inner_axis(shape: tuple[int, ...], strides: tuple[int, ...] 
     inner = min(moving, key=lambda k: abs(strides[k]))
     split = _slab_axis(shape, len(shape) - reduced, threads)
     return split is not None and split != inner
+
+
+def _contiguous_rows(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Is this view (its last axis reduced; ``strides`` in elements) rows of contiguous
+    elements, one after the other: its last axis of stride 1, its kept axes one run of
+    rows (each moving axis a whole number of the next, strides positive) that do not
+    overlap? numpy then adds each row as one run, in its pairwise order (its iterator's
+    innermost axis is the row's)."""
+    rows = [k for k in range(len(shape) - 1) if shape[k] > 1]
+    if strides[-1] != 1:
+        return False
+    if any(strides[k] <= 0 for k in rows):
+        return False
+    if rows and strides[rows[-1]] < shape[-1]:
+        return False
+    return all(strides[a] == shape[b] * strides[b] for a, b in zip(rows, rows[1:]))
 
 
 def _window_exact(reduction: str, dtype: np.dtype, shape: tuple[int, ...],
@@ -227,6 +271,14 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
                      threads: int) -> np.ndarray:
     """``y`` reduced over its trailing ``axis`` as ``strategy`` (from
     :func:`plan_by_layout`) says: the array numpy's own call would return."""
+    if strategy == "rows":
+        summed = _sum_rows(reduction, y, threads)
+        if summed is not None:
+            return summed
+        strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
+                                      _element_strides(y))
+        if strategy == "numpy":
+            return getattr(y, reduction)(axis=axis)
     kept = y.ndim - len(axis)
     split = _slab_axis(y.shape, kept, threads) if threads > 1 else None
     if strategy == "window":
@@ -301,3 +353,43 @@ def _in_slabs(work: Callable[[int, int], None], length: int, threads: int) -> No
     work(bounds[0], bounds[1])
     for future in futures:
         future.result()
+
+
+def _element_strides(y: np.ndarray) -> tuple[int, ...] | None:
+    """``y``'s strides in elements; None where one is not a whole number of them."""
+    if any(stride % y.itemsize for stride in y.strides):
+        return None
+    return tuple(stride // y.itemsize for stride in y.strides)
+
+
+def _sum_rows(reduction: str, y: np.ndarray, threads: int) -> np.ndarray | None:
+    """``y``'s sum (or mean) over its last axis by the compiled row sums, the array
+    numpy's call would return; None — nothing done — when they cannot take it now: not
+    an exact, aligned, native float32/float64 ndarray of contiguous rows
+    (:func:`_contiguous_rows`, checked on the array itself: native code reads it), or
+    the runner not ready (:func:`rearrange.kernel.builds.runner_for`: in the default
+    mode this asks for it, loaded or compiled out of the caller's way)."""
+    strides = _element_strides(y)
+    if (type(y) is not np.ndarray or y.dtype not in _ROW_DTYPES or y.ndim < 2
+            or not y.flags.aligned or strides is None or y.size == 0
+            or not _contiguous_rows(y.shape, strides)):
+        return None
+    from .kernel import builds, rowsums
+
+    run = builds.runner_for(rowsums.FAMILY, y.itemsize)
+    if run is None:
+        return None
+    n = y.shape[-1]
+    out = np.empty(y.shape[:-1], y.dtype)     # C order: numpy's too, for these rows
+    sums = out.reshape(-1)
+    moving = [k for k in range(y.ndim - 1) if y.shape[k] > 1]
+    row_stride = y.strides[moving[-1]] if moving else n * y.itemsize
+    rows = np.lib.stride_tricks.as_strided(y, (sums.size, n), (row_stride, y.itemsize),
+                                           writeable=False)
+
+    def part(lo: int, hi: int) -> None:
+        rowsums.sum_rows(run, sums, rows, lo, hi)
+        if reduction == "mean":         # as numpy's mean divides its sum
+            np.true_divide(sums[lo:hi], np.intp(n), out=sums[lo:hi], casting="unsafe")
+    _in_slabs(part, sums.size, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+    return out

@@ -177,8 +177,11 @@ class _FileLock:
 
 
 def _load(key: Key, compile: bool) -> Any:
+    from . import rowsums
     from .loops import runner        # (registers the loops: only where runners load)
 
+    if key[0] == rowsums.FAMILY:     # the reductions' runner (.rowsums), same machinery
+        return rowsums.runner(key[1], key[0], compile=compile)
     return runner(key[1], key[0], compile=compile)
 
 

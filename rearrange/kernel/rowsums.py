@@ -1,0 +1,265 @@
+"""Sums over rows, compiled: each row of a (rows, n) float32 or float64 view whose rows
+are contiguous, added in exactly numpy's order, so that the result is numpy's
+``x.sum(axis=-1)`` bit for bit (and a mean, divided as numpy divides, numpy's mean).
+
+numpy reduces a short row slowly (~43 ns a row of 56 float32: its iterator's outer loop
+and the call of its inner loop per row, for 7 vector adds); the adds themselves are what
+this runner keeps, one row after the other, with nothing between them.
+
+numpy's order (``pairwise_sum`` in its ``loops_utils.h``, numpy 1.9 to 2.4; checked
+against numpy's call by tests/test_reduce_rows.py, NaN, inf and -0.0 included): a row
+of ``n`` elements is added
+
+* ``n < 8``: one after the other from -0.0 (which keeps a -0.0 as it is);
+* ``8 <= n <= 128``: in eight accumulators ``r[j]``, each starting at ``a[j]`` and adding
+  ``a[j + 8], a[j + 16], ...`` up to ``n - n % 8``, combined as
+  ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the rest one by one;
+* ``n > 128``: the first ``n2 = n / 2 - (n / 2) % 8`` elements and the rest, each summed
+  so, added (left + right);
+
+and the reduction's result is ``0 + that`` (its output starts from the identity, +0.0:
+a sum is never -0.0). The accumulators have the data's own type (float32 adds in
+float32). The split for ``n > 128`` is the same for every row of a call: it is computed
+once, here (:func:`pairwise_program`), as its leaves in order — each a block of at most
+128 elements summed as above — and after each leaf the number of additions that
+combine it with the partial sums before it (a post-order walk of numpy's recursion,
+with a stack of partial sums).
+
+The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
+``run(cp, d, s, itp, pp, tok)``), with a float token: ``cp`` the call's parameters
+(:data:`P_ROWS` ...), ``d`` the address of the first sum (written every ``P_DSTRIDE``
+elements), ``s`` the address of the first row's first element, ``itp`` the program,
+``pp`` unused, ``tok`` +0.0 of the data's type. It is cached, loaded and compiled by
+:mod:`.builds` as the family :data:`FAMILY`, unit 4 (float32) or 8 (float64); nothing
+here imports numba.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+__all__ = ["FAMILY", "FLOAT_TOKENS", "runner", "pairwise_program", "sum_rows"]
+
+FAMILY = "row-sums"
+# The runner's unit size -> its data's type (the token it is compiled for).
+FLOAT_TOKENS = {4: np.float32, 8: np.float64}
+# The call's parameters, at cp (int64): rows to sum, elements in a row, the source's row
+# stride and the destination's stride (in elements), leaves in the program.
+P_ROWS, P_N, P_SSTRIDE, P_DSTRIDE, P_LEAVES = range(5)
+# The deepest stack of partial sums a program may need: numpy's recursion halves a row
+# at each level, so 2**62 elements need fewer.
+STACK_SLOTS = 64
+BLOCK = 128                 # numpy's PW_BLOCKSIZE: rows this long are one leaf
+
+# Placeholders: bound by jit.materialise() (the copy kernel's intrinsics) and by
+# _bind_block_sum (this module's) before anything is compiled.
+_ld = _st = _ldb = _stb = _stack_bytes = _block_sum = None
+
+
+def _run_row_sums(cp, d, s, itp, pp, tok):
+    """Sum ``cp[P_ROWS]`` rows of ``cp[P_N]`` elements (see the module's docstring)."""
+    rows, sstride, dstride, leaves = cp[P_ROWS], cp[P_SSTRIDE], cp[P_DSTRIDE], cp[P_LEAVES]
+    zero = tok                   # +0.0, the reduction's identity
+    negative_zero = -tok         # the start of a short leaf, as numpy's
+    stack = _stack_bytes(STACK_SLOTS * 8)       # partial sums of the leaves before
+    if leaves == 1 and itp[1] >= 8:     # one block a row (8 to 128): no partial sums
+        m = itp[1]
+        for row in range(rows):
+            _st(d, row * dstride, zero + _block_sum(s, row * sstride, m, tok))
+        return
+    for row in range(rows):
+        base = row * sstride
+        depth = rows - rows      # (a runtime zero: an int64 like the others)
+        for leaf in range(leaves):
+            start = base + itp[3 * leaf]
+            m = itp[3 * leaf + 1]
+            if m < 8:
+                v = negative_zero
+                for i in range(m):
+                    v += _ld(s, start + i, tok)
+            else:
+                v = _block_sum(s, start, m, tok)
+            for _ in range(itp[3 * leaf + 2]):   # left (the stack's top) + right
+                depth -= 1
+                v = _ldb(stack, depth, tok) + v
+            _stb(stack, depth, v)
+            depth += 1
+        _st(d, row * dstride, zero + _ldb(stack, 0, tok))
+
+
+def runner(u: int, family: str = FAMILY, compile: bool = True):
+    """The row-sums runner for ``u``-byte floats (loaded from the disk cache when it is
+    there): as :func:`.loops.runner`, which :mod:`.builds` calls it in place of."""
+    from . import jit as jit_module      # (looked up per call: tests wrap it)
+
+    if family != FAMILY:
+        raise ValueError(f"no {family!r} runner here")
+    _bind_block_sum()
+    return jit_module.compile_runner(_run_row_sums, u, compile, token=FLOAT_TOKENS[u])
+
+
+_bind_lock = threading.Lock()
+
+
+def _bind_block_sum() -> None:
+    """Define :func:`_block_sum`'s intrinsic (numba imported: :func:`.jit.materialise`
+    raises KernelUnavailable where it cannot be) and bind it here, once."""
+    global _block_sum
+    if _block_sum is not None:
+        return
+    from . import jit as jit_module
+
+    jit_module.materialise()
+    with _bind_lock:
+        if _block_sum is None:
+            _block_sum = define_block_sum()
+
+
+def define_block_sum():
+    """``_block_sum(s, start, m, tok)``: the sum of the ``8 <= m <= 128`` elements of
+    ``tok``'s type from address ``s`` + ``start`` elements, in numpy's order for a block
+    (the module's docstring): the eight accumulators are the lanes of one vector, each
+    lane adding its own elements in turn (the same additions, in the same order, as
+    numpy's scalar ``r[j] += a[i + j]``), then combined pairwise by lane shuffles, then
+    the rest added one by one. No fast-math: every addition is IEEE's, in that order.
+    (numba cannot write a vector of floats; LLVM did not vectorise the eight scalar
+    accumulators by itself.)"""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    i64 = ir.IntType(64)
+    i32 = ir.IntType(32)
+
+    @intrinsic
+    def _block_sum(typingctx, s, start, m, tok):
+        sig = tok(types.int64, types.int64, types.int64, tok)
+
+        def codegen(context, builder, signature, args):
+            address, first, count, _ = args
+            scalar = context.get_value_type(signature.args[3])
+            align = signature.args[3].bitwidth // 8
+            lanes = ir.VectorType(scalar, 8)
+            base = builder.gep(builder.inttoptr(address, scalar.as_pointer()), [first])
+
+            def vector_at(index):
+                return builder.load(builder.bitcast(builder.gep(base, [index]),
+                                                    lanes.as_pointer()), align=align)
+
+            end = builder.sub(count, builder.srem(count, ir.Constant(i64, 8)))
+            entry = builder.block
+            head = builder.append_basic_block("block_sum.head")
+            body = builder.append_basic_block("block_sum.body")
+            combine = builder.append_basic_block("block_sum.combine")
+            rest = builder.append_basic_block("block_sum.rest")
+            rest_body = builder.append_basic_block("block_sum.rest_body")
+            done = builder.append_basic_block("block_sum.done")
+            first_vector = vector_at(ir.Constant(i64, 0))
+            builder.branch(head)
+
+            builder.position_at_end(head)       # for (i = 8; i < end; i += 8) r += a[i:i+8]
+            i = builder.phi(i64)
+            acc = builder.phi(lanes)
+            i.add_incoming(ir.Constant(i64, 8), entry)
+            acc.add_incoming(first_vector, entry)
+            builder.cbranch(builder.icmp_signed("<", i, end), body, combine)
+
+            builder.position_at_end(body)
+            i.add_incoming(builder.add(i, ir.Constant(i64, 8)), body)
+            acc.add_incoming(builder.fadd(acc, vector_at(i)), body)
+            builder.branch(head)
+
+            builder.position_at_end(combine)    # ((r0+r1)+(r2+r3)) + ((r4+r5)+(r6+r7))
+
+            def pairwise(vector, width):        # lane k: lane 2k + lane 2k+1
+                def picks(parity):
+                    return ir.Constant(ir.VectorType(i32, width),
+                                       list(range(parity, 2 * width, 2)))
+                return builder.fadd(builder.shuffle_vector(vector, vector, picks(0)),
+                                    builder.shuffle_vector(vector, vector, picks(1)))
+            pairs = pairwise(pairwise(acc, 4), 2)
+            combined = builder.fadd(builder.extract_element(pairs, ir.Constant(i32, 0)),
+                                    builder.extract_element(pairs, ir.Constant(i32, 1)))
+            builder.branch(rest)
+
+            builder.position_at_end(rest)       # then the rest, one by one
+            j = builder.phi(i64)
+            total = builder.phi(scalar)
+            j.add_incoming(i, combine)
+            total.add_incoming(combined, combine)
+            builder.cbranch(builder.icmp_signed("<", j, count), rest_body, done)
+
+            builder.position_at_end(rest_body)
+            j.add_incoming(builder.add(j, ir.Constant(i64, 1)), rest_body)
+            total.add_incoming(builder.fadd(total, builder.load(builder.gep(base, [j]),
+                                                               align=align)), rest_body)
+            builder.branch(rest)
+
+            builder.position_at_end(done)
+            return total
+        return sig, codegen
+    return _block_sum
+
+
+_programs: dict[int, np.ndarray] = {}
+_programs_lock = threading.Lock()
+
+
+def pairwise_program(n: int) -> np.ndarray:
+    """numpy's pairwise order for rows of ``n`` elements as the runner reads it: an int64
+    array of (start, length, additions) per leaf, left to right — each leaf a block of at
+    most :data:`BLOCK` elements, then ``additions`` partial sums popped and added before
+    it (``left + right``). Read-only; cached per ``n``."""
+    program = _programs.get(n)
+    if program is not None:
+        return program
+    leaves: list[list[int]] = []
+
+    def walk(start: int, length: int) -> None:
+        if length <= BLOCK:
+            leaves.append([start, length, 0])
+            return
+        half = length // 2
+        half -= half % 8
+        walk(start, half)
+        walk(start + half, length - half)
+        leaves[-1][2] += 1          # the right part's last leaf completes this node
+
+    walk(0, n)
+    program = np.array(leaves, dtype=np.int64).reshape(-1)
+    program.flags.writeable = False
+    with _programs_lock:
+        if len(_programs) >= 256:
+            _programs.clear()
+        _programs[n] = program
+    return program
+
+
+def stack_depth(program: np.ndarray) -> int:
+    """The most partial sums ``program`` keeps at once (at most :data:`STACK_SLOTS`)."""
+    depth = deepest = 0
+    for additions in program[2::3]:
+        depth += 1 - int(additions)
+        deepest = max(deepest, depth + int(additions))
+    return deepest
+
+
+def sum_rows(run, out: np.ndarray, rows: np.ndarray, lo: int, hi: int) -> None:
+    """``out[lo:hi] = rows[lo:hi].sum(axis=1)`` as numpy adds it, by the compiled ``run``
+    (:func:`runner`): ``rows`` a 2-d float32 or float64 array whose rows are contiguous
+    (its last stride the item size, its first positive), ``out`` 1-d of its dtype,
+    writeable, of ``rows``' length. The runner releases the GIL."""
+    if hi <= lo:
+        return
+    n = rows.shape[1]
+    itemsize = rows.itemsize
+    program = pairwise_program(n)
+    params = np.array([hi - lo, n, rows.strides[0] // itemsize, out.strides[0] // itemsize,
+                       len(program) // 3], dtype=np.int64)
+    source = rows.__array_interface__["data"][0] + lo * rows.strides[0]
+    destination = out.__array_interface__["data"][0] + lo * out.strides[0]
+    run(params.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), destination, source,
+        program.ctypes.data, program.ctypes.data, 0.0)
