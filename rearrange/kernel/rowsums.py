@@ -56,7 +56,7 @@ BLOCK = 128                 # numpy's PW_BLOCKSIZE: rows this long are one leaf
 
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics) and by
 # _bind_block_sum (this module's) before anything is compiled.
-_ld = _st = _ldb = _stb = _stack_bytes = _block_sum = None
+_ld = _st = _ldb = _stb = _stack_bytes = _block_sum = _block_sum_pair = None
 
 
 def _run_row_sums(cp, d, s, itp, pp, tok):
@@ -67,7 +67,13 @@ def _run_row_sums(cp, d, s, itp, pp, tok):
     stack = _stack_bytes(STACK_SLOTS * 8)       # partial sums of the leaves before
     if leaves == 1 and itp[1] >= 8:     # one block a row (8 to 128): no partial sums
         m = itp[1]
-        for row in range(rows):
+        row = rows - rows
+        while row + 1 < rows:       # two rows at a time: two chains of adds
+            first, second = _block_sum_pair(s, row * sstride, (row + 1) * sstride, m, tok)
+            _st(d, row * dstride, zero + first)
+            _st(d, (row + 1) * dstride, zero + second)
+            row += 2
+        if row < rows:
             _st(d, row * dstride, zero + _block_sum(s, row * sstride, m, tok))
         return
     for row in range(rows):
@@ -115,18 +121,23 @@ def _bind_block_sum() -> None:
     jit_module.materialise()
     with _bind_lock:
         if _block_sum is None:
-            _block_sum = define_block_sum()
+            globals().update(define_block_sums())
 
 
-def define_block_sum():
-    """``_block_sum(s, start, m, tok)``: the sum of the ``8 <= m <= 128`` elements of
-    ``tok``'s type from address ``s`` + ``start`` elements, in numpy's order for a block
-    (the module's docstring): the eight accumulators are the lanes of one vector, each
-    lane adding its own elements in turn (the same additions, in the same order, as
-    numpy's scalar ``r[j] += a[i + j]``), then combined pairwise by lane shuffles, then
-    the rest added one by one. No fast-math: every addition is IEEE's, in that order.
-    (numba cannot write a vector of floats; LLVM did not vectorise the eight scalar
-    accumulators by itself.)"""
+def define_block_sums() -> dict:
+    """The intrinsics the runner adds blocks with (:data:`BLOCK` elements at most, 8 at
+    least), each in numpy's order for a block (the module's docstring): the eight
+    accumulators are the lanes of one vector, each lane adding its own elements in turn
+    (the same additions, in the same order, as numpy's scalar ``r[j] += a[i + j]``),
+    then combined pairwise by lane shuffles, then the rest added one by one. No
+    fast-math: every addition is IEEE's, in that order. (numba cannot write a vector of
+    floats; LLVM did not vectorise the eight scalar accumulators by itself.)
+
+    * ``_block_sum(s, start, m, tok)``: the sum of the ``m`` elements of ``tok``'s type
+      from address ``s`` + ``start`` elements;
+    * ``_block_sum_pair(s, first, second, m, tok)``: the sums of two such blocks (at
+      ``first`` and ``second``), their additions interleaved: two independent chains of
+      vector adds where one row's would leave the adder waiting on each add's latency."""
     from llvmlite import ir
     from numba.core import types
     from numba.extending import intrinsic
@@ -134,78 +145,108 @@ def define_block_sum():
     i64 = ir.IntType(64)
     i32 = ir.IntType(32)
 
+    def emit(context, builder, address, starts, count, token_type):
+        """The sums of the blocks at ``starts`` (elements from ``address``), each
+        ``count`` long, computed side by side."""
+        scalar = context.get_value_type(token_type)
+        align = token_type.bitwidth // 8
+        lanes = ir.VectorType(scalar, 8)
+        origin = builder.inttoptr(address, scalar.as_pointer())
+        bases = [builder.gep(origin, [start]) for start in starts]
+
+        def vector_at(base, index):
+            return builder.load(builder.bitcast(builder.gep(base, [index]),
+                                                lanes.as_pointer()), align=align)
+
+        end = builder.sub(count, builder.srem(count, ir.Constant(i64, 8)))
+        entry = builder.block
+        head = builder.append_basic_block("block_sum.head")
+        body = builder.append_basic_block("block_sum.body")
+        combine = builder.append_basic_block("block_sum.combine")
+        rest = builder.append_basic_block("block_sum.rest")
+        rest_body = builder.append_basic_block("block_sum.rest_body")
+        done = builder.append_basic_block("block_sum.done")
+        firsts = [vector_at(base, ir.Constant(i64, 0)) for base in bases]
+        builder.branch(head)
+
+        builder.position_at_end(head)       # for (i = 8; i < end; i += 8) r += a[i:i+8]
+        i = builder.phi(i64)
+        i.add_incoming(ir.Constant(i64, 8), entry)
+        accs = []
+        for first in firsts:
+            acc = builder.phi(lanes)
+            acc.add_incoming(first, entry)
+            accs.append(acc)
+        builder.cbranch(builder.icmp_signed("<", i, end), body, combine)
+
+        builder.position_at_end(body)
+        i.add_incoming(builder.add(i, ir.Constant(i64, 8)), body)
+        for acc, base in zip(accs, bases):
+            acc.add_incoming(builder.fadd(acc, vector_at(base, i)), body)
+        builder.branch(head)
+
+        builder.position_at_end(combine)    # ((r0+r1)+(r2+r3)) + ((r4+r5)+(r6+r7))
+
+        def pairwise(vector, width):        # lane k: lane 2k + lane 2k+1
+            def picks(parity):
+                return ir.Constant(ir.VectorType(i32, width),
+                                   list(range(parity, 2 * width, 2)))
+            return builder.fadd(builder.shuffle_vector(vector, vector, picks(0)),
+                                builder.shuffle_vector(vector, vector, picks(1)))
+        combined = []
+        for acc in accs:
+            pairs = pairwise(pairwise(acc, 4), 2)
+            combined.append(builder.fadd(
+                builder.extract_element(pairs, ir.Constant(i32, 0)),
+                builder.extract_element(pairs, ir.Constant(i32, 1))))
+        builder.branch(rest)
+
+        builder.position_at_end(rest)       # then the rest, one by one
+        j = builder.phi(i64)
+        j.add_incoming(i, combine)
+        totals = []
+        for value in combined:
+            total = builder.phi(scalar)
+            total.add_incoming(value, combine)
+            totals.append(total)
+        builder.cbranch(builder.icmp_signed("<", j, count), rest_body, done)
+
+        builder.position_at_end(rest_body)
+        j.add_incoming(builder.add(j, ir.Constant(i64, 1)), rest_body)
+        for total, base in zip(totals, bases):
+            total.add_incoming(builder.fadd(total, builder.load(builder.gep(base, [j]),
+                                                                align=align)), rest_body)
+        builder.branch(rest)
+
+        builder.position_at_end(done)
+        return totals
+
     @intrinsic
     def _block_sum(typingctx, s, start, m, tok):
         sig = tok(types.int64, types.int64, types.int64, tok)
 
         def codegen(context, builder, signature, args):
-            address, first, count, _ = args
-            scalar = context.get_value_type(signature.args[3])
-            align = signature.args[3].bitwidth // 8
-            lanes = ir.VectorType(scalar, 8)
-            base = builder.gep(builder.inttoptr(address, scalar.as_pointer()), [first])
-
-            def vector_at(index):
-                return builder.load(builder.bitcast(builder.gep(base, [index]),
-                                                    lanes.as_pointer()), align=align)
-
-            end = builder.sub(count, builder.srem(count, ir.Constant(i64, 8)))
-            entry = builder.block
-            head = builder.append_basic_block("block_sum.head")
-            body = builder.append_basic_block("block_sum.body")
-            combine = builder.append_basic_block("block_sum.combine")
-            rest = builder.append_basic_block("block_sum.rest")
-            rest_body = builder.append_basic_block("block_sum.rest_body")
-            done = builder.append_basic_block("block_sum.done")
-            first_vector = vector_at(ir.Constant(i64, 0))
-            builder.branch(head)
-
-            builder.position_at_end(head)       # for (i = 8; i < end; i += 8) r += a[i:i+8]
-            i = builder.phi(i64)
-            acc = builder.phi(lanes)
-            i.add_incoming(ir.Constant(i64, 8), entry)
-            acc.add_incoming(first_vector, entry)
-            builder.cbranch(builder.icmp_signed("<", i, end), body, combine)
-
-            builder.position_at_end(body)
-            i.add_incoming(builder.add(i, ir.Constant(i64, 8)), body)
-            acc.add_incoming(builder.fadd(acc, vector_at(i)), body)
-            builder.branch(head)
-
-            builder.position_at_end(combine)    # ((r0+r1)+(r2+r3)) + ((r4+r5)+(r6+r7))
-
-            def pairwise(vector, width):        # lane k: lane 2k + lane 2k+1
-                def picks(parity):
-                    return ir.Constant(ir.VectorType(i32, width),
-                                       list(range(parity, 2 * width, 2)))
-                return builder.fadd(builder.shuffle_vector(vector, vector, picks(0)),
-                                    builder.shuffle_vector(vector, vector, picks(1)))
-            pairs = pairwise(pairwise(acc, 4), 2)
-            combined = builder.fadd(builder.extract_element(pairs, ir.Constant(i32, 0)),
-                                    builder.extract_element(pairs, ir.Constant(i32, 1)))
-            builder.branch(rest)
-
-            builder.position_at_end(rest)       # then the rest, one by one
-            j = builder.phi(i64)
-            total = builder.phi(scalar)
-            j.add_incoming(i, combine)
-            total.add_incoming(combined, combine)
-            builder.cbranch(builder.icmp_signed("<", j, count), rest_body, done)
-
-            builder.position_at_end(rest_body)
-            j.add_incoming(builder.add(j, ir.Constant(i64, 1)), rest_body)
-            total.add_incoming(builder.fadd(total, builder.load(builder.gep(base, [j]),
-                                                               align=align)), rest_body)
-            builder.branch(rest)
-
-            builder.position_at_end(done)
-            return total
+            address, start, count, _ = args
+            return emit(context, builder, address, [start], count, signature.args[-1])[0]
         return sig, codegen
-    return _block_sum
+
+    @intrinsic
+    def _block_sum_pair(typingctx, s, first, second, m, tok):
+        sig = types.UniTuple(tok, 2)(types.int64, types.int64, types.int64, types.int64, tok)
+
+        def codegen(context, builder, signature, args):
+            address, first, second, count, _ = args
+            sums = emit(context, builder, address, [first, second], count,
+                        signature.args[-1])
+            return context.make_tuple(builder, signature.return_type, sums)
+        return sig, codegen
+
+    return {"_block_sum": _block_sum, "_block_sum_pair": _block_sum_pair}
 
 
-_programs: dict[int, np.ndarray] = {}
+_programs: dict[int, tuple[np.ndarray, int]] = {}
 _programs_lock = threading.Lock()
+_Parameters = ctypes.c_int64 * 5        # P_ROWS ... P_LEAVES
 
 
 def pairwise_program(n: int) -> np.ndarray:
@@ -213,9 +254,14 @@ def pairwise_program(n: int) -> np.ndarray:
     array of (start, length, additions) per leaf, left to right — each leaf a block of at
     most :data:`BLOCK` elements, then ``additions`` partial sums popped and added before
     it (``left + right``). Read-only; cached per ``n``."""
-    program = _programs.get(n)
-    if program is not None:
-        return program
+    return _program(n)[0]
+
+
+def _program(n: int) -> tuple[np.ndarray, int]:
+    """:func:`pairwise_program` and its address."""
+    entry = _programs.get(n)
+    if entry is not None:
+        return entry
     leaves: list[list[int]] = []
 
     def walk(start: int, length: int) -> None:
@@ -231,11 +277,12 @@ def pairwise_program(n: int) -> np.ndarray:
     walk(0, n)
     program = np.array(leaves, dtype=np.int64).reshape(-1)
     program.flags.writeable = False
+    entry = (program, program.__array_interface__["data"][0])
     with _programs_lock:
         if len(_programs) >= 256:
             _programs.clear()
-        _programs[n] = program
-    return program
+        _programs[n] = entry
+    return entry
 
 
 def stack_depth(program: np.ndarray) -> int:
@@ -247,19 +294,17 @@ def stack_depth(program: np.ndarray) -> int:
     return deepest
 
 
-def sum_rows(run, out: np.ndarray, rows: np.ndarray, lo: int, hi: int) -> None:
-    """``out[lo:hi] = rows[lo:hi].sum(axis=1)`` as numpy adds it, by the compiled ``run``
-    (:func:`runner`): ``rows`` a 2-d float32 or float64 array whose rows are contiguous
-    (its last stride the item size, its first positive), ``out`` 1-d of its dtype,
-    writeable, of ``rows``' length. The runner releases the GIL."""
+def sum_rows(run, sums: np.ndarray, source: int, row_stride: int, n: int, lo: int,
+             hi: int) -> None:
+    """``sums[lo:hi]`` = the sums of rows ``lo`` to ``hi`` as numpy adds them, by the
+    compiled ``run`` (:func:`runner`, for ``sums``' dtype): row ``r`` is the ``n``
+    contiguous elements at address ``source + r * row_stride`` (bytes; the caller
+    vouches for them), ``sums`` a writeable 1-d array. The runner releases the GIL."""
     if hi <= lo:
         return
-    n = rows.shape[1]
-    itemsize = rows.itemsize
-    program = pairwise_program(n)
-    params = np.array([hi - lo, n, rows.strides[0] // itemsize, out.strides[0] // itemsize,
-                       len(program) // 3], dtype=np.int64)
-    source = rows.__array_interface__["data"][0] + lo * rows.strides[0]
-    destination = out.__array_interface__["data"][0] + lo * out.strides[0]
-    run(params.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), destination, source,
-        program.ctypes.data, program.ctypes.data, 0.0)
+    program, address = _program(n)
+    itemsize = sums.itemsize
+    params = _Parameters(hi - lo, n, row_stride // itemsize, sums.strides[0] // itemsize,
+                         len(program) // 3)
+    destination = sums.__array_interface__["data"][0] + lo * sums.strides[0]
+    run(params, destination, source + lo * row_stride, address, address, 0.0)
