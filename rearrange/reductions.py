@@ -124,15 +124,32 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 #   until it is ready, or where numba cannot run, the reduction is planned without it
 #   and numpy's calls run), exact ndarrays only, rows re-checked on the array itself
 #   before native code reads them.
+# * a maximum, minimum, any or all whose input's outermost axis is reduced, where slabs
+#   would be cut along a kept axis ("b c h w -> c": a slab along c reads b pieces of
+#   h * w elements, 12.5 KB each): the input is cut along that outermost reduced axis
+#   instead, each part reduced by numpy's call into a partial result, the partials
+#   combined by the ufunc (np.maximum, ..., np.logical_or): each thread reads one
+#   contiguous part of memory. Exact: these reductions give the same values in any
+#   order, NaN included (np.maximum propagates it as numpy's max does).
 
 WINDOW_MAX = 16               # the most elements in a window reduced as views
 WINDOW_MIN_OUTPUT = 4096      # and the fewest outputs: below, numpy's call is as fast
 PARALLEL_MIN_BYTES = 1 << 22  # inputs smaller than this are reduced in one thread
 _WINDOW_UFUNCS = {"max": np.maximum, "min": np.minimum, "sum": np.add, "mean": np.add}
 _SLAB_METHODS = frozenset({"max", "min", "sum", "mean", "prod", "any", "all"})
-ROWS_MAX = 1024               # the longest rows the compiled row sums take
-ROWS_MIN_BYTES = 1 << 16      # and the smallest input: below, numpy's call is as fast
-_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# The compiled row sums, measured at 1 and 2 threads against numpy's call, its slabs
+# and windows (docs/performance.md, "Sums over short rows, compiled"): they win from
+# ~500 rows of 56 float32 (a fixed ~20 us a call: the runner's call through ctypes,
+# the output's and the rows' addresses); float64 rows of 128 or more and float32 rows
+# of 4096 or more were no faster than numpy's call at 8 MiB (its inner loop is
+# seldom called there), rows of 2-4 slower than their windows as views.
+ROWS_MAX = {np.dtype(np.float32): 2048, np.dtype(np.float64): 64}   # the longest rows
+ROWS_MIN_LENGTH = 5             # the shortest rows
+ROWS_MIN_BYTES = 1 << 18        # the smallest input
+ROWS_MIN_COUNT = 256            # the fewest rows
+# The reductions combined from partial results, and how.
+_PARTIAL_UFUNCS = {"max": np.maximum, "min": np.minimum, "any": np.logical_or,
+                   "all": np.logical_and}
 _pool: list[Any] = []         # [(its workers, the executor)], made by the first slabs
 _pool_lock = threading.Lock()
 
@@ -148,8 +165,9 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
     mean is reduced as views or rows)."""
     if not isinstance(reduction, str) or dtype.kind not in "biuf":
         return "numpy"
-    if (reduction in ("sum", "mean") and dtype in _ROW_DTYPES and reduced == 1
-            and strides is not None and 2 <= shape[-1] <= ROWS_MAX
+    if (reduction in ("sum", "mean") and dtype in ROWS_MAX and reduced == 1
+            and strides is not None and ROWS_MIN_LENGTH <= shape[-1] <= ROWS_MAX[dtype]
+            and math.prod(shape[:-1]) >= ROWS_MIN_COUNT
             and math.prod(shape) * dtype.itemsize >= ROWS_MIN_BYTES
             and _contiguous_rows(shape, strides)):
         return "rows"
@@ -172,8 +190,27 @@ def _plan_without_rows(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
     if (threads > 1 and reduction in _SLAB_METHODS and dtype != np.float16
             and outputs * window * dtype.itemsize >= PARALLEL_MIN_BYTES
             and _slabs_keep_the_inner_axis(shape, strides, reduced, threads)):
+        if reduction in _PARTIAL_UFUNCS and _partial_axis(shape, strides, reduced,
+                                                          threads) is not None:
+            return "partials"
         return "slabs"
     return "numpy"
+
+
+def _partial_axis(shape: tuple[int, ...], strides: tuple[int, ...] | None, reduced: int,
+                  threads: int) -> int | None:
+    """The axis the input is cut along for partial results: its outermost moving axis
+    (the largest stride) if it is a reduced one at least ``threads`` long; None
+    otherwise (a kept axis outermost: slabs along it read contiguous parts already)."""
+    if strides is None:
+        return None
+    moving = [k for k, n in enumerate(shape) if n > 1]
+    if not moving:
+        return None
+    outer = max(moving, key=lambda k: abs(strides[k]))
+    if outer < len(shape) - reduced or shape[outer] < threads:
+        return None
+    return outer
 
 
 def _slabs_keep_the_inner_axis(shape: tuple[int, ...], strides: tuple[int, ...] | None,
@@ -279,6 +316,11 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
                                       _element_strides(y))
         if strategy == "numpy":
             return getattr(y, reduction)(axis=axis)
+    if strategy == "partials":
+        cut = _partial_axis(y.shape, y.strides, len(axis), threads)
+        if cut is not None:
+            return _reduce_in_parts(reduction, y, axis, cut, threads)
+        strategy = "slabs"
     kept = y.ndim - len(axis)
     split = _slab_axis(y.shape, kept, threads) if threads > 1 else None
     if strategy == "window":
@@ -370,11 +412,12 @@ def _sum_rows(reduction: str, y: np.ndarray, threads: int) -> np.ndarray | None:
     the runner not ready (:func:`rearrange.kernel.builds.runner_for`: in the default
     mode this asks for it, loaded or compiled out of the caller's way)."""
     strides = _element_strides(y)
-    if (type(y) is not np.ndarray or y.dtype not in _ROW_DTYPES or y.ndim < 2
+    if (type(y) is not np.ndarray or y.dtype not in ROWS_MAX or y.ndim < 2
             or not y.flags.aligned or strides is None or y.size == 0
             or not _contiguous_rows(y.shape, strides)):
         return None
     from .kernel import builds, rowsums
+    from .slabs import in_slabs
 
     run = builds.runner_for(rowsums.FAMILY, y.itemsize)
     if run is None:
@@ -390,5 +433,31 @@ def _sum_rows(reduction: str, y: np.ndarray, threads: int) -> np.ndarray | None:
         rowsums.sum_rows(run, sums, source, row_stride, n, lo, hi)
         if reduction == "mean":         # as numpy's mean divides its sum
             np.true_divide(sums[lo:hi], np.intp(n), out=sums[lo:hi], casting="unsafe")
-    _in_slabs(part, sums.size, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+    in_slabs(part, sums.size, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     return out
+
+
+def _reduce_in_parts(reduction: str, y: np.ndarray, axis: tuple[int, ...], cut: int,
+                     threads: int) -> np.ndarray:
+    """``y`` reduced over ``axis`` as numpy's call: parts of ``y`` along the reduced axis
+    ``cut``, each reduced by numpy's call on the kernel's thread count (chunks taken in
+    turn: :func:`rearrange.slabs.in_slabs`), the partial results combined in order by
+    the reduction's ufunc, into the first one (numpy's result for its part: the same
+    dtype and layout as numpy's for the whole)."""
+    from .slabs import in_slabs
+
+    method = getattr(np.ndarray, reduction)
+    partials: dict[int, Any] = {}
+
+    def part(lo: int, hi: int) -> None:
+        partials[lo] = method(y[(slice(None),) * cut + (slice(lo, hi),)], axis=axis)
+    in_slabs(part, y.shape[cut], threads)
+    ufunc = _PARTIAL_UFUNCS[reduction]
+    ordered = [partials[lo] for lo in sorted(partials)]
+    result = ordered[0]
+    for partial in ordered[1:]:
+        if isinstance(result, np.ndarray):
+            ufunc(result, partial, out=result)
+        else:                   # a full reduction: numpy scalars
+            result = ufunc(result, partial)
+    return result
