@@ -124,13 +124,14 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 #   until it is ready, or where numba cannot run, the reduction is planned without it
 #   and numpy's calls run), exact ndarrays only, rows re-checked on the array itself
 #   before native code reads them.
-# * a maximum, minimum, any or all whose input's outermost axis is reduced, where slabs
-#   would be cut along a kept axis ("b c h w -> c": a slab along c reads b pieces of
-#   h * w elements, 12.5 KB each): the input is cut along that outermost reduced axis
-#   instead, each part reduced by numpy's call into a partial result, the partials
-#   combined by the ufunc (np.maximum, ..., np.logical_or): each thread reads one
-#   contiguous part of memory. Exact: these reductions give the same values in any
-#   order, NaN included (np.maximum propagates it as numpy's max does).
+# * a large maximum, minimum, any or all whose input's outermost axis is reduced: the
+#   input cut along that axis, one part a thread, each part reduced by numpy's call
+#   into a partial result, the partials combined by the ufunc (np.maximum, ...,
+#   np.logical_or). Each thread reads one contiguous part of memory, where slabs of the
+#   output read pieces ("b c h w -> c": a slab along c reads b pieces of h * w
+#   elements, 12.5 KB each) or cannot be cut at all (a kept innermost axis,
+#   "b c h w -> w"; a full reduction). Exact: these reductions give the same values in
+#   any order, NaN included (np.maximum propagates it as numpy's max does).
 
 WINDOW_MAX = 16               # the most elements in a window reduced as views
 WINDOW_MIN_OUTPUT = 4096      # and the fewest outputs: below, numpy's call is as fast
@@ -187,12 +188,13 @@ def _plan_without_rows(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
             and outputs >= WINDOW_MIN_OUTPUT and _window_exact(reduction, dtype, shape,
                                                                strides, reduced)):
         return "window"
+    if (threads > 1 and reduction in _PARTIAL_UFUNCS
+            and outputs * window * dtype.itemsize >= PARALLEL_MIN_BYTES
+            and _partial_axis(shape, strides, reduced, threads) is not None):
+        return "partials"
     if (threads > 1 and reduction in _SLAB_METHODS and dtype != np.float16
             and outputs * window * dtype.itemsize >= PARALLEL_MIN_BYTES
             and _slabs_keep_the_inner_axis(shape, strides, reduced, threads)):
-        if reduction in _PARTIAL_UFUNCS and _partial_axis(shape, strides, reduced,
-                                                          threads) is not None:
-            return "partials"
         return "slabs"
     return "numpy"
 
@@ -417,7 +419,6 @@ def _sum_rows(reduction: str, y: np.ndarray, threads: int) -> np.ndarray | None:
             or not _contiguous_rows(y.shape, strides)):
         return None
     from .kernel import builds, rowsums
-    from .slabs import in_slabs
 
     run = builds.runner_for(rowsums.FAMILY, y.itemsize)
     if run is None:
@@ -433,25 +434,23 @@ def _sum_rows(reduction: str, y: np.ndarray, threads: int) -> np.ndarray | None:
         rowsums.sum_rows(run, sums, source, row_stride, n, lo, hi)
         if reduction == "mean":         # as numpy's mean divides its sum
             np.true_divide(sums[lo:hi], np.intp(n), out=sums[lo:hi], casting="unsafe")
-    in_slabs(part, sums.size, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+    _in_slabs(part, sums.size, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     return out
 
 
 def _reduce_in_parts(reduction: str, y: np.ndarray, axis: tuple[int, ...], cut: int,
                      threads: int) -> np.ndarray:
     """``y`` reduced over ``axis`` as numpy's call: parts of ``y`` along the reduced axis
-    ``cut``, each reduced by numpy's call on the kernel's thread count (chunks taken in
-    turn: :func:`rearrange.slabs.in_slabs`), the partial results combined in order by
+    ``cut``, each reduced by numpy's call on the kernel's thread count (one part a
+    thread: :func:`_in_slabs`), the partial results combined in order by
     the reduction's ufunc, into the first one (numpy's result for its part: the same
     dtype and layout as numpy's for the whole)."""
-    from .slabs import in_slabs
-
     method = getattr(np.ndarray, reduction)
     partials: dict[int, Any] = {}
 
     def part(lo: int, hi: int) -> None:
         partials[lo] = method(y[(slice(None),) * cut + (slice(lo, hi),)], axis=axis)
-    in_slabs(part, y.shape[cut], threads)
+    _in_slabs(part, y.shape[cut], min(threads, y.shape[cut]))   # no empty part
     ufunc = _PARTIAL_UFUNCS[reduction]
     ordered = [partials[lo] for lo in sorted(partials)]
     result = ordered[0]

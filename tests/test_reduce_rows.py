@@ -333,13 +333,17 @@ def test_partials_on_both_sides_of_the_choice():
     assert plan_by_layout("any", *per_channel[:1], f4, 3, 2, per_channel[1]) == "partials"
     assert plan_by_layout("sum", *per_channel[:1], f4, 3, 2, per_channel[1]) == "slabs"
     assert plan_by_layout("max", *per_channel[:1], f4, 3, 1, per_channel[1]) == "numpy"
+    # "b c h w -> w" (a kept innermost axis: no slabs) and "b c h w ->" (nothing kept)
+    assert plan_by_layout("max", (w, b, c, h), f4, 3, 2, (1, chw[0], chw[1], chw[2])) \
+        == "partials"
+    assert plan_by_layout("max", (b, c, h, w), f4, 4, 2, chw) == "partials"
+    assert plan_by_layout("max", (b, c, h, w), f4, 4, 1, chw) == "numpy"     # one thread
     # "b c h w -> b h w": b kept and outermost: slabs along it
     assert plan_by_layout("max", (b, h, w, c), f4, 1, 2, (chw[0], chw[2], 1, chw[1])) == "slabs"
-    # the outermost reduced axis shorter than the thread count
-    assert plan_by_layout("max", (c, 1, h, w), f4, 3, 2, (chw[1], chw[0], chw[2], 1)) in (
-        "slabs", "numpy")
-    small = (c, b, h, 4)
-    assert plan_by_layout("max", small, f4, 3, 2, (4 * h, c * h * 4, 4, 1)) == "numpy"
+    # the outermost reduced axis shorter than the thread count, or the input too small
+    assert plan_by_layout("max", (2, 1, 2 * c * h, w), f4, 3, 3,
+                          (chw[1], chw[0], chw[2], 1)) != "partials"
+    assert plan_by_layout("max", (c, b, h, 4), f4, 3, 2, (4 * h, c * h * 4, 4, 1)) == "numpy"
 
 
 @pytest.mark.parametrize("reduction", ["max", "min", "any", "all"])
