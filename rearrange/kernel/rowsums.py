@@ -56,7 +56,7 @@ BLOCK = 128                 # numpy's PW_BLOCKSIZE: rows this long are one leaf
 
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics) and by
 # _bind_block_sum (this module's) before anything is compiled.
-_ld = _st = _ldb = _stb = _stack_bytes = _block_sum = _block_sum_pair = None
+_ld = _st = _ldb = _stb = _stack_bytes = _block_sum = _block_sum_pair = _block_sum_quad = None
 
 
 def _run_row_sums(cp, d, s, itp, pp, tok):
@@ -68,6 +68,13 @@ def _run_row_sums(cp, d, s, itp, pp, tok):
     if leaves == 1 and itp[1] >= 8:     # one block a row (8 to 128): no partial sums
         m = itp[1]
         row = rows - rows
+        while row + 3 < rows:       # four rows at a time: four chains of adds
+            a, b, c, e = _block_sum_quad(s, row * sstride, m, sstride, tok)
+            _st(d, row * dstride, zero + a)
+            _st(d, (row + 1) * dstride, zero + b)
+            _st(d, (row + 2) * dstride, zero + c)
+            _st(d, (row + 3) * dstride, zero + e)
+            row += 4
         while row + 1 < rows:       # two rows at a time: two chains of adds
             first, second = _block_sum_pair(s, row * sstride, (row + 1) * sstride, m, tok)
             _st(d, row * dstride, zero + first)
@@ -241,7 +248,21 @@ def define_block_sums() -> dict:
             return context.make_tuple(builder, signature.return_type, sums)
         return sig, codegen
 
-    return {"_block_sum": _block_sum, "_block_sum_pair": _block_sum_pair}
+    @intrinsic
+    def _block_sum_quad(typingctx, s, first, m, stride, tok):
+        sig = types.UniTuple(tok, 4)(types.int64, types.int64, types.int64, types.int64, tok)
+
+        def codegen(context, builder, signature, args):
+            address, first, count, stride, _ = args
+            starts = [first]
+            for _ in range(3):
+                starts.append(builder.add(starts[-1], stride))
+            sums = emit(context, builder, address, starts, count, signature.args[-1])
+            return context.make_tuple(builder, signature.return_type, sums)
+        return sig, codegen
+
+    return {"_block_sum": _block_sum, "_block_sum_pair": _block_sum_pair,
+            "_block_sum_quad": _block_sum_quad}
 
 
 _programs: dict[int, tuple[np.ndarray, int]] = {}
