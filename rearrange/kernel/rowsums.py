@@ -23,7 +23,9 @@ float32). The split for ``n > 128`` is the same for every row of a call: it is c
 once, here (:func:`pairwise_program`), as its leaves in order — each a block of at most
 128 elements summed as above — and after each leaf the number of additions that
 combine it with the partial sums before it (a post-order walk of numpy's recursion,
-with a stack of partial sums).
+with a stack of partial sums). A block is added as one vector of eight lanes (the
+eight accumulators: :func:`define_block_sums`); rows of one block each are summed four
+(then two) at a time, so that their chains of vector adds overlap.
 
 The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
 ``run(cp, d, s, itp, pp, tok)``), with a float token: ``cp`` the call's parameters
@@ -118,8 +120,9 @@ _bind_lock = threading.Lock()
 
 
 def _bind_block_sum() -> None:
-    """Define :func:`_block_sum`'s intrinsic (numba imported: :func:`.jit.materialise`
-    raises KernelUnavailable where it cannot be) and bind it here, once."""
+    """Define this module's intrinsics (:func:`define_block_sums`; numba imported:
+    :func:`.jit.materialise` raises KernelUnavailable where it cannot be) and bind them
+    here, once."""
     global _block_sum
     if _block_sum is not None:
         return
@@ -285,17 +288,19 @@ def _program(n: int) -> tuple[np.ndarray, int]:
         return entry
     leaves: list[list[int]] = []
 
-    def walk(start: int, length: int) -> None:
+    def walk(start: int, length: int, level: int) -> None:
         if length <= BLOCK:
             leaves.append([start, length, 0])
             return
+        if level + 1 >= STACK_SLOTS:    # (never below 2**66 elements)
+            raise ValueError(f"rows of {n} elements need more than {STACK_SLOTS} partial sums")
         half = length // 2
         half -= half % 8
-        walk(start, half)
-        walk(start + half, length - half)
+        walk(start, half, level + 1)    # (kept on the stack while the right part runs)
+        walk(start + half, length - half, level + 1)
         leaves[-1][2] += 1          # the right part's last leaf completes this node
 
-    walk(0, n)
+    walk(0, n, 0)
     program = np.array(leaves, dtype=np.int64).reshape(-1)
     program.flags.writeable = False
     entry = (program, program.__array_interface__["data"][0])
@@ -304,15 +309,6 @@ def _program(n: int) -> tuple[np.ndarray, int]:
             _programs.clear()
         _programs[n] = entry
     return entry
-
-
-def stack_depth(program: np.ndarray) -> int:
-    """The most partial sums ``program`` keeps at once (at most :data:`STACK_SLOTS`)."""
-    depth = deepest = 0
-    for additions in program[2::3]:
-        depth += 1 - int(additions)
-        deepest = max(deepest, depth + int(additions))
-    return deepest
 
 
 def sum_rows(run, sums: np.ndarray, source: int, row_stride: int, n: int, lo: int,
