@@ -117,21 +117,23 @@ def runner(u: int, family: str = FAMILY, compile: bool = True):
 
 
 _bind_lock = threading.Lock()
+_bound = False          # the intrinsics are bound (by _bind_block_sum)
 
 
 def _bind_block_sum() -> None:
     """Define this module's intrinsics (:func:`define_block_sums`; numba imported:
     :func:`.jit.materialise` raises KernelUnavailable where it cannot be) and bind them
     here, once."""
-    global _block_sum
-    if _block_sum is not None:
+    global _bound
+    if _bound:
         return
     from . import jit as jit_module
 
     jit_module.materialise()
     with _bind_lock:
-        if _block_sum is None:
+        if not _bound:
             globals().update(define_block_sums())
+            _bound = True
 
 
 def define_block_sums() -> dict:
