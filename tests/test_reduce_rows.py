@@ -371,3 +371,13 @@ def test_partials_keep_the_input(two_threads):
     got = reduce_by_layout("partials", "max", x.transpose(1, 0, 2, 3), (1, 2, 3), 2)
     np.testing.assert_array_equal(got, x.max(axis=(0, 2, 3)))
     np.testing.assert_array_equal(x, before)
+
+
+def test_a_runner_token_is_its_units_width():
+    """compile_runner's float tokens (the row sums'): a token must be the unit's width,
+    checked before numba is asked for anything."""
+    from rearrange.kernel import jit
+
+    with pytest.raises(ValueError, match="float64 token for 4-byte units"):
+        jit.compile_runner(rowsums._run_row_sums, 4, token=np.float64)
+    assert rowsums.FLOAT_TOKENS == {4: np.float32, 8: np.float64}
