@@ -115,12 +115,42 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 #   result, on the kernel's thread count (numpy releases the GIL in its loops). Each
 #   output element is the same sum in the same order as numpy's one call makes it: a slab
 #   keeps the reduced axes' layout whole.
+# * a sum or mean of float32 or float64 over short contiguous rows ("b c h w -> b c h"):
+#   numpy's inner loop is called once a row, and costs ~40 ns a row of 56 floats
+#   whatever the adds cost. The compiled row-sums runner (kernel/rowsums.py) adds each
+#   row in numpy's own pairwise order (the same bits) with nothing between the rows, on
+#   the kernel's thread count (slabs of rows, as above). Same rules as the copy kernel:
+#   the runner is never compiled in the caller's thread by default (kernel/builds.py:
+#   until it is ready, or where numba cannot run, the reduction is planned without it
+#   and numpy's calls run), exact ndarrays only, rows re-checked on the array itself
+#   before native code reads them.
+# * a large maximum, minimum, any or all whose input's outermost axis is reduced: the
+#   input cut along that axis, one part a thread, each part reduced by numpy's call
+#   into a partial result, the partials combined by the ufunc (np.maximum, ...,
+#   np.logical_or). Each thread reads one contiguous part of memory, where slabs of the
+#   output read pieces ("b c h w -> c": a slab along c reads b pieces of h * w
+#   elements, 12.5 KB each) or cannot be cut at all (a kept innermost axis,
+#   "b c h w -> w"; a full reduction). Exact: these reductions give the same values in
+#   any order, NaN included (np.maximum propagates it as numpy's max does).
 
 WINDOW_MAX = 16               # the most elements in a window reduced as views
 WINDOW_MIN_OUTPUT = 4096      # and the fewest outputs: below, numpy's call is as fast
 PARALLEL_MIN_BYTES = 1 << 22  # inputs smaller than this are reduced in one thread
 _WINDOW_UFUNCS = {"max": np.maximum, "min": np.minimum, "sum": np.add, "mean": np.add}
 _SLAB_METHODS = frozenset({"max", "min", "sum", "mean", "prod", "any", "all"})
+# The compiled row sums, measured at 1 and 2 threads against numpy's call, its slabs
+# and windows (docs/performance.md, "Sums over short rows, compiled"): they win from
+# ~500 rows of 56 float32 (a fixed ~20 us a call: the runner's call through ctypes,
+# the output's and the rows' addresses); float64 rows of 128 or more and float32 rows
+# of 4096 or more were no faster than numpy's call at 8 MiB (its inner loop is
+# seldom called there), rows of 2-4 slower than their windows as views.
+ROWS_MAX = {np.dtype(np.float32): 2048, np.dtype(np.float64): 64}   # the longest rows
+ROWS_MIN_LENGTH = 5             # the shortest rows
+ROWS_MIN_BYTES = 1 << 18        # the smallest input
+ROWS_MIN_COUNT = 256            # the fewest rows
+# The reductions combined from partial results, and how.
+_PARTIAL_UFUNCS = {"max": np.maximum, "min": np.minimum, "any": np.logical_or,
+                   "all": np.logical_and}
 _pool: list[Any] = []         # [(its workers, the executor)], made by the first slabs
 _pool_lock = threading.Lock()
 
@@ -128,10 +158,27 @@ _pool_lock = threading.Lock()
 def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
                    reduced: int, threads: int, strides: tuple[int, ...] | None = None) -> str:
     """How ``reduction`` of a view of ``shape`` whose last ``reduced`` axes are reduced
-    runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views) or
-    ``"slabs"`` (numpy's call on slabs of the output, in threads). Exact numpy arrays
-    only; the choice depends on nothing but the arguments (``strides``: the view's, in
-    any unit; without them no sum or mean is reduced as views)."""
+    runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views),
+    ``"slabs"`` (numpy's call on slabs of the output, in threads) or ``"rows"`` (the
+    compiled row sums, in slabs of rows; numpy's way, as planned without them, while
+    their runner is not ready). Exact numpy arrays only; the choice depends on nothing
+    but the arguments (``strides``: the view's, in elements; without them no sum or
+    mean is reduced as views or rows)."""
+    if not isinstance(reduction, str) or dtype.kind not in "biuf":
+        return "numpy"
+    if (reduction in ("sum", "mean") and dtype in ROWS_MAX and reduced == 1
+            and strides is not None and ROWS_MIN_LENGTH <= shape[-1] <= ROWS_MAX[dtype]
+            and math.prod(shape[:-1]) >= ROWS_MIN_COUNT
+            and math.prod(shape) * dtype.itemsize >= ROWS_MIN_BYTES
+            and _contiguous_rows(shape, strides)):
+        return "rows"
+    return _plan_without_rows(reduction, shape, dtype, reduced, threads, strides)
+
+
+def _plan_without_rows(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
+                       reduced: int, threads: int, strides: tuple[int, ...] | None) -> str:
+    """:func:`plan_by_layout`'s choice among numpy's own ways (what runs while the row
+    sums' runner is not ready)."""
     if not isinstance(reduction, str) or dtype.kind not in "biuf":
         return "numpy"
     kept = shape[:len(shape) - reduced]
@@ -141,11 +188,31 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
             and outputs >= WINDOW_MIN_OUTPUT and _window_exact(reduction, dtype, shape,
                                                                strides, reduced)):
         return "window"
+    if (threads > 1 and reduction in _PARTIAL_UFUNCS
+            and outputs * window * dtype.itemsize >= PARALLEL_MIN_BYTES
+            and _partial_axis(shape, strides, reduced, threads) is not None):
+        return "partials"
     if (threads > 1 and reduction in _SLAB_METHODS and dtype != np.float16
             and outputs * window * dtype.itemsize >= PARALLEL_MIN_BYTES
             and _slabs_keep_the_inner_axis(shape, strides, reduced, threads)):
         return "slabs"
     return "numpy"
+
+
+def _partial_axis(shape: tuple[int, ...], strides: tuple[int, ...] | None, reduced: int,
+                  threads: int) -> int | None:
+    """The axis the input is cut along for partial results: its outermost moving axis
+    (the largest stride) if it is a reduced one at least ``threads`` long; None
+    otherwise (a kept axis outermost: slabs along it read contiguous parts already)."""
+    if strides is None:
+        return None
+    moving = [k for k, n in enumerate(shape) if n > 1]
+    if not moving:
+        return None
+    outer = max(moving, key=lambda k: abs(strides[k]))
+    if outer < len(shape) - reduced or shape[outer] < threads:
+        return None
+    return outer
 
 
 def _slabs_keep_the_inner_axis(shape: tuple[int, ...], strides: tuple[int, ...] | None,
@@ -165,6 +232,22 @@ def _slabs_keep_the_inner_axis(shape: tuple[int, ...], strides: tuple[int, ...] 
     inner = min(moving, key=lambda k: abs(strides[k]))
     split = _slab_axis(shape, len(shape) - reduced, threads)
     return split is not None and split != inner
+
+
+def _contiguous_rows(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Is this view (its last axis reduced; ``strides`` in elements) rows of contiguous
+    elements, one after the other: its last axis of stride 1, its kept axes one run of
+    rows (each moving axis a whole number of the next, strides positive) that do not
+    overlap? numpy then adds each row as one run, in its pairwise order (its iterator's
+    innermost axis is the row's)."""
+    rows = [k for k in range(len(shape) - 1) if shape[k] > 1]
+    if strides[-1] != 1:
+        return False
+    if any(strides[k] <= 0 for k in rows):
+        return False
+    if rows and strides[rows[-1]] < shape[-1]:
+        return False
+    return all(strides[a] == shape[b] * strides[b] for a, b in zip(rows, rows[1:]))
 
 
 def _window_exact(reduction: str, dtype: np.dtype, shape: tuple[int, ...],
@@ -227,6 +310,19 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
                      threads: int) -> np.ndarray:
     """``y`` reduced over its trailing ``axis`` as ``strategy`` (from
     :func:`plan_by_layout`) says: the array numpy's own call would return."""
+    if strategy == "rows":
+        summed = _sum_rows(reduction, y, threads)
+        if summed is not None:
+            return summed
+        strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
+                                      _element_strides(y))
+        if strategy == "numpy":
+            return getattr(y, reduction)(axis=axis)
+    if strategy == "partials":
+        cut = _partial_axis(y.shape, y.strides, len(axis), threads)
+        if cut is not None:
+            return _reduce_in_parts(reduction, y, axis, cut, threads)
+        strategy = "slabs"
     kept = y.ndim - len(axis)
     split = _slab_axis(y.shape, kept, threads) if threads > 1 else None
     if strategy == "window":
@@ -301,3 +397,66 @@ def _in_slabs(work: Callable[[int, int], None], length: int, threads: int) -> No
     work(bounds[0], bounds[1])
     for future in futures:
         future.result()
+
+
+def _element_strides(y: np.ndarray) -> tuple[int, ...] | None:
+    """``y``'s strides in elements; None where one is not a whole number of them."""
+    if any(stride % y.itemsize for stride in y.strides):
+        return None
+    return tuple(stride // y.itemsize for stride in y.strides)
+
+
+def _sum_rows(reduction: str, y: np.ndarray, threads: int) -> np.ndarray | None:
+    """``y``'s sum (or mean) over its last axis by the compiled row sums, the array
+    numpy's call would return; None — nothing done — when they cannot take it now: not
+    an exact, aligned, native float32/float64 ndarray of contiguous rows
+    (:func:`_contiguous_rows`, checked on the array itself: native code reads it), or
+    the runner not ready (:func:`rearrange.kernel.builds.runner_for`: in the default
+    mode this asks for it, loaded or compiled out of the caller's way)."""
+    strides = _element_strides(y)
+    if (type(y) is not np.ndarray or y.dtype not in ROWS_MAX or y.ndim < 2
+            or not y.flags.aligned or strides is None or y.size == 0
+            or not _contiguous_rows(y.shape, strides)):
+        return None
+    from .kernel import builds, rowsums
+
+    run = builds.runner_for(rowsums.FAMILY, y.itemsize)
+    if run is None:
+        return None
+    n = y.shape[-1]
+    out = np.empty(y.shape[:-1], y.dtype)     # C order: numpy's too, for these rows
+    sums = out.reshape(-1)
+    moving = [k for k in range(y.ndim - 1) if y.shape[k] > 1]
+    row_stride = y.strides[moving[-1]] if moving else n * y.itemsize
+    source = y.__array_interface__["data"][0]      # the first row's (strides positive)
+
+    def part(lo: int, hi: int) -> None:
+        rowsums.sum_rows(run, sums, source, row_stride, n, lo, hi)
+        if reduction == "mean":         # as numpy's mean divides its sum
+            np.true_divide(sums[lo:hi], np.intp(n), out=sums[lo:hi], casting="unsafe")
+    _in_slabs(part, sums.size, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+    return out
+
+
+def _reduce_in_parts(reduction: str, y: np.ndarray, axis: tuple[int, ...], cut: int,
+                     threads: int) -> np.ndarray:
+    """``y`` reduced over ``axis`` as numpy's call: parts of ``y`` along the reduced axis
+    ``cut``, each reduced by numpy's call on the kernel's thread count (one part a
+    thread: :func:`_in_slabs`), the partial results combined in order by
+    the reduction's ufunc, into the first one (numpy's result for its part: the same
+    dtype and layout as numpy's for the whole)."""
+    method = getattr(np.ndarray, reduction)
+    partials: dict[int, Any] = {}
+
+    def part(lo: int, hi: int) -> None:
+        partials[lo] = method(y[(slice(None),) * cut + (slice(lo, hi),)], axis=axis)
+    _in_slabs(part, y.shape[cut], min(threads, y.shape[cut]))   # no empty part
+    ufunc = _PARTIAL_UFUNCS[reduction]
+    ordered = [partials[lo] for lo in sorted(partials)]
+    result = ordered[0]
+    for partial in ordered[1:]:
+        if isinstance(result, np.ndarray):
+            ufunc(result, partial, out=result)
+        else:                   # a full reduction: numpy scalars
+            result = ufunc(result, partial)
+    return result

@@ -85,15 +85,21 @@ def test_the_choice_on_both_sides_of_each_threshold():
     assert plan_by_layout("mean", (big, 2, 2), f4, 2, 1, (4, -2, 1)) == "numpy"
     assert plan_by_layout("sum", (big, 2, 2), np.dtype(np.int8), 2, 1) == "window"
     assert plan_by_layout("mean", (big, 2, 2), np.dtype(np.int8), 2, 1, (4, 2, 1)) == "numpy"
+    # (contiguous float rows are summed by the compiled row sums: tests/test_reduce_rows.py;
+    # products, and sums in float16, run in slabs)
     rows = reductions.PARALLEL_MIN_BYTES // 4 // 64
-    assert plan_by_layout("sum", (rows, 64), f4, 1, 2, (64, 1)) == "slabs"
-    assert plan_by_layout("sum", (rows - 1, 64), f4, 1, 2, (64, 1)) == "numpy"
-    assert plan_by_layout("sum", (rows, 64), f4, 1, 1, (64, 1)) == "numpy"
-    assert plan_by_layout("sum", (rows, 64), np.dtype(np.float16), 1, 2, (64, 1)) == "numpy"
+    assert plan_by_layout("sum", (rows, 64), f4, 1, 2, (64, 1)) == "rows"
+    assert plan_by_layout("prod", (rows, 64), f4, 1, 2, (64, 1)) == "slabs"
+    assert plan_by_layout("prod", (rows - 1, 64), f4, 1, 2, (64, 1)) == "numpy"
+    assert plan_by_layout("prod", (rows, 64), f4, 1, 1, (64, 1)) == "numpy"
+    assert plan_by_layout("sum", (2 * rows, 64), np.dtype(np.float16), 1, 2, (64, 1)) == "numpy"
     assert plan_by_layout("var", (rows, 64), f4, 1, 2, (64, 1)) == "numpy"
     long_rows = reductions.PARALLEL_MIN_BYTES // 4 // 127 + 1
-    assert plan_by_layout("sum", (long_rows, 127), f4, 1, 2, (127, 1)) == "slabs"
-    assert plan_by_layout("sum", (long_rows, 128), f4, 1, 2, (128, 1)) == "slabs"  # long rows
+    assert plan_by_layout("prod", (long_rows, 127), f4, 1, 2, (127, 1)) == "slabs"
+    assert plan_by_layout("prod", (long_rows, 128), f4, 1, 2, (128, 1)) == "slabs"
+    long_rows = reductions.PARALLEL_MIN_BYTES // 8 // 4096 + 1
+    assert plan_by_layout("sum", (long_rows, 4096), np.dtype(np.float64), 1, 2,
+                          (4096, 1)) == "slabs"                         # long rows
     assert plan_by_layout("sum", (64, rows), f4, 1, 2, (1, 64)) == "numpy"  # cut: the inner
     # a mean over channels, (b, c, h, w) viewed as (b, h, w, c): the inner axis w is kept,
     # the cut is along b

@@ -177,8 +177,11 @@ class _FileLock:
 
 
 def _load(key: Key, compile: bool) -> Any:
+    from . import rowsums
     from .loops import runner        # (registers the loops: only where runners load)
 
+    if key[0] == rowsums.FAMILY:     # the reductions' runner (.rowsums), same machinery
+        return rowsums.runner(key[1], key[0], compile=compile)
     return runner(key[1], key[0], compile=compile)
 
 
@@ -343,8 +346,12 @@ def build_everything(parallel: int = 1, load: bool = True, progress=None) -> lis
     called once at the start (name None) and as each runner is ready."""
     import time
 
-    keys = [(family, u) for family in _WARMUP_ORDER for u in UNIT_DTYPES] + [POOL_KEY]
-    names = {key: f"{key[0]}[{UNIT_DTYPES[key[1]].__name__}]" for key in keys}
+    from .rowsums import FAMILY as ROW_SUMS, FLOAT_TOKENS
+
+    keys = [(family, u) for family in _WARMUP_ORDER for u in UNIT_DTYPES] + [POOL_KEY] + \
+        [(ROW_SUMS, u) for u in FLOAT_TOKENS]          # the reductions' runners (.rowsums)
+    tokens = {family: UNIT_DTYPES for family, _ in keys} | {ROW_SUMS: FLOAT_TOKENS}
+    names = {key: f"{key[0]}[{tokens[key[0]][key[1]].__name__}]" for key in keys}
     done: set[Key] = set()
 
     def ready(key: Key) -> None:

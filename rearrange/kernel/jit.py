@@ -64,7 +64,7 @@ UNIT_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 # The modules whose source the compiled runners depend on.
 _KERNEL_SOURCES = ("abi.py", "intrinsics.py", "jit.py", "loops.py", "mailbox.py",
-                   "numba_private.py", "pages.py", "plan.py", "sealed.py")
+                   "numba_private.py", "pages.py", "plan.py", "rowsums.py", "sealed.py")
 
 _build_lock = threading.RLock()
 _built = False
@@ -345,15 +345,20 @@ _runners: dict[tuple, object] = {}
 _compiled_runs: dict[tuple, object] = {}
 
 
-def compile_runner(run, u: int, compile: bool = True):
+def compile_runner(run, u: int, compile: bool = True, token: type | None = None):
     """``run`` compiled for u-byte units: a C-ABI function, called through ctypes (which
     releases the GIL for the call). Loaded from the disk cache when the entry is there;
     else compiled (and saved) — or, with ``compile=False``, None.
 
     ``run`` takes (control block pointer, destination address, source address, iteration
     space pointer, parameters pointer, a unit-typed token); it may call registered
-    functions and the intrinsics."""
-    key = (run, u)
+    functions and the intrinsics. ``token``: the token's numpy type, u bytes wide
+    (default ``UNIT_DTYPES[u]``, an unsigned integer: the copies move bits; the row sums
+    of :mod:`.rowsums` add floats)."""
+    token = UNIT_DTYPES[u] if token is None else token
+    if np.dtype(token).itemsize != u:
+        raise ValueError(f"a {np.dtype(token)} token for {u}-byte units")
+    key = (run, u, token)
     f = _runners.get(key)
     if f is not None:
         return f
@@ -368,7 +373,7 @@ def compile_runner(run, u: int, compile: bool = True):
 
         run.__globals__.update(_bindings)
         i64p = numba.types.CPointer(numba.types.int64)
-        unit = numba.from_dtype(np.dtype(UNIT_DTYPES[u]))
+        unit = numba.from_dtype(np.dtype(token))
         sig = numba.types.void(i64p, numba.types.int64, numba.types.int64, i64p, i64p, unit)
         # One function object (and so one cache index) per unit size.
         clone = types.FunctionType(run.__code__, run.__globals__, run.__name__)
@@ -381,8 +386,7 @@ def compile_runner(run, u: int, compile: bool = True):
         if compiled is None:
             return None
         address, keep = compiled
-        c_unit = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32,
-                  8: ctypes.c_uint64}[u]
+        c_unit = np.ctypeslib.as_ctypes_type(np.dtype(token))
         proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
                                  ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, c_unit)
         _compiled_runs[key] = keep          # keeps the machine code alive
