@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -148,6 +149,20 @@ ROWS_MAX = {np.dtype(np.float32): 2048, np.dtype(np.float64): 64}   # the longes
 ROWS_MIN_LENGTH = 5             # the shortest rows
 ROWS_MIN_BYTES = 1 << 18        # the smallest input
 ROWS_MIN_COUNT = 256            # the fewest rows
+# The compiled maxima and minima over contiguous runs (kernel/rowmax.py; docs/performance.md,
+# "Maxima over runs, compiled"): float32 and float64 (native), inputs of RUNS_MIN_BYTES
+# or more, runs of RUNS_MIN_LENGTH or more (shorter windows are reduced as views), at
+# least RUNS_MIN_OUTPUTS outputs (a whole reduction to one value: partial results).
+RUNS_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+RUNS_MIN_BYTES = 1 << 18
+RUNS_MIN_LENGTH = 16
+RUNS_MIN_OUTPUTS = 2
+# The compiled sums down columns (kernel/rowmax.py, "column-sums"): a sum or mean whose
+# reduced axis lies between kept ones ("b c h w -> b h w"), numpy's order kept (each
+# output from +0.0, the rows added one after the other), on the kernel's threads: where
+# numpy's slabs would run (several threads, PARALLEL_MIN_BYTES or more) and the kept
+# inner run is COLUMNS_MIN_WIDTH elements or more.
+COLUMNS_MIN_WIDTH = 16
 # The reductions combined from partial results, and how.
 _PARTIAL_UFUNCS = {"max": np.maximum, "min": np.minimum, "any": np.logical_or,
                    "all": np.logical_and}
@@ -172,13 +187,24 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
             and math.prod(shape) * dtype.itemsize >= ROWS_MIN_BYTES
             and _contiguous_rows(shape, strides)):
         return "rows"
+    if (reduction in ("sum", "mean") and dtype in RUNS_DTYPES and strides is not None
+            and threads > 1 and math.prod(shape) * dtype.itemsize >= PARALLEL_MIN_BYTES):
+        columns = column_layout(shape, strides, reduced)
+        if columns is not None and columns.width >= COLUMNS_MIN_WIDTH:
+            return "columns"
+    if (reduction in ("max", "min") and dtype in RUNS_DTYPES and strides is not None
+            and math.prod(shape) * dtype.itemsize >= RUNS_MIN_BYTES):
+        layout = run_layout(shape, strides, reduced)
+        if (layout is not None and layout.n >= RUNS_MIN_LENGTH
+                and layout.outputs >= RUNS_MIN_OUTPUTS):
+            return "runs"
     return _plan_without_rows(reduction, shape, dtype, reduced, threads, strides)
 
 
 def _plan_without_rows(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
                        reduced: int, threads: int, strides: tuple[int, ...] | None) -> str:
     """:func:`plan_by_layout`'s choice among numpy's own ways (what runs while the row
-    sums' runner is not ready)."""
+    sums' or the row maxima's runner is not ready)."""
     if not isinstance(reduction, str) or dtype.kind not in "biuf":
         return "numpy"
     kept = shape[:len(shape) - reduced]
@@ -250,6 +276,86 @@ def _contiguous_rows(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return all(strides[a] == shape[b] * strides[b] for a, b in zip(rows, rows[1:]))
 
 
+@dataclass(frozen=True)
+class RunLayout:
+    """A view whose reduced axes are ``count`` runs of ``n`` contiguous elements each
+    output, ``rstride`` elements apart, the outputs' first runs ``ostride`` apart, in
+    the C order of its kept axes (strides in elements)."""
+    outputs: int
+    ostride: int
+    count: int
+    rstride: int
+    n: int
+
+
+def run_layout(shape: tuple[int, ...], strides: tuple[int, ...], reduced: int) -> RunLayout | None:
+    """The view (its last ``reduced`` axes reduced, ``strides`` in elements) as runs
+    (:class:`RunLayout`), or None where it is not one: axes of length 1 dropped, every
+    stride positive; the reduced axes, outermost first, each a whole number of the next
+    (one run of stride-1 elements) but for at most one outer axis (the runs); the kept
+    axes likewise one run of outputs (each a whole number of the next)."""
+    first_reduced = len(shape) - reduced
+    moving = [k for k, n in enumerate(shape) if n > 1]
+    if any(strides[k] <= 0 for k in moving):
+        return None
+    window = [k for k in moving if k >= first_reduced]
+    kept = [k for k in moving if k < first_reduced]
+    if not window or strides[window[-1]] != 1:
+        return None
+    inner = len(window) - 1        # the run: the innermost axes that coalesce
+    while inner > 0 and strides[window[inner - 1]] == shape[window[inner]] * strides[window[inner]]:
+        inner -= 1
+    n = math.prod(shape[k] for k in window[inner:])
+    if inner > 1:
+        return None                 # runs along more than one axis
+    count, rstride = (shape[window[0]], strides[window[0]]) if inner == 1 else (1, n)
+    if any(strides[a] != shape[b] * strides[b] for a, b in zip(kept, kept[1:])):
+        return None
+    outputs = math.prod(shape[k] for k in kept)
+    ostride = strides[kept[-1]] if kept else 0
+    return RunLayout(outputs, ostride, count, rstride, n)
+
+
+@dataclass(frozen=True)
+class ColumnLayout:
+    """A view whose kept axes are ``outer`` rows of ``width`` contiguous outputs each
+    (the outer ones ``outer_stride`` apart) and whose reduced axes are ``rows`` rows
+    ``row_stride`` apart, added by numpy one after the other (strides in elements)."""
+    outer: int
+    outer_stride: int
+    rows: int
+    row_stride: int
+    width: int
+
+
+def column_layout(shape: tuple[int, ...], strides: tuple[int, ...],
+                  reduced: int) -> ColumnLayout | None:
+    """The view (its last ``reduced`` axes reduced, ``strides`` in elements) as columns
+    (:class:`ColumnLayout`), or None: every moving stride positive, numpy's order the
+    flat one (:func:`sum_order`: its inner loop over a kept axis, the reduced rows added
+    in turn), the reduced axes one run of rows (each a whole number of the next), the
+    kept axes a contiguous inner run and at most one outer axis."""
+    moving = [k for k, n in enumerate(shape) if n > 1]
+    if any(strides[k] <= 0 for k in moving) or sum_order(shape, strides, reduced) != "flat":
+        return None
+    first_reduced = len(shape) - reduced
+    window = [k for k in moving if k >= first_reduced]
+    kept = [k for k in moving if k < first_reduced]
+    if not window or not kept or strides[kept[-1]] != 1:
+        return None
+    if any(strides[a] != shape[b] * strides[b] for a, b in zip(window, window[1:])):
+        return None
+    inner = len(kept) - 1
+    while inner > 0 and strides[kept[inner - 1]] == shape[kept[inner]] * strides[kept[inner]]:
+        inner -= 1
+    if inner > 1:
+        return None
+    width = math.prod(shape[k] for k in kept[inner:])
+    outer, outer_stride = (shape[kept[0]], strides[kept[0]]) if inner == 1 else (1, width)
+    return ColumnLayout(outer, outer_stride, shape[window[0]] if len(window) == 1 else
+                        math.prod(shape[k] for k in window), strides[window[-1]], width)
+
+
 def _window_exact(reduction: str, dtype: np.dtype, shape: tuple[int, ...],
                   strides: tuple[int, ...] | None, reduced: int) -> bool:
     """Is a window of this layout reduced as views exactly as numpy reduces it?"""
@@ -314,6 +420,22 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
         summed = _sum_rows(reduction, y, threads)
         if summed is not None:
             return summed
+        strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
+                                      _element_strides(y))
+        if strategy == "numpy":
+            return getattr(y, reduction)(axis=axis)
+    if strategy == "columns":
+        summed = _sum_columns(reduction, y, len(axis), threads)
+        if summed is not None:
+            return summed
+        strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
+                                      _element_strides(y))
+        if strategy == "numpy":
+            return getattr(y, reduction)(axis=axis)
+    if strategy == "runs":
+        extremes = _reduce_runs(reduction, y, len(axis), threads)
+        if extremes is not None:
+            return extremes
         strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
                                       _element_strides(y))
         if strategy == "numpy":
@@ -435,6 +557,69 @@ def _sum_rows(reduction: str, y: np.ndarray, threads: int) -> np.ndarray | None:
         if reduction == "mean":         # as numpy's mean divides its sum
             np.true_divide(sums[lo:hi], np.intp(n), out=sums[lo:hi], casting="unsafe")
     _in_slabs(part, sums.size, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+    return out
+
+
+def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
+                 threads: int) -> np.ndarray | None:
+    """``y``'s maximum or minimum over its last ``reduced`` axes by the compiled row
+    maxima (kernel/rowmax.py), the array numpy's call would return; None — nothing done
+    — when they cannot take it now: not an exact, aligned, native float32/float64
+    ndarray laid out as runs (:func:`run_layout`, checked on the array itself: native
+    code reads it), or the runner not ready (:func:`rearrange.kernel.builds.runner_for`:
+    in the default mode this asks for it, loaded or compiled out of the caller's way).
+
+    Where an output's zeros have both signs, numpy's choice between them depends on the
+    order of its SIMD lanes: the runner flags it, and the whole is numpy's call then."""
+    strides = _element_strides(y)
+    if (type(y) is not np.ndarray or y.dtype not in RUNS_DTYPES or not y.flags.aligned
+            or strides is None or y.size == 0):
+        return None
+    layout = run_layout(y.shape, strides, reduced)
+    kept = y.ndim - reduced
+    if layout is None or kept == 0:        # (a whole reduction is numpy's scalar)
+        return None
+    from .kernel import builds, rowmax
+
+    run = builds.runner_for(rowmax.FAMILY, y.itemsize)
+    if run is None:
+        return None
+    out = np.empty_like(y[(Ellipsis,) + (0,) * (y.ndim - kept)])   # numpy's layout
+    if not out.flags.c_contiguous:
+        return None
+    op = rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN
+    flags = rowmax.reduce_runs(run, out.reshape(-1), y.__array_interface__["data"][0], op,
+                               layout.n, layout.count, layout.rstride, layout.ostride,
+                               threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+    if flags.any():         # zeros of both signs: numpy's SIMD order decides
+        return getattr(y, reduction)(axis=tuple(range(kept, y.ndim)))
+    return out
+
+
+def _sum_columns(reduction: str, y: np.ndarray, reduced: int,
+                 threads: int) -> np.ndarray | None:
+    """``y``'s sum or mean over its last ``reduced`` axes by the compiled column sums
+    (kernel/rowmax.py), the array numpy's call would return; None — nothing done — when
+    they cannot take it now (as :func:`_reduce_runs`: the layout, :func:`column_layout`,
+    checked on the array itself; the runner not ready)."""
+    strides = _element_strides(y)
+    if (type(y) is not np.ndarray or y.dtype not in RUNS_DTYPES or not y.flags.aligned
+            or strides is None or y.size == 0):
+        return None
+    layout = column_layout(y.shape, strides, reduced)
+    if layout is None:
+        return None
+    from .kernel import builds, rowmax
+
+    run = builds.runner_for(rowmax.COLUMN_SUMS, y.itemsize)
+    if run is None:
+        return None
+    out = np.empty_like(y[(Ellipsis,) + (0,) * reduced])     # numpy's layout
+    if not out.flags.c_contiguous:
+        return None
+    rowmax.sum_columns(run, out.reshape(layout.outer, layout.width),
+                       y.__array_interface__["data"][0], layout.rows, layout.width,
+                       layout.row_stride, layout.outer_stride, reduction == "mean", threads)
     return out
 
 

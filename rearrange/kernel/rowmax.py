@@ -1,0 +1,391 @@
+"""Maxima and minima over contiguous runs, compiled: each output the maximum (or minimum)
+of ``count`` runs of ``n`` contiguous float32 or float64 elements, the runs ``rstride``
+elements apart, the outputs' first runs ``ostride`` apart — ``"b c h w -> c"`` (a
+channel: b runs of h * w), ``"b c h w -> b c"`` and ``"b c h w -> b c h"`` (one run an
+output). The value is numpy's ``max`` / ``min`` of the same elements, NaN included.
+
+numpy reduces such a layout through its iterator: one call of its inner loop a run,
+~12% of a per-channel maximum's time at 3136-element runs and most of it at 56; and a
+second thread costs a ThreadPoolExecutor's hand-off (27-45 us measured) and waits for a
+worker the OS wakes late. This runner reads each run as vectors with nothing between
+the runs, on the copy kernel's threads (:func:`.threads.execute`: spinning workers, the
+caller's thread taking what the workers have not), each thread claiming chunks of
+outputs from the control block as the copies' runners do.
+
+Values: every comparison picks one of its operands, a NaN over any number (``x > acc or
+x != x``: LLVM's maxnum would drop the NaN), so the result is numpy's value, and a NaN
+where numpy's is. Signed zeros tie: where an output's extreme is a zero, numpy's result
+(+0.0 or -0.0) depends on the order of its SIMD lanes, which no other order reproduces.
+So an output whose extreme is zero is looked at again: when its zeros are all of one
+sign, that sign is the result (the comparisons picked one of them); when both signs are
+among them the runner flags it, and the caller computes it by numpy's own call
+(:func:`reduce_runs`' caller, rearrange/reductions.py).
+
+The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
+``run(cp, d, s, itp, pp, tok)``, an unsigned-integer token of the unit's width, as the
+pool's workers call runners): ``cp`` the control block (its C_NWORK: the outputs),
+``d`` the first output (written every ``P_DSTRIDE`` elements), ``s`` the first run's first
+element, ``itp`` the parameters (:data:`P_OP` ...), ``pp`` unused. Unit 4 reads float32,
+unit 8 float64. It is cached, loaded and compiled by :mod:`.builds` as the family
+:data:`FAMILY`; nothing here imports numba.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+
+import numpy as np
+
+__all__ = ["FAMILY", "FLOAT_DTYPES", "OP_MAX", "OP_MIN", "runner", "reduce_runs"]
+
+FAMILY = "row-max"
+COLUMN_SUMS = "column-sums"     # the sums (and means) down columns of rows: same module
+# The runner's unit size -> the floats it reads (its token is UNIT_DTYPES' unsigned type).
+FLOAT_DTYPES = {4: np.float32, 8: np.float64}
+OP_MAX, OP_MIN = 0, 1
+# The parameters at itp (int64): the reduction, elements in a run, runs an output, the
+# stride between runs, between the outputs' first runs and between outputs (elements),
+# and the address of one int8 flag an output (set: its zeros have both signs).
+P_OP, P_N, P_COUNT, P_RSTRIDE, P_OSTRIDE, P_DSTRIDE, P_FLAGS = range(7)
+_P_LEN = 7
+# The column sums' parameters: the rows added (the reduced axis), elements in a row
+# (the kept inner axis), elements in a work unit's block, the strides between the rows,
+# between the outer outputs' first rows (input) and between output rows (elements);
+# 1 for a mean.
+(Q_ROWS, Q_WIDTH, Q_BLOCK, Q_ROW_STRIDE, Q_OUTER_STRIDE, Q_OUT_STRIDE, Q_MEAN) = range(7)
+COLUMN_BLOCK_BYTES = 16384      # a work unit's block of an output row (in L1 as it is summed)
+
+# Placeholders: bound by jit.materialise() (the copy kernel's intrinsics, the loops'
+# chunk claims) and by _bind (this module's) before anything is compiled.
+_ld = _st = _ldb = _stb = _home = _claim = _publish = None
+_run_max = _run_min = _float_zero = _narrow = None
+
+
+def _run_row_max(cp, d, s, itp, pp, tok):
+    """One thread's share of the outputs (see the module's docstring)."""
+    op, n, count = itp[P_OP], itp[P_N], itp[P_COUNT]
+    rstride, ostride, dstride, flags = itp[P_RSTRIDE], itp[P_OSTRIDE], itp[P_DSTRIDE], \
+        itp[P_FLAGS]
+    zero = _float_zero(tok)
+    one = op - op + 1
+    chunks = _home(cp)
+    done = op - op
+    while True:
+        lo, hi, chunks = _claim(cp, chunks)
+        if lo >= hi:
+            break
+        for o in range(lo, hi):
+            base = o * ostride
+            if op == OP_MAX:
+                acc = _run_max(s, base, n, tok)
+                for k in range(1, count):
+                    v = _run_max(s, base + k * rstride, n, tok)
+                    if v > acc or v != v:
+                        acc = v
+            else:
+                acc = _run_min(s, base, n, tok)
+                for k in range(1, count):
+                    v = _run_min(s, base + k * rstride, n, tok)
+                    if v < acc or v != v:
+                        acc = v
+            if acc == zero:         # a zero: of which sign, if its zeros have both?
+                positive = False
+                negative = False
+                for k in range(count):
+                    start = base + k * rstride
+                    for i in range(n):
+                        x = _ld(s, start + i, zero)
+                        if x == zero:
+                            if math.copysign(1.0, x) < 0:
+                                negative = True
+                            else:
+                                positive = True
+                    if positive and negative:
+                        break
+                if positive and negative:
+                    _st(flags, o, np.int8(one))
+            _st(d, o * dstride, acc)
+        done += hi - lo
+    _publish(cp, done)
+
+
+def _run_column_sums(cp, d, s, itp, pp, tok):
+    """One thread's share of the column sums (:data:`COLUMN_SUMS`): work unit ``w`` is
+    the block ``w % blocks`` (of ``P_BLOCK`` elements) of the output row ``w // blocks``,
+    summed as numpy sums it: from +0.0, the input's rows added one after the other
+    (``out = 0 + row 0``, ``out += row 1``, ...), each element in the input's type; a
+    mean is then divided as numpy's mean divides (in float64, rounded to the type)."""
+    rows, width, block = itp[Q_ROWS], itp[Q_WIDTH], itp[Q_BLOCK]
+    row_stride, outer_stride, out_stride, mean = itp[Q_ROW_STRIDE], itp[Q_OUTER_STRIDE], \
+        itp[Q_OUT_STRIDE], itp[Q_MEAN]
+    zero = _float_zero(tok)
+    blocks = (width + block - 1) // block
+    divisor = np.float64(rows)
+    chunks = _home(cp)
+    done = rows - rows
+    while True:
+        lo, hi, chunks = _claim(cp, chunks)
+        if lo >= hi:
+            break
+        for w in range(lo, hi):
+            outer = w // blocks
+            first = (w - outer * blocks) * block
+            last = min(width, first + block)
+            into = outer * out_stride
+            source = outer * outer_stride
+            for i in range(first, last):
+                _stb(d, into + i, zero + _ld(s, source + i, zero))
+            for r in range(1, rows):
+                at = source + r * row_stride
+                for i in range(first, last):
+                    _stb(d, into + i, _ldb(d, into + i, zero) + _ld(s, at + i, zero))
+            if mean:
+                for i in range(first, last):
+                    _stb(d, into + i, _narrow(np.float64(_ldb(d, into + i, zero)) / divisor,
+                                              zero))
+        done += hi - lo
+    _publish(cp, done)
+
+
+def runner(u: int, family: str = FAMILY, compile: bool = True):
+    """The row-max (or column-sums) runner for ``u``-byte floats (loaded from the disk
+    cache when it is there): as :func:`.loops.runner`, which :mod:`.builds` calls it in
+    place of."""
+    from . import jit as jit_module      # (looked up per call: tests wrap it)
+
+    if family not in (FAMILY, COLUMN_SUMS):
+        raise ValueError(f"no {family!r} runner here")
+    if u not in FLOAT_DTYPES:
+        raise ValueError(f"no {family!r} runner for {u}-byte units")
+    _bind()
+    return jit_module.compile_runner(_run_row_max if family == FAMILY else _run_column_sums,
+                                     u, compile)
+
+
+_bind_lock = threading.Lock()
+_bound = False          # the intrinsics and chunk claims are bound (by _bind)
+
+
+def _bind() -> None:
+    """Bind the loops' chunk claims (numba's dispatchers, once :func:`.jit.materialise`
+    has wrapped them; numba imported: it raises KernelUnavailable where it cannot be)
+    and this module's intrinsics (:func:`define_run_extremes`) here, once."""
+    global _bound
+    if _bound:
+        return
+    from . import jit as jit_module
+    from . import loops
+
+    jit_module.materialise()
+    with _bind_lock:
+        if not _bound:
+            globals().update(define_run_extremes())
+            globals().update(_home=loops._home, _claim=loops._claim,
+                             _publish=loops._publish)
+            _bound = True
+
+
+def define_run_extremes() -> dict:
+    """The intrinsics the runner reads runs with:
+
+    * ``_run_max(s, start, n, tok)`` / ``_run_min``: the maximum (minimum) of the ``n``
+      floats (float32 for a 4-byte ``tok``, float64 for 8) at address ``s`` + ``start``
+      elements, ``n`` >= 1: four vectors of 64 bytes a step, each lane keeping its own
+      extreme, then the lanes combined and the rest taken one by one. Each step is
+      ``x > acc or x != x ? x : acc`` (``<`` for the minimum): one of its operands, a
+      NaN over anything;
+    * ``_float_zero(tok)``: +0.0 of the float type ``tok``'s width names;
+    * ``_narrow(value, zero)``: a float64 rounded to ``zero``'s type (as numpy casts)."""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    i64 = ir.IntType(64)
+    i32 = ir.IntType(32)
+
+    def float_type(token):
+        return types.float32 if token.bitwidth == 32 else types.float64
+
+    def emit(context, builder, address, start, count, ftype, minimum):
+        scalar = context.get_value_type(ftype)
+        size = ftype.bitwidth // 8
+        width = 64 // size
+        lanes = ir.VectorType(scalar, width)
+        comparison = "<" if minimum else ">"
+
+        def pick(acc, x):           # x if it wins or is NaN, else acc (NaN stays)
+            wins = builder.or_(builder.fcmp_ordered(comparison, x, acc),
+                               builder.fcmp_unordered("uno", x, x))
+            return builder.select(wins, x, acc)
+
+        base = builder.gep(builder.inttoptr(address, scalar.as_pointer()), [start])
+
+        def vector_at(index):
+            return builder.load(builder.bitcast(builder.gep(base, [index]),
+                                                lanes.as_pointer()), align=size)
+
+        entry = builder.block
+        first = builder.load(base, align=size)
+        splat = builder.insert_element(ir.Constant(lanes, ir.Undefined), first,
+                                       ir.Constant(i32, 0))
+        splat = builder.shuffle_vector(splat, splat, ir.Constant(ir.VectorType(i32, width),
+                                                                 [0] * width))
+        step = 4 * width
+        main_end = builder.sub(count, builder.srem(count, ir.Constant(i64, step)))
+        head = builder.append_basic_block("run.head")
+        body = builder.append_basic_block("run.body")
+        combine = builder.append_basic_block("run.combine")
+        vhead = builder.append_basic_block("run.vhead")
+        vbody = builder.append_basic_block("run.vbody")
+        reduce = builder.append_basic_block("run.reduce")
+        thead = builder.append_basic_block("run.thead")
+        tbody = builder.append_basic_block("run.tbody")
+        done = builder.append_basic_block("run.done")
+        builder.branch(head)
+
+        builder.position_at_end(head)       # four vectors a step
+        i = builder.phi(i64)
+        i.add_incoming(ir.Constant(i64, 0), entry)
+        accs = []
+        for _ in range(4):
+            acc = builder.phi(lanes)
+            acc.add_incoming(splat, entry)
+            accs.append(acc)
+        builder.cbranch(builder.icmp_signed("<", i, main_end), body, combine)
+
+        builder.position_at_end(body)
+        for k, acc in enumerate(accs):
+            acc.add_incoming(pick(acc, vector_at(builder.add(i, ir.Constant(i64, k * width)))),
+                             body)
+        i.add_incoming(builder.add(i, ir.Constant(i64, step)), body)
+        builder.branch(head)
+
+        builder.position_at_end(combine)
+        combined = pick(pick(accs[0], accs[1]), pick(accs[2], accs[3]))
+        builder.branch(vhead)
+
+        builder.position_at_end(vhead)      # then one vector a step
+        j = builder.phi(i64)
+        j.add_incoming(i, combine)
+        vacc = builder.phi(lanes)
+        vacc.add_incoming(combined, combine)
+        next_j = builder.add(j, ir.Constant(i64, width))
+        builder.cbranch(builder.icmp_signed("<=", next_j, count), vbody, reduce)
+
+        builder.position_at_end(vbody)
+        vacc.add_incoming(pick(vacc, vector_at(j)), vbody)
+        j.add_incoming(next_j, vbody)
+        builder.branch(vhead)
+
+        builder.position_at_end(reduce)     # the lanes, halved until one is left
+        folded = vacc
+        half = width // 2
+        while half >= 1:
+            upper = builder.shuffle_vector(folded, folded, ir.Constant(
+                ir.VectorType(i32, width), [half + k if k < half else k for k in range(width)]))
+            folded = pick(folded, upper)
+            half //= 2
+        lane = builder.extract_element(folded, ir.Constant(i32, 0))
+        builder.branch(thead)
+
+        builder.position_at_end(thead)      # then the rest, one by one
+        t = builder.phi(i64)
+        t.add_incoming(j, reduce)
+        total = builder.phi(scalar)
+        total.add_incoming(lane, reduce)
+        builder.cbranch(builder.icmp_signed("<", t, count), tbody, done)
+
+        builder.position_at_end(tbody)
+        total.add_incoming(pick(total, builder.load(builder.gep(base, [t]), align=size)),
+                           tbody)
+        t.add_incoming(builder.add(t, ir.Constant(i64, 1)), tbody)
+        builder.branch(thead)
+
+        builder.position_at_end(done)
+        return total
+
+    def make_run(minimum):
+        @intrinsic
+        def run_extreme(typingctx, s, start, n, tok):
+            ftype = float_type(tok)
+            sig = ftype(types.int64, types.int64, types.int64, tok)
+
+            def codegen(context, builder, signature, args):
+                address, first, count, _ = args
+                return emit(context, builder, address, first, count, ftype, minimum)
+            return sig, codegen
+        return run_extreme
+
+    @intrinsic
+    def _float_zero(typingctx, tok):
+        ftype = float_type(tok)
+
+        def codegen(context, builder, signature, args):
+            return ir.Constant(context.get_value_type(ftype), 0.0)
+        return ftype(tok), codegen
+
+    @intrinsic
+    def _narrow(typingctx, value, zero):
+        """``value`` (a float64) rounded to ``zero``'s float type."""
+        def codegen(context, builder, signature, args):
+            target = context.get_value_type(signature.args[1])
+            if signature.args[1].bitwidth == 64:
+                return args[0]
+            return builder.fptrunc(args[0], target)
+        return zero(types.float64, zero), codegen
+
+    return {"_run_max": make_run(False), "_run_min": make_run(True),
+            "_float_zero": _float_zero, "_narrow": _narrow}
+
+
+_Parameters = ctypes.c_int64 * _P_LEN
+_unused: list = []      # [the int64 parameter vector execute() reads (no scratch), its address]
+
+
+def reduce_runs(run, out: np.ndarray, source: int, op: int, n: int, count: int,
+                rstride: int, ostride: int, threads: int) -> np.ndarray:
+    """``out`` (a writeable 1-d view of the outputs, of the runner's float type) =
+    numpy's maxima (``op``: :data:`OP_MAX`) or minima of ``out.size`` outputs by the
+    compiled ``run`` (:func:`runner`) on ``threads`` threads (the kernel's pool): output
+    ``o`` reduces ``count`` runs of ``n`` contiguous elements, run ``k`` at address
+    ``source + (o * ostride + k * rstride) * itemsize`` (strides in elements; the caller
+    vouches for the memory). Returns the flags, one int8 an output: set where the
+    output's zeros have both signs (its value is then the caller's to compute)."""
+    from .threads import execute
+
+    if not _unused:
+        from .abi import P_LEN
+        unused = np.zeros(P_LEN, np.int64)      # (read-only to the runner)
+        _unused.extend((unused, unused.__array_interface__["data"][0]))
+    outputs = out.size
+    flags = np.zeros(outputs, np.int8)
+    params = _Parameters(op, n, count, rstride, ostride, out.strides[0] // out.itemsize,
+                         flags.__array_interface__["data"][0])
+    low = (outputs, max(1, min(threads, outputs)), params, _unused[0], None,
+           ctypes.addressof(params), _unused[1], 1)
+    execute(low, run, out.__array_interface__["data"][0], source, 0)
+    return flags
+
+
+def sum_columns(run, out: np.ndarray, source: int, rows: int, width: int, row_stride: int,
+                outer_stride: int, mean: bool, threads: int) -> None:
+    """``out`` (a writeable C-contiguous (outer, width) array of the runner's float type)
+    = numpy's sums (or means, ``mean``) of ``rows`` rows of ``width`` contiguous elements
+    each, by the compiled column-sums ``run`` on ``threads`` threads: output row ``o``
+    sums the rows at address ``source + (o * outer_stride + r * row_stride) * itemsize``,
+    ``r`` from 0 (strides in elements; the caller vouches for the memory)."""
+    from .threads import execute
+
+    if not _unused:
+        from .abi import P_LEN
+        unused = np.zeros(P_LEN, np.int64)
+        _unused.extend((unused, unused.__array_interface__["data"][0]))
+    outer = out.shape[0]
+    block = max(1, COLUMN_BLOCK_BYTES // out.itemsize)
+    units = outer * -(-width // block)
+    params = _Parameters(rows, width, block, row_stride, outer_stride, width, int(mean))
+    low = (units, max(1, min(threads, units)), params, _unused[0], None,
+           ctypes.addressof(params), _unused[1], 1)
+    execute(low, run, out.__array_interface__["data"][0], source, 0)
