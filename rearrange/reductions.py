@@ -572,8 +572,9 @@ def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
     Where an output's zeros have both signs, numpy's choice between them depends on the
     order of its SIMD lanes: the runner flags it, and the whole is numpy's call then."""
     strides = _element_strides(y)
-    if (type(y) is not np.ndarray or y.dtype not in RUNS_DTYPES or not y.flags.aligned
-            or strides is None or y.size == 0):
+    if (reduction not in ("max", "min") or type(y) is not np.ndarray
+            or y.dtype not in RUNS_DTYPES or not y.flags.aligned or strides is None
+            or y.size == 0):
         return None
     layout = run_layout(y.shape, strides, reduced)
     kept = y.ndim - reduced
@@ -603,8 +604,9 @@ def _sum_columns(reduction: str, y: np.ndarray, reduced: int,
     they cannot take it now (as :func:`_reduce_runs`: the layout, :func:`column_layout`,
     checked on the array itself; the runner not ready)."""
     strides = _element_strides(y)
-    if (type(y) is not np.ndarray or y.dtype not in RUNS_DTYPES or not y.flags.aligned
-            or strides is None or y.size == 0):
+    if (reduction not in ("sum", "mean") or type(y) is not np.ndarray
+            or y.dtype not in RUNS_DTYPES or not y.flags.aligned or strides is None
+            or y.size == 0):
         return None
     layout = column_layout(y.shape, strides, reduced)
     if layout is None:
