@@ -160,8 +160,9 @@ RUNS_MIN_OUTPUTS = 2
 # The compiled sums down columns (kernel/rowmax.py, "column-sums"): a sum or mean whose
 # reduced axis lies between kept ones ("b c h w -> b h w"), numpy's order kept (each
 # output from +0.0, the rows added one after the other), on the kernel's threads: where
-# numpy's slabs would run (several threads, PARALLEL_MIN_BYTES or more) and the kept
-# inner run is COLUMNS_MIN_WIDTH elements or more.
+# numpy's slabs would run (several threads, PARALLEL_MIN_BYTES or more), the kept inner
+# run is COLUMNS_MIN_WIDTH elements or more and the outputs make a work unit a thread
+# at least (a narrow output, "(n c) -> c", is one: numpy's call).
 COLUMNS_MIN_WIDTH = 16
 # The reductions combined from partial results, and how.
 _PARTIAL_UFUNCS = {"max": np.maximum, "min": np.minimum, "any": np.logical_or,
@@ -190,7 +191,8 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
     if (reduction in ("sum", "mean") and dtype in RUNS_DTYPES and strides is not None
             and threads > 1 and math.prod(shape) * dtype.itemsize >= PARALLEL_MIN_BYTES):
         columns = column_layout(shape, strides, reduced)
-        if columns is not None and columns.width >= COLUMNS_MIN_WIDTH:
+        if (columns is not None and columns.width >= COLUMNS_MIN_WIDTH
+                and _column_units(columns, dtype) >= threads):
             return "columns"
     if (reduction in ("max", "min") and dtype in RUNS_DTYPES and strides is not None
             and math.prod(shape) * dtype.itemsize >= RUNS_MIN_BYTES):
@@ -354,6 +356,14 @@ def column_layout(shape: tuple[int, ...], strides: tuple[int, ...],
     outer, outer_stride = (shape[kept[0]], strides[kept[0]]) if inner == 1 else (1, width)
     return ColumnLayout(outer, outer_stride, shape[window[0]] if len(window) == 1 else
                         math.prod(shape[k] for k in window), strides[window[-1]], width)
+
+
+def _column_units(layout: ColumnLayout, dtype: np.dtype) -> int:
+    """The work units the column sums cut ``layout`` into (blocks of output rows: each
+    output's rows are added by one thread, in order)."""
+    from .kernel.rowmax import COLUMN_BLOCK_BYTES        # (numpy only: no numba)
+
+    return layout.outer * -(-layout.width * dtype.itemsize // COLUMN_BLOCK_BYTES)
 
 
 def _window_exact(reduction: str, dtype: np.dtype, shape: tuple[int, ...],

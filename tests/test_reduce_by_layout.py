@@ -103,7 +103,10 @@ def test_the_choice_on_both_sides_of_each_threshold():
     assert plan_by_layout("sum", (64, rows), f4, 1, 2, (1, 64)) == "numpy"  # cut: the inner
     # a mean over channels, (b, c, h, w) viewed as (b, h, w, c): the inner axis w is kept,
     # the cut is along b
-    assert plan_by_layout("mean", (rows // 64, 8, 8, 64), f4, 1, 2, (4096, 8, 1, 64)) == "slabs"
+    # (float32/float64: the compiled column sums, tests/test_reduce_runs.py; others: slabs)
+    assert plan_by_layout("mean", (rows // 64, 8, 8, 64), f4, 1, 2, (4096, 8, 1, 64)) == "columns"
+    assert plan_by_layout("mean", (rows // 64, 8, 8, 64), np.dtype(np.int32), 1, 2,
+                          (4096, 8, 1, 64)) == "slabs"
     # the same bytes with b the innermost axis (the input (c, h, w, b)): a cut along b
     # would cut it
     assert plan_by_layout("mean", (rows // 64, 8, 8, 64), f4, 1, 2,

@@ -329,10 +329,13 @@ def test_partials_on_both_sides_of_the_choice():
     chw = (c * h * w, h * w, w, 1)
     # "b c h w -> c": (c, b, h, w) viewed, b outermost in memory and reduced
     per_channel = ((c, b, h, w), (chw[1], chw[0], chw[2], chw[3]))
-    assert plan_by_layout("max", *per_channel[:1], f4, 3, 2, per_channel[1]) == "partials"
+    # (float32 and float64 maxima over runs are the compiled row maxima's: test_reduce_runs)
+    assert plan_by_layout("max", *per_channel[:1], f4, 3, 2, per_channel[1]) == "runs"
+    i4 = np.dtype(np.int32)
+    assert plan_by_layout("max", *per_channel[:1], i4, 3, 2, per_channel[1]) == "partials"
     assert plan_by_layout("any", *per_channel[:1], f4, 3, 2, per_channel[1]) == "partials"
     assert plan_by_layout("sum", *per_channel[:1], f4, 3, 2, per_channel[1]) == "slabs"
-    assert plan_by_layout("max", *per_channel[:1], f4, 3, 1, per_channel[1]) == "numpy"
+    assert plan_by_layout("max", *per_channel[:1], i4, 3, 1, per_channel[1]) == "numpy"
     # "b c h w -> w" (a kept innermost axis: no slabs) and "b c h w ->" (nothing kept)
     assert plan_by_layout("max", (w, b, c, h), f4, 3, 2, (1, chw[0], chw[1], chw[2])) \
         == "partials"
@@ -343,15 +346,19 @@ def test_partials_on_both_sides_of_the_choice():
     # the outermost reduced axis shorter than the thread count, or the input too small
     assert plan_by_layout("max", (2, 1, 2 * c * h, w), f4, 3, 3,
                           (chw[1], chw[0], chw[2], 1)) != "partials"
-    assert plan_by_layout("max", (c, b, h, 4), f4, 3, 2, (4 * h, c * h * 4, 4, 1)) == "numpy"
+    assert plan_by_layout("max", (c, b, h, 4), i4, 3, 2, (4 * h, c * h * 4, 4, 1)) == "numpy"
 
 
 @pytest.mark.parametrize("reduction", ["max", "min", "any", "all"])
 def test_per_channel_reductions_equal_einops(reduction, two_threads):
+    """Partial results for any and all, and for maxima and minima of integers (float
+    maxima over runs are the compiled row maxima's: tests/test_reduce_runs.py)."""
     rng = np.random.default_rng(9)
     x = rng.random((16, 32, 56, 56), dtype=np.float32)
     x[3, 5, 7, 9] = np.nan
     x[0, 31] = 0.0
+    if reduction in ("max", "min"):
+        x = (np.nan_to_num(x) * 1000).astype(np.int32)
     spy = []
     real = reductions._reduce_in_parts
     try:
