@@ -41,7 +41,8 @@ import numpy as np
 __all__ = ["FAMILY", "FLOAT_DTYPES", "OP_MAX", "OP_MIN", "runner", "reduce_runs"]
 
 FAMILY = "row-max"
-COLUMN_SUMS = "column-sums"     # the sums (and means) down columns of rows: same module
+COLUMN_SUMS = "column-sums"
+PREFETCH_LINES = 16     # cache lines of the next run's head prefetched (1 KiB)     # the sums (and means) down columns of rows: same module
 # The runner's unit size -> the floats it reads (its token is UNIT_DTYPES' unsigned type).
 FLOAT_DTYPES = {4: np.float32, 8: np.float64}
 OP_MAX, OP_MIN = 0, 1
@@ -59,8 +60,8 @@ COLUMN_BLOCK_BYTES = 16384      # a work unit's block of an output row (in L1 as
 
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics, the loops'
 # chunk claims) and by _bind (this module's) before anything is compiled.
-_ld = _st = _ldb = _stb = _home = _claim = _publish = None
-_run_max = _run_min = _float_zero = _narrow = None
+_ld = _st = _ldb = _stb = _prefetch = _home = _claim = _publish = None
+_run_max = _run_min = _float_zero = _narrow = _unit_bytes = None
 
 
 def _run_row_max(cp, d, s, itp, pp, tok):
@@ -69,6 +70,7 @@ def _run_row_max(cp, d, s, itp, pp, tok):
     rstride, ostride, dstride, flags = itp[P_RSTRIDE], itp[P_OSTRIDE], itp[P_DSTRIDE], \
         itp[P_FLAGS]
     zero = _float_zero(tok)
+    unit = _unit_bytes(tok)
     one = op - op + 1
     chunks = _home(cp)
     done = op - op
@@ -76,20 +78,30 @@ def _run_row_max(cp, d, s, itp, pp, tok):
         lo, hi, chunks = _claim(cp, chunks)
         if lo >= hi:
             break
+        # The chunk's runs k of all its outputs, then their runs k + 1, ...: where the
+        # outputs' runs lie side by side ("b c h w -> c"), one stretch of memory at a time.
+        for k in range(count):
+            for o in range(lo, hi):
+                start = o * ostride + k * rstride
+                # the head of the run after this one, where it is not this one's next
+                # lines: the stream's first lines come while this run is read
+                after = start + ostride if o + 1 < hi else lo * ostride + (k + 1) * rstride
+                if (o + 1 < hi and ostride != n) or (o + 1 == hi and k + 1 < count):
+                    for line in range(PREFETCH_LINES):
+                        _prefetch(s + (after * unit) + line * 64)
+                if op == OP_MAX:
+                    v = _run_max(s, start, n, tok)
+                else:
+                    v = _run_min(s, start, n, tok)
+                if k == 0:
+                    _stb(d, o * dstride, v)
+                    continue
+                acc = _ldb(d, o * dstride, zero)   # (one alias scope for the outputs)
+                if (v > acc if op == OP_MAX else v < acc) or v != v:
+                    _stb(d, o * dstride, v)
         for o in range(lo, hi):
             base = o * ostride
-            if op == OP_MAX:
-                acc = _run_max(s, base, n, tok)
-                for k in range(1, count):
-                    v = _run_max(s, base + k * rstride, n, tok)
-                    if v > acc or v != v:
-                        acc = v
-            else:
-                acc = _run_min(s, base, n, tok)
-                for k in range(1, count):
-                    v = _run_min(s, base + k * rstride, n, tok)
-                    if v < acc or v != v:
-                        acc = v
+            acc = _ldb(d, o * dstride, zero)
             if acc == zero:         # a zero: of which sign, if its zeros have both?
                 positive = False
                 negative = False
@@ -106,7 +118,6 @@ def _run_row_max(cp, d, s, itp, pp, tok):
                         break
                 if positive and negative:
                     _st(flags, o, np.int8(one))
-            _st(d, o * dstride, acc)
         done += hi - lo
     _publish(cp, done)
 
@@ -327,6 +338,13 @@ def define_run_extremes() -> dict:
         return ftype(tok), codegen
 
     @intrinsic
+    def _unit_bytes(typingctx, tok):
+        """The width of ``tok``'s type in bytes (an int64 constant)."""
+        def codegen(context, builder, signature, args):
+            return ir.Constant(i64, signature.args[0].bitwidth // 8)
+        return types.int64(tok), codegen
+
+    @intrinsic
     def _narrow(typingctx, value, zero):
         """``value`` (a float64) rounded to ``zero``'s float type."""
         def codegen(context, builder, signature, args):
@@ -337,7 +355,7 @@ def define_run_extremes() -> dict:
         return zero(types.float64, zero), codegen
 
     return {"_run_max": make_run(False), "_run_min": make_run(True),
-            "_float_zero": _float_zero, "_narrow": _narrow}
+            "_float_zero": _float_zero, "_narrow": _narrow, "_unit_bytes": _unit_bytes}
 
 
 _Parameters = ctypes.c_int64 * _P_LEN
