@@ -570,6 +570,24 @@ def _sum_rows(reduction: str, y: np.ndarray, threads: int) -> np.ndarray | None:
     return out
 
 
+_layouts: dict[tuple, Any] = {}      # (function, shape, strides, reduced) -> its layout
+
+
+def _layout_of(function: Callable, y: np.ndarray, strides: tuple[int, ...],
+               reduced: int) -> Any:
+    """``function(y.shape, strides, reduced)`` (:func:`run_layout`, :func:`column_layout`),
+    remembered: it depends on nothing else, and a call repeats its array's layout."""
+    key = (function, y.shape, strides, reduced)
+    try:
+        return _layouts[key]
+    except KeyError:
+        pass
+    if len(_layouts) >= 256:
+        _layouts.clear()
+    layout = _layouts[key] = function(y.shape, strides, reduced)
+    return layout
+
+
 def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
                  threads: int) -> np.ndarray | None:
     """``y``'s maximum or minimum over its last ``reduced`` axes by the compiled row
@@ -580,13 +598,13 @@ def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
     in the default mode this asks for it, loaded or compiled out of the caller's way).
 
     Where an output's zeros have both signs, numpy's choice between them depends on the
-    order of its SIMD lanes: the runner flags it, and the whole is numpy's call then."""
+    order of its SIMD lanes: the runner counts it, and the whole is numpy's call then."""
     strides = _element_strides(y)
     if (reduction not in ("max", "min") or type(y) is not np.ndarray
             or y.dtype not in RUNS_DTYPES or not y.flags.aligned or strides is None
             or y.size == 0):
         return None
-    layout = run_layout(y.shape, strides, reduced)
+    layout = _layout_of(run_layout, y, strides, reduced)
     kept = y.ndim - reduced
     if layout is None or kept == 0:        # (a whole reduction is numpy's scalar)
         return None
@@ -599,10 +617,10 @@ def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
     if not out.flags.c_contiguous:
         return None
     op = rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN
-    flags = rowmax.reduce_runs(run, out.reshape(-1), y.__array_interface__["data"][0], op,
+    mixed = rowmax.reduce_runs(run, out.reshape(-1), y.__array_interface__["data"][0], op,
                                layout.n, layout.count, layout.rstride, layout.ostride,
                                threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
-    if flags.any():         # zeros of both signs: numpy's SIMD order decides
+    if mixed:               # zeros of both signs: numpy's SIMD order decides
         return getattr(y, reduction)(axis=tuple(range(kept, y.ndim)))
     return out
 
@@ -618,7 +636,7 @@ def _sum_columns(reduction: str, y: np.ndarray, reduced: int,
             or y.dtype not in RUNS_DTYPES or not y.flags.aligned or strides is None
             or y.size == 0):
         return None
-    layout = column_layout(y.shape, strides, reduced)
+    layout = _layout_of(column_layout, y, strides, reduced)
     if layout is None:
         return None
     from .kernel import builds, rowmax

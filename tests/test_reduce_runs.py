@@ -84,11 +84,11 @@ def runs_of(draw):
 @example(case=(np.array([[[-0.0, 0.0] * 20]], np.float32), 0), op="max", threads=1)
 @example(case=(np.full((3, 2, 40), -0.0), 1), op="min", threads=2)
 @example(case=(np.array([[[1.0] * 33 + [np.nan]]], np.float64), 0), op="max", threads=1)
-def test_the_runner_takes_numpys_extremes_and_flags_mixed_zeros(runners, case, op, threads):
+def test_the_runner_takes_numpys_extremes_and_counts_mixed_zeros(runners, case, op, threads):
     x, gap = case
     runs = x[:, :, :x.shape[2] - gap]
     out = np.empty(x.shape[0], x.dtype)
-    flags = rowmax.reduce_runs(runners[rowmax.FAMILY, x.itemsize], out,
+    mixed_count = rowmax.reduce_runs(runners[rowmax.FAMILY, x.itemsize], out,
                                x.__array_interface__["data"][0],
                                rowmax.OP_MAX if op == "max" else rowmax.OP_MIN,
                                runs.shape[2], runs.shape[1], x.shape[2], x.shape[1] * x.shape[2],
@@ -98,7 +98,7 @@ def test_the_runner_takes_numpys_extremes_and_flags_mixed_zeros(runners, case, o
     zero = flat == 0
     mixed = ((expected == 0) & (zero & np.signbit(flat)).any(axis=1)
              & (zero & ~np.signbit(flat)).any(axis=1))
-    assert np.array_equal(flags.astype(bool), mixed)
+    assert mixed_count == mixed.sum()
     keep = ~mixed       # numpy's value; where its zeros have one sign, that sign
     _bits_equal(out[keep], expected[keep])
 

@@ -18,7 +18,7 @@ where numpy's is. Signed zeros tie: where an output's extreme is a zero, numpy's
 (+0.0 or -0.0) depends on the order of its SIMD lanes, which no other order reproduces.
 So an output whose extreme is zero is looked at again: when its zeros are all of one
 sign, that sign is the result (the comparisons picked one of them); when both signs are
-among them the runner flags it, and the caller computes it by numpy's own call
+among them the runner counts it, and the caller computes the whole by numpy's own call
 (:func:`reduce_runs`' caller, rearrange/reductions.py).
 
 The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
@@ -38,6 +38,9 @@ import threading
 
 import numpy as np
 
+from .abi import P_LEN
+from .threads import execute
+
 __all__ = ["FAMILY", "FLOAT_DTYPES", "OP_MAX", "OP_MIN", "runner", "reduce_runs"]
 
 FAMILY = "row-max"
@@ -48,8 +51,8 @@ FLOAT_DTYPES = {4: np.float32, 8: np.float64}
 OP_MAX, OP_MIN = 0, 1
 # The parameters at itp (int64): the reduction, elements in a run, runs an output, the
 # stride between runs, between the outputs' first runs and between outputs (elements),
-# and the address of one int8 flag an output (set: its zeros have both signs).
-P_OP, P_N, P_COUNT, P_RSTRIDE, P_OSTRIDE, P_DSTRIDE, P_FLAGS = range(7)
+# and the count of outputs whose zeros have both signs (the runner's, atomically).
+P_OP, P_N, P_COUNT, P_RSTRIDE, P_OSTRIDE, P_DSTRIDE, P_MIXED = range(7)
 _P_LEN = 7
 # The column sums' parameters: the rows added (the reduced axis), elements in a row
 # (the kept inner axis), elements in a work unit's block, the strides between the rows,
@@ -60,15 +63,14 @@ COLUMN_BLOCK_BYTES = 16384      # a work unit's block of an output row (in L1 as
 
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics, the loops'
 # chunk claims) and by _bind (this module's) before anything is compiled.
-_ld = _st = _ldb = _stb = _prefetch = _home = _claim = _publish = None
+_ld = _st = _ldb = _stb = _prefetch = _fetch_add = _home = _claim = _publish = None
 _run_max = _run_min = _float_zero = _narrow = _unit_bytes = None
 
 
 def _run_row_max(cp, d, s, itp, pp, tok):
     """One thread's share of the outputs (see the module's docstring)."""
     op, n, count = itp[P_OP], itp[P_N], itp[P_COUNT]
-    rstride, ostride, dstride, flags = itp[P_RSTRIDE], itp[P_OSTRIDE], itp[P_DSTRIDE], \
-        itp[P_FLAGS]
+    rstride, ostride, dstride = itp[P_RSTRIDE], itp[P_OSTRIDE], itp[P_DSTRIDE]
     zero = _float_zero(tok)
     unit = _unit_bytes(tok)
     one = op - op + 1
@@ -117,7 +119,7 @@ def _run_row_max(cp, d, s, itp, pp, tok):
                     if positive and negative:
                         break
                 if positive and negative:
-                    _st(flags, o, np.int8(one))
+                    _fetch_add(itp, P_MIXED, one)
         done += hi - lo
     _publish(cp, done)
 
@@ -362,30 +364,31 @@ _Parameters = ctypes.c_int64 * _P_LEN
 _unused: list = []      # [the int64 parameter vector execute() reads (no scratch), its address]
 
 
+def _unused_parameters() -> tuple:
+    """The parameter vector :func:`.threads.execute` reads (its scratch size: none) and
+    its address: the runners read theirs at ``itp``, never this one."""
+    if not _unused:
+        unused = np.zeros(P_LEN, np.int64)
+        _unused.extend((unused, unused.__array_interface__["data"][0]))
+    return _unused[0], _unused[1]
+
+
 def reduce_runs(run, out: np.ndarray, source: int, op: int, n: int, count: int,
-                rstride: int, ostride: int, threads: int) -> np.ndarray:
+                rstride: int, ostride: int, threads: int) -> int:
     """``out`` (a writeable 1-d view of the outputs, of the runner's float type) =
     numpy's maxima (``op``: :data:`OP_MAX`) or minima of ``out.size`` outputs by the
     compiled ``run`` (:func:`runner`) on ``threads`` threads (the kernel's pool): output
     ``o`` reduces ``count`` runs of ``n`` contiguous elements, run ``k`` at address
     ``source + (o * ostride + k * rstride) * itemsize`` (strides in elements; the caller
-    vouches for the memory). Returns the flags, one int8 an output: set where the
-    output's zeros have both signs (its value is then the caller's to compute)."""
-    from .threads import execute
-
-    if not _unused:
-        from .abi import P_LEN
-        unused = np.zeros(P_LEN, np.int64)      # (read-only to the runner)
-        _unused.extend((unused, unused.__array_interface__["data"][0]))
+    vouches for the memory). Returns how many outputs' zeros have both signs (their
+    values are then the caller's to compute: 0 in all but such data)."""
     outputs = out.size
-    flags = np.zeros(outputs, np.int8)
-    params = _Parameters(op, n, count, rstride, ostride, out.strides[0] // out.itemsize,
-                         flags.__array_interface__["data"][0])
-    low = (outputs, max(1, min(threads, outputs)), params, _unused[0], None,
-           ctypes.addressof(params), _unused[1], 1)
-    execute(low, run, out.__array_interface__["data"][0], source, 0)
-    return flags
-
+    params = _Parameters(op, n, count, rstride, ostride, out.strides[0] // out.itemsize, 0)
+    unused, unused_address = _unused_parameters()
+    execute((outputs, max(1, min(threads, outputs)), params, unused, None,
+             ctypes.addressof(params), unused_address, 1),
+            run, out.__array_interface__["data"][0], source, 0)
+    return params[P_MIXED]
 
 def sum_columns(run, out: np.ndarray, source: int, rows: int, width: int, row_stride: int,
                 outer_stride: int, mean: bool, threads: int) -> None:
@@ -394,16 +397,11 @@ def sum_columns(run, out: np.ndarray, source: int, rows: int, width: int, row_st
     each, by the compiled column-sums ``run`` on ``threads`` threads: output row ``o``
     sums the rows at address ``source + (o * outer_stride + r * row_stride) * itemsize``,
     ``r`` from 0 (strides in elements; the caller vouches for the memory)."""
-    from .threads import execute
-
-    if not _unused:
-        from .abi import P_LEN
-        unused = np.zeros(P_LEN, np.int64)
-        _unused.extend((unused, unused.__array_interface__["data"][0]))
     outer = out.shape[0]
     block = max(1, COLUMN_BLOCK_BYTES // out.itemsize)
     units = outer * -(-width // block)
     params = _Parameters(rows, width, block, row_stride, outer_stride, width, int(mean))
-    low = (units, max(1, min(threads, units)), params, _unused[0], None,
-           ctypes.addressof(params), _unused[1], 1)
-    execute(low, run, out.__array_interface__["data"][0], source, 0)
+    unused, unused_address = _unused_parameters()
+    execute((units, max(1, min(threads, units)), params, unused, None,
+             ctypes.addressof(params), unused_address, 1),
+            run, out.__array_interface__["data"][0], source, 0)
