@@ -1,16 +1,25 @@
-"""Maxima and minima over contiguous runs, compiled: each output the maximum (or minimum)
-of ``count`` runs of ``n`` contiguous float32 or float64 elements, the runs ``rstride``
-elements apart, the outputs' first runs ``ostride`` apart — ``"b c h w -> c"`` (a
-channel: b runs of h * w), ``"b c h w -> b c"`` and ``"b c h w -> b c h"`` (one run an
-output). The value is numpy's ``max`` / ``min`` of the same elements, NaN included.
+"""The reductions' compiled runners beside the row sums (:mod:`.rowsums`), both run on
+the copy kernel's threads:
 
-numpy reduces such a layout through its iterator: one call of its inner loop a run,
-~12% of a per-channel maximum's time at 3136-element runs and most of it at 56; and a
-second thread costs a ThreadPoolExecutor's hand-off (27-45 us measured) and waits for a
-worker the OS wakes late. This runner reads each run as vectors with nothing between
-the runs, on the copy kernel's threads (:func:`.threads.execute`: spinning workers, the
-caller's thread taking what the workers have not), each thread claiming chunks of
-outputs from the control block as the copies' runners do.
+* **row maxima** (:data:`FAMILY`): each output the maximum (or minimum) of ``count``
+  runs of ``n`` contiguous float32 or float64 elements, the runs ``rstride`` elements
+  apart, the outputs' first runs ``ostride`` apart — ``"b c h w -> c"`` (a channel: b
+  runs of h * w), ``"b c h w -> b c"`` and ``"b c h w -> b c h"`` (one run an output).
+  The value is numpy's ``max`` / ``min`` of the same elements, NaN included;
+* **column sums** (:data:`COLUMN_SUMS`): sums and means whose reduced axis lies between
+  kept ones (``"b c h w -> b h w"``), in numpy's own order: each output from +0.0, the
+  reduced rows added one after the other, each element in the data's type.
+
+numpy reduces these layouts through its iterator (a per-channel maximum: one call of its
+inner loop a run, ~11% of its time at runs of 3136 and most of it at runs of 56), and
+the reductions' slabs and partial results handed their second part to a
+ThreadPoolExecutor (27-45 us a hand-off measured here) with the work cut in halves
+beforehand, so that a worker the OS woke late held the call up. These runners claim
+chunks of outputs from the control block as the copies' runners do, on the kernel's
+pool (:func:`.threads.execute`: spinning workers, the caller's thread taking what the
+workers have not). The row maxima read a chunk's runs ``k`` of all its outputs before
+their runs ``k + 1`` (where the outputs' runs lie side by side, one stretch of memory at
+a time) and prefetch the head of the next run where it does not follow the current one.
 
 Values: every comparison picks one of its operands, a NaN over any number (``x > acc or
 x != x``: LLVM's maxnum would drop the NaN), so the result is numpy's value, and a NaN
@@ -21,13 +30,13 @@ sign, that sign is the result (the comparisons picked one of them); when both si
 among them the runner counts it, and the caller computes the whole by numpy's own call
 (:func:`reduce_runs`' caller, rearrange/reductions.py).
 
-The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
+The runners follow the copy kernel's calling convention (:func:`.jit.compile_runner`:
 ``run(cp, d, s, itp, pp, tok)``, an unsigned-integer token of the unit's width, as the
-pool's workers call runners): ``cp`` the control block (its C_NWORK: the outputs),
-``d`` the first output (written every ``P_DSTRIDE`` elements), ``s`` the first run's first
-element, ``itp`` the parameters (:data:`P_OP` ...), ``pp`` unused. Unit 4 reads float32,
-unit 8 float64. It is cached, loaded and compiled by :mod:`.builds` as the family
-:data:`FAMILY`; nothing here imports numba.
+pool's workers call runners): ``cp`` the control block (its C_NWORK: the work units),
+``d`` the first output, ``s`` the input's first element, ``itp`` the parameters
+(:data:`P_OP` ..., :data:`Q_ROWS` ...), ``pp`` unused. Unit 4 reads float32, unit 8
+float64. They are cached, loaded and compiled by :mod:`.builds` as the families
+:data:`FAMILY` and :data:`COLUMN_SUMS`; nothing here imports numba.
 """
 
 from __future__ import annotations
@@ -41,11 +50,12 @@ import numpy as np
 from .abi import P_LEN
 from .threads import execute
 
-__all__ = ["FAMILY", "FLOAT_DTYPES", "OP_MAX", "OP_MIN", "runner", "reduce_runs"]
+__all__ = ["FAMILY", "COLUMN_SUMS", "FLOAT_DTYPES", "OP_MAX", "OP_MIN", "runner",
+           "reduce_runs", "sum_columns"]
 
 FAMILY = "row-max"
-COLUMN_SUMS = "column-sums"
-PREFETCH_LINES = 16     # cache lines of the next run's head prefetched (1 KiB)     # the sums (and means) down columns of rows: same module
+COLUMN_SUMS = "column-sums"     # the sums (and means) down columns of rows: same module
+PREFETCH_LINES = 16     # cache lines of the next run's head prefetched (1 KiB)
 # The runner's unit size -> the floats it reads (its token is UNIT_DTYPES' unsigned type).
 FLOAT_DTYPES = {4: np.float32, 8: np.float64}
 OP_MAX, OP_MIN = 0, 1
@@ -126,7 +136,7 @@ def _run_row_max(cp, d, s, itp, pp, tok):
 
 def _run_column_sums(cp, d, s, itp, pp, tok):
     """One thread's share of the column sums (:data:`COLUMN_SUMS`): work unit ``w`` is
-    the block ``w % blocks`` (of ``P_BLOCK`` elements) of the output row ``w // blocks``,
+    the block ``w % blocks`` (of ``Q_BLOCK`` elements) of the output row ``w // blocks``,
     summed as numpy sums it: from +0.0, the input's rows added one after the other
     (``out = 0 + row 0``, ``out += row 1``, ...), each element in the input's type; a
     mean is then divided as numpy's mean divides (in float64, rounded to the type)."""
