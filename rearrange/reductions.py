@@ -157,6 +157,10 @@ RUNS_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 RUNS_MIN_BYTES = 1 << 18
 RUNS_MIN_LENGTH = 16
 RUNS_MIN_OUTPUTS = 2
+# At one thread, several runs an output only up to this long: numpy's call per run is
+# what the runner saves (rows of 28-56: 3.5-4.6x), and at runs of 3136 ("b c h w -> c")
+# the runner was 0.96-0.97x numpy's call (one run an output, "-> b c": 1.04-1.16x).
+RUNS_ONE_THREAD_MAX_LENGTH = 256
 # The compiled sums down columns (kernel/rowmax.py, "column-sums"): a sum or mean whose
 # reduced axis lies between kept ones ("b c h w -> b h w"), numpy's order kept (each
 # output from +0.0, the rows added one after the other), on the kernel's threads: where
@@ -198,7 +202,9 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
             and math.prod(shape) * dtype.itemsize >= RUNS_MIN_BYTES):
         layout = run_layout(shape, strides, reduced)
         if (layout is not None and layout.n >= RUNS_MIN_LENGTH
-                and layout.outputs >= RUNS_MIN_OUTPUTS):
+                and layout.outputs >= RUNS_MIN_OUTPUTS
+                and (threads > 1 or layout.count == 1
+                     or layout.n <= RUNS_ONE_THREAD_MAX_LENGTH)):
             return "runs"
     return _plan_without_rows(reduction, shape, dtype, reduced, threads, strides)
 

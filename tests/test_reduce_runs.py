@@ -294,6 +294,15 @@ def test_the_choice_on_both_sides_of_each_threshold():
     assert plan_by_layout("max", (2,) + big[1:], f4, 1, 2, (big[1], 1)) == "runs"
     per_channel = ((64, 32, 56, 56), (3136, 200704, 56, 1))
     assert plan_by_layout("max", per_channel[0], f4, 3, 2, per_channel[1]) == "runs"
+    # one thread: several runs an output only while they are short; one run, any length
+    assert plan_by_layout("max", per_channel[0], f4, 3, 1, per_channel[1]) == "numpy"
+    assert plan_by_layout("max", (64, 32 * 56 * 56), f4, 1, 1, (3136 * 32, 1)) == "runs"
+    short = reductions.RUNS_ONE_THREAD_MAX_LENGTH
+    many = (256, 64, short)
+    assert plan_by_layout("max", many, f4, 2, 1, (short, short * 256, 1)) == "runs"
+    longer = (256, 64, short + 1)
+    assert plan_by_layout("max", longer, f4, 2, 1, (short + 1, (short + 1) * 256, 1)) != "runs"
+    assert plan_by_layout("max", longer, f4, 2, 2, (short + 1, (short + 1) * 256, 1)) == "runs"
     assert plan_by_layout("max", per_channel[0], f4, 3, 2,
                           (3136, 200704, 112, 2)) == "partials"    # not runs: as before
     # columns: sums and means down columns, where numpy's slabs would run
