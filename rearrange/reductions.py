@@ -133,6 +133,19 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 #   elements, 12.5 KB each) or cannot be cut at all (a kept innermost axis,
 #   "b c h w -> w"; a full reduction). Exact: these reductions give the same values in
 #   any order, NaN included (np.maximum propagates it as numpy's max does).
+# * a maximum or minimum of float32 or float64 whose reduced axes are contiguous runs
+#   ("b c h w -> c", "-> b c", "-> b c h": run_layout): the compiled row maxima
+#   (kernel/rowmax.py) on the kernel's pool — chunks of outputs claimed by spinning
+#   workers, where the partials and slabs paid a ThreadPoolExecutor's hand-off (27-45
+#   us) and waited for a late worker's half. numpy's values; an output whose zeros of
+#   both signs tie for its extreme (numpy's sign then follows its SIMD lanes) makes the
+#   whole numpy's call.
+# * a sum or mean of float32 or float64 whose reduced axis lies between kept ones
+#   ("b c h w -> b h w": column_layout): the compiled column sums, numpy's order kept
+#   (each output from +0.0, the reduced rows added one after the other), on the pool.
+#   Both runners: the copy kernel's rules (never compiled in the caller's thread by
+#   default, numpy's way until ready, exact aligned native ndarrays only, the layout
+#   re-checked on the array itself).
 
 WINDOW_MAX = 16               # the most elements in a window reduced as views
 WINDOW_MIN_OUTPUT = 4096      # and the fewest outputs: below, numpy's call is as fast
@@ -179,9 +192,11 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
                    reduced: int, threads: int, strides: tuple[int, ...] | None = None) -> str:
     """How ``reduction`` of a view of ``shape`` whose last ``reduced`` axes are reduced
     runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views),
-    ``"slabs"`` (numpy's call on slabs of the output, in threads) or ``"rows"`` (the
-    compiled row sums, in slabs of rows; numpy's way, as planned without them, while
-    their runner is not ready). Exact numpy arrays only; the choice depends on nothing
+    ``"slabs"`` (numpy's call on slabs of the output, in threads), ``"partials"``
+    (numpy's call on parts of the input, combined), ``"rows"`` (the compiled row sums,
+    in slabs of rows), ``"columns"`` (the compiled column sums) or ``"runs"`` (the
+    compiled row maxima); for the compiled ones numpy's way, as planned without them,
+    while their runner is not ready. Exact numpy arrays only; the choice depends on nothing
     but the arguments (``strides``: the view's, in elements; without them no sum or
     mean is reduced as views or rows)."""
     if not isinstance(reduction, str) or dtype.kind not in "biuf":
