@@ -40,13 +40,13 @@ import time
 import numpy as np
 
 from ..errors import ArgumentTypeError, RearrangeError
-from .abi import (C_CHUNK, C_DONE, C_DST, C_ITER, C_MADVISE, C_NCHUNK, C_NRANGE, C_NWORK,
-                  C_PARAMS, C_POP_END, C_POP_N, C_POP_START, C_POP_STEP, C_RUNNER,
+from .abi import (C_CHUNK, C_DONE, C_DST, C_ITER, C_MADVISE, C_NCHUNK, C_NEXT, C_NRANGE,
+                  C_NWORK, C_PARAMS, C_POP_END, C_POP_N, C_POP_START, C_POP_STEP, C_RUNNER,
                   C_SCRATCH, C_SRC, C_TICKET, C_UNIT, MAILBOX_WORDS, OP_POST, OP_SERVE,
                   OP_SETTLE, OP_STOP, OP_TICKS, P_SCRATCH, RANGES_MAX, ControlBlock)
 from .pages import PAGE, madvise_address
 
-__all__ = ["set_num_threads", "get_num_threads", "execute", "spin_seconds",
+__all__ = ["set_num_threads", "get_num_threads", "execute", "execute_parts", "spin_seconds",
            "set_spin_seconds", "find_pool_runner_with", "CHUNKS_PER_THREAD", "SPIN_SECONDS"]
 
 CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads) each
@@ -159,39 +159,84 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
     taken: a worker that the OS wakes late finds nothing left and touches nothing, so a
     busy machine costs the copy at most its single-thread time, not a wait for a
     descheduled thread. It waits only for chunks a worker has started."""
-    nwork, threads, itv, pv, _, ita, pa, quantum = low
-    ctrl = ControlBlock()
-    ctrl[C_NWORK] = nwork
-    scratch = None
-    if pv[P_SCRATCH]:
-        scratch = _scratch(threads * int(pv[P_SCRATCH]))
-        ctrl[C_SCRATCH] = scratch.__array_interface__["data"][0]
-    if populate_bytes:
-        start = -(-daddr // PAGE) * PAGE
-        end = (daddr + populate_bytes) // PAGE * PAGE
-        if end > start:
-            step = max(POPULATE_STEP_BYTES, -(-(end - start) // (threads * 4)))
-            step = -(-step // POPULATE_STEP_BYTES) * POPULATE_STEP_BYTES
-            ctrl[C_POP_N] = -(-(end - start) // step)
-            ctrl[C_POP_START], ctrl[C_POP_END], ctrl[C_POP_STEP] = start, end, step
-            ctrl[C_MADVISE] = madvise_address()
-    args = (ctrl, daddr, saddr, ita, pa, 0)
+    execute_parts(((low, runner, daddr, saddr, populate_bytes, 0),))
+
+
+def execute_parts(parts, meanwhile=None) -> None:
+    """Run several lowered copies as one job, in one fork-join of the pool: each part is
+    ``(low, runner, daddr, saddr, populate_bytes, nbytes)`` as for :func:`execute`, plus
+    the bytes it moves (0 for a job of one part). The job has the most threads any part
+    was lowered for. Every thread of it runs the parts in turn (the caller's thread and
+    the workers: each part's chunks are claimed from its own control block, linked to
+    the next by C_NEXT), so a thread done with its share of one part goes on to the next
+    without waiting, and the job's only join is at its end. Its work is split by bytes:
+    each part is cut into chunks in proportion to its share of the job's bytes (a job of
+    one part: ``threads * CHUNKS_PER_THREAD`` chunks, as ever), so that a part of any
+    size is shared by whichever threads reach it. ``meanwhile()`` (if given) runs on
+    the calling thread once the workers have the job, before its own share: copies the
+    kernel does not take."""
+    threads = max(part[0][1] for part in parts)
+    total = sum(part[5] for part in parts)
+    chunks = threads * CHUNKS_PER_THREAD
+    scratch_bytes = [-(-threads * int(part[0][3][P_SCRATCH]) // _SCRATCH_ALIGN) *
+                     _SCRATCH_ALIGN for part in parts]
+    scratch = _scratch(sum(scratch_bytes)) if any(scratch_bytes) else None
+    scratch_at = 0 if scratch is None else scratch.__array_interface__["data"][0]
+    steps = []
+    keep: list = [scratch]
+    for (low, runner, daddr, saddr, populate_bytes, nbytes), slot in zip(parts,
+                                                                        scratch_bytes):
+        nwork, _, itv, pv, _, ita, pa, quantum = low
+        ctrl = ControlBlock()
+        ctrl[C_NWORK] = nwork
+        if slot:        # each part its own scratch memory: threads run parts at once
+            ctrl[C_SCRATCH] = scratch_at
+            scratch_at += slot
+        if populate_bytes:
+            _plan_populate(ctrl, daddr, populate_bytes, threads)
+        if threads > 1:
+            share = chunks if len(parts) == 1 or total <= 0 else \
+                max(1, round(chunks * nbytes / total))
+            chunk = -(-nwork // min(nwork, share))
+            chunk = -(-chunk // quantum) * quantum
+            ctrl[C_CHUNK], ctrl[C_NCHUNK] = chunk, -(-nwork // chunk)
+            ctrl[C_NRANGE] = min(threads, RANGES_MAX, ctrl[C_NCHUNK])
+        else:
+            ctrl[C_CHUNK], ctrl[C_NCHUNK], ctrl[C_NRANGE] = nwork, 1, 1
+        if steps:       # the previous part's threads go on to this one
+            steps[-1][1][0][C_NEXT] = ctypes.addressof(ctrl)
+        steps.append((runner, (ctrl, daddr, saddr, ita, pa, 0)))
+        keep.append((itv, pv))
     if threads > 1:
-        chunk = -(-nwork // min(nwork, threads * CHUNKS_PER_THREAD))
-        chunk = -(-chunk // quantum) * quantum
-        ctrl[C_CHUNK], ctrl[C_NCHUNK] = chunk, -(-nwork // chunk)
-        ctrl[C_NRANGE] = min(threads, RANGES_MAX, ctrl[C_NCHUNK])
-        job = _Job(runner, args, (itv, pv, scratch))
+        job = _Job(steps, keep)
         pool = _the_pool()
         posts = pool.submit(job, threads - 1)
-        runner(*args)
+        if meanwhile is not None:
+            meanwhile()
+        for runner, args in steps:
+            runner(*args)
         if posts:
-            pool.settle(posts, ctrl)
-        if ctrl[C_DONE] != nwork:
+            pool.settle(posts, steps[0][1][0])
+        if not job.done():
             _wait(job)
     else:
-        ctrl[C_CHUNK], ctrl[C_NCHUNK], ctrl[C_NRANGE] = nwork, 1, 1
-        runner(*args)
+        if meanwhile is not None:
+            meanwhile()
+        for runner, args in steps:
+            runner(*args)
+
+
+def _plan_populate(ctrl, daddr: int, populate_bytes: int, threads: int) -> None:
+    """The destination's whole pages in [daddr, daddr + populate_bytes) as slices the
+    copy's threads claim (ctrl's C_POP_* fields) and populate before their chunks."""
+    start = -(-daddr // PAGE) * PAGE
+    end = (daddr + populate_bytes) // PAGE * PAGE
+    if end > start:
+        step = max(POPULATE_STEP_BYTES, -(-(end - start) // (threads * 4)))
+        step = -(-step // POPULATE_STEP_BYTES) * POPULATE_STEP_BYTES
+        ctrl[C_POP_N] = -(-(end - start) // step)
+        ctrl[C_POP_START], ctrl[C_POP_END], ctrl[C_POP_STEP] = start, end, step
+        ctrl[C_MADVISE] = madvise_address()
 
 
 _SCRATCH_ALIGN = 4096           # scratch memory starts on a page
@@ -228,16 +273,17 @@ def _wait(job: "_Job") -> None:
 
 
 class _Job:
-    """One multithreaded copy as the pool workers see it. It holds what the runner
-    reads (the control block in ``args``, the iteration space and parameters in
-    ``keep``), so that a worker that starts after the copy has returned still reads
-    valid memory."""
+    """One multithreaded job as the pool workers see it: its copies (``steps``: each a
+    runner and its arguments, the control block first; the blocks are linked by
+    C_NEXT), which every thread runs in turn. It holds what the runners read (the
+    control blocks in the arguments, the iteration spaces, parameters and scratch
+    memory in ``keep``), so that a worker that starts after the job has returned still
+    reads valid memory."""
 
-    __slots__ = ("runner", "args", "keep", "finished")
+    __slots__ = ("steps", "keep", "finished")
 
-    def __init__(self, runner, args, keep):
-        self.runner = runner
-        self.args = args
+    def __init__(self, steps, keep):
+        self.steps = steps
         self.keep = keep
         # Set by a worker from the queue that sees every chunk done; made only when the
         # job is queued (an Event costs 2 us, a tenth of a 10 MiB copy's overhead):
@@ -250,10 +296,18 @@ class _Job:
             self.finished = threading.Event()
         return self
 
+    def done(self) -> bool:
+        """Every work unit of every copy done (and published by its thread)."""
+        for _, args in self.steps:
+            ctrl = args[0]
+            if ctrl[C_DONE] != ctrl[C_NWORK]:
+                return False
+        return True
+
     def work(self) -> None:
-        self.runner(*self.args)
-        ctrl = self.args[0]
-        if ctrl[C_DONE] == ctrl[C_NWORK]:
+        for runner, args in self.steps:
+            runner(*args)
+        if self.done():
             self.finished.set()
 
 
@@ -302,9 +356,11 @@ class _Pool:
         posts = []
         run = self._spinning_runner()
         if run is not None:
-            ctrl = job.args[0]
-            ctrl[C_RUNNER], ctrl[C_UNIT] = self._address(job.runner)
-            ctrl[C_DST], ctrl[C_SRC], ctrl[C_ITER], ctrl[C_PARAMS] = job.args[1:5]
+            for runner, args in job.steps:      # each copy as a posted worker calls it
+                step = args[0]
+                step[C_RUNNER], step[C_UNIT] = self._address(runner)
+                step[C_DST], step[C_SRC], step[C_ITER], step[C_PARAMS] = args[1:5]
+            ctrl = job.steps[0][1][0]           # the first copy's: the post's
             for box in self.box_pointers[:len(self.workers)]:
                 if len(posts) == helpers:
                     break
