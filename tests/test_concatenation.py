@@ -341,22 +341,27 @@ def test_kernel_threshold(n, pattern, numpy):
 def test_the_kernel_copies_parts_from_its_threshold_on(rows, kernel_copies, two_threads,
                                                        monkeypatch):
     """Both sides of the kernel's thresholds for a part (rows into gapped rows): below,
-    numpy's copyto and no kernel call; above, one kernel copy per part. The same result
-    either way, laid out as numpy's concatenate lays it out. (Shapes no other test uses:
-    the lowering, cached, holds the copy function it found.)"""
+    numpy's copyto and no kernel call; above, one kernel copy per part, all in one job
+    of the kernel. The same result either way, laid out as numpy's concatenate lays it
+    out. (Shapes no other test uses: the lowering, cached, holds the copy function it
+    found.)"""
     from rearrange import kernel
 
     x, y = arange(rows, 1283), arange(rows, 509) + 7
-    calls = []
-    original = kernel.copy_into
-    monkeypatch.setattr(kernel, "copy_into",
-                        lambda dst, src, *rest: (calls.append(src.shape),
-                                                 original(dst, src, *rest)))
+    calls, jobs = [], []
+    original, execute_parts = kernel.copy_parts_into, kernel.execute_parts
+    monkeypatch.setattr(kernel, "copy_parts_into",
+                        lambda pairs: (calls.append([src.shape for _, src in pairs]),
+                                       original(pairs)))
+    monkeypatch.setattr(kernel, "execute_parts",
+                        lambda parts, *rest: (jobs.append(len(parts)),
+                                              execute_parts(parts, *rest)))
     result = ra.rearrange((x, y), "a b, a c -> (b + c) a")
     expected = np.concatenate([x.T, y.T])
     assert_same(result, expected)
     assert result.strides == expected.strides
-    assert len(calls) == kernel_copies
+    assert calls == ([[(rows, 1283), (rows, 509)]] if kernel_copies else [])
+    assert jobs == ([kernel_copies] if kernel_copies else [])
     copiers = [part.copier for part in ra.explain([x, y], "a b, a c -> (b + c) a").parts]
     assert copiers == (["kernel"] * 2 if kernel_copies else ["numpy"] * 2)
 
