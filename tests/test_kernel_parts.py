@@ -15,11 +15,11 @@ import pytest
 
 from rearrange import kernel as K
 from rearrange.errors import ArgumentTypeError, RearrangeError
-from rearrange.kernel import plan as kplan
+from rearrange.kernel import abi
 from rearrange.kernel import threads as kthreads
 
-from test_kernel import (THREAD_CONFIGS, random_array, set_everywhere,  # noqa: F401
-                         small_thresholds, threads)
+from test_kernel import (LAYOUTS, THREAD_CONFIGS, _mailbox_state,  # noqa: F401 - fixtures
+                         lone_pool, random_array, set_everywhere, small_thresholds, threads)
 
 FILL = 0xA5
 
@@ -237,3 +237,35 @@ def test_a_subclass_pair_is_numpys_copy(monkeypatch, dispatches):
     for dst in (plain, tagged_dst, other):
         np.testing.assert_array_equal(np.asarray(dst), x.T)
     assert dispatches == [("job", [address(plain), address(other)])]
+
+
+def test_a_spinning_worker_runs_every_copy_of_a_posted_job(lone_pool, monkeypatch):
+    """The worker's side on this thread: posted a job of several copies (different
+    runners, unit sizes and families), its mailbox's serve loop runs each one's runner
+    in turn, following C_NEXT from the first control block to the last, and does every
+    work unit of all of them; then the caller finds nothing left, and every copy is
+    whole."""
+    box = lone_pool.box_pointers[0]
+    run = lone_pool.run_pool
+    submit = lone_pool.submit
+    served = []
+
+    def submit_and_serve(job, helpers):
+        posts = submit(job, helpers)
+        assert len(posts) == 1 and _mailbox_state(lone_pool) == abi.POSTED
+        run(box, abi.OP_SERVE, 1000, None, None, 0)      # runs the job, then sleeps
+        assert _mailbox_state(lone_pool) == abi.ASLEEP
+        served.append([(args[0][abi.C_DONE], args[0][abi.C_NWORK]) for _, args in job.steps])
+        return posts
+
+    lone_pool.submit = submit_and_serve
+    box[abi.M_WORD] = abi.IDLE
+    rng = np.random.default_rng(21)
+    sources = [view(random_array(shape, dtype, rng)) for shape, dtype, view in LAYOUTS]
+    outs = [np.full(src.shape, 7, src.dtype) for src in sources]
+    monkeypatch.setattr(kthreads, "_num_threads", 2)
+    K.copy_parts_into(list(zip(outs, sources)))
+    assert len(served) == 1 and len(served[0]) == len(LAYOUTS)
+    assert all(done == nwork > 0 for done, nwork in served[0])
+    for out, src in zip(outs, sources):
+        assert out.tobytes() == np.ascontiguousarray(src).tobytes()
