@@ -11,7 +11,7 @@ The kernel is a package by stage, each module importing only the ones before it:
   one destination (:mod:`.abi`: the layout of both).
 * :mod:`.threads` — :func:`set_num_threads` / :func:`get_num_threads`,
   :func:`set_spin_seconds` / :func:`spin_seconds` and the pool of worker threads that
-  runs a lowered copy; :mod:`.mailbox` — the compiled side of the pool (workers that
+  runs a lowered copy, or a job of several; :mod:`.mailbox` — the compiled side of the pool (workers that
   spin for their next copy).
 * :mod:`.pages` — what the OS says about a destination's pages (``mincore``) and
   ``madvise``.
@@ -28,7 +28,10 @@ The kernel is a package by stage, each module importing only the ones before it:
   ``np.copyto``, everything else to the compiled kernel once its runner is ready. The
   destination may also be a slice of a C-ordered array (rows with gaps: a concatenation's
   part); the kernel writes such a destination by row copies only (the row variants,
-  planned with the destination's strides), numpy's copy does the rest.
+  planned with the destination's strides), numpy's copy does the rest. And
+  :func:`copy_parts_into`: several copies (a concatenation's parts) by the same rules,
+  those the kernel takes run as one job, one fork-join of the pool
+  (:func:`.threads.execute_parts`).
   ``import rearrange`` loads :mod:`.plan`, :mod:`.threads`, :mod:`.pages`, :mod:`.abi`
   and :mod:`.modes` of the above; the rest (:mod:`.builds`, :mod:`.lowering`,
   :mod:`.loops`, :mod:`.jit`) loads with the first copy that may run compiled loops.

@@ -27,6 +27,11 @@ not taken yet is taken back.
 A destination to populate first (see :mod:`rearrange.kernel`) is cut into slices that
 the copy's threads claim from the same control block before their chunks: its pages
 then fault in parallel.
+
+Several copies (a concatenation's parts) run as one job (:func:`execute_parts`): one
+control block each, linked into a chain, which every thread of the job walks in order,
+taking chunks of each copy as above; a thread done with one copy goes on to the next
+without a join, and the job has one fork-join in all (a copy each had one).
 """
 
 from __future__ import annotations
