@@ -153,7 +153,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     if part is _NUMPY:
         np.copyto(dst, src, casting="no")
     elif part is not None:
-        execute(*part[:5])
+        execute(*part)
 
 
 def copy_parts_into(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
@@ -181,7 +181,7 @@ def copy_parts_into(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
                                                    type(src) is not np.ndarray):
             numpy_pairs.append((dst, src))
         elif part is not None:
-            parts.append(part)
+            parts.append(part + (dst.nbytes,))
 
     def numpy_copies() -> None:
         for dst, src in numpy_pairs:
@@ -202,8 +202,8 @@ _NUMPY = "numpy"
 def _kernel_part(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None, caller: str):
     """Check one copy and plan it: None if there is nothing to copy, _NUMPY if numpy's
     copy makes it, else what the kernel runs — ``(lowering, runner, destination address,
-    source address, bytes to populate first, bytes copied)``, the arguments of
-    :func:`.threads.execute_parts`' parts."""
+    source address, bytes to populate first)``, the arguments of
+    :func:`.threads.execute`."""
     if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
         raise ArgumentTypeError(f"{caller}: dst and src must be numpy arrays, got "
                                 f"{type(dst).__name__} and {type(src).__name__}")
@@ -283,7 +283,7 @@ def _kernel_part(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None, ca
         low = low[1:]
     else:
         low = lower(kernel, daddr % LINE, fresh)
-    return low, run, daddr, saddr, dst.nbytes if populate else 0, dst.nbytes
+    return low, run, daddr, saddr, dst.nbytes if populate else 0
 
 
 # The plan variants whose fresh destinations are populated first and then streamed to

@@ -164,25 +164,41 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
     taken: a worker that the OS wakes late finds nothing left and touches nothing, so a
     busy machine costs the copy at most its single-thread time, not a wait for a
     descheduled thread. It waits only for chunks a worker has started."""
-    execute_parts(((low, runner, daddr, saddr, populate_bytes, 0),))
+    nwork, threads, itv, pv, _, ita, pa, quantum = low
+    ctrl = ControlBlock()
+    ctrl[C_NWORK] = nwork
+    scratch = None
+    if pv[P_SCRATCH]:
+        scratch = _scratch(threads * int(pv[P_SCRATCH]))
+        ctrl[C_SCRATCH] = scratch.__array_interface__["data"][0]
+    if populate_bytes:
+        _plan_populate(ctrl, daddr, populate_bytes, threads)
+    args = (ctrl, daddr, saddr, ita, pa, 0)
+    if threads > 1:
+        _cut_into_chunks(ctrl, nwork, quantum, threads, threads * CHUNKS_PER_THREAD)
+        _fork_join(_Job(((runner, args),), (itv, pv, scratch)), threads)
+    else:
+        ctrl[C_CHUNK], ctrl[C_NCHUNK], ctrl[C_NRANGE] = nwork, 1, 1
+        runner(*args)
 
 
 def execute_parts(parts, meanwhile=None) -> None:
     """Run several lowered copies as one job, in one fork-join of the pool: each part is
-    ``(low, runner, daddr, saddr, populate_bytes, nbytes)`` as for :func:`execute`, plus
-    the bytes it moves (0 for a job of one part). The job has the most threads any part
-    was lowered for. Every thread of it runs the parts in turn (the caller's thread and
-    the workers: each part's chunks are claimed from its own control block, linked to
-    the next by C_NEXT), so a thread done with its share of one part goes on to the next
-    without waiting, and the job's only join is at its end. Its work is split by bytes:
-    each part is cut into chunks in proportion to its share of the job's bytes (a job of
-    one part: ``threads * CHUNKS_PER_THREAD`` chunks, as ever), so that a part of any
-    size is shared by whichever threads reach it. ``meanwhile()`` (if given) runs on
-    the calling thread once the workers have the job, before its own share: copies the
-    kernel does not take."""
+    ``(low, runner, daddr, saddr, populate_bytes, nbytes)``, the arguments of
+    :func:`execute` and the bytes the part moves. The job has the most threads any
+    part was lowered for. Every thread of it runs the parts in turn (the caller's thread
+    and the workers: each part's chunks are claimed from its own control block, linked
+    to the next by C_NEXT), so a thread done with its share of one part goes on to the
+    next without waiting, and the job's only join is at its end. Its work is split by
+    bytes: the job's ``threads * CHUNKS_PER_THREAD`` chunks are dealt to the parts in
+    proportion to their bytes (at least one each), so that a part of any size is shared
+    by whichever threads reach it. ``meanwhile()`` (if given) runs on the calling thread
+    once the workers have the job, before its own share: copies the kernel does not
+    take."""
     threads = max(part[0][1] for part in parts)
     total = sum(part[5] for part in parts)
     chunks = threads * CHUNKS_PER_THREAD
+    # Each part its own scratch memory (a slot per thread): threads run parts at once.
     scratch_bytes = [-(-threads * int(part[0][3][P_SCRATCH]) // _SCRATCH_ALIGN) *
                      _SCRATCH_ALIGN for part in parts]
     scratch = _scratch(sum(scratch_bytes)) if any(scratch_bytes) else None
@@ -194,18 +210,14 @@ def execute_parts(parts, meanwhile=None) -> None:
         nwork, _, itv, pv, _, ita, pa, quantum = low
         ctrl = ControlBlock()
         ctrl[C_NWORK] = nwork
-        if slot:        # each part its own scratch memory: threads run parts at once
+        if slot:
             ctrl[C_SCRATCH] = scratch_at
             scratch_at += slot
         if populate_bytes:
             _plan_populate(ctrl, daddr, populate_bytes, threads)
         if threads > 1:
-            share = chunks if len(parts) == 1 or total <= 0 else \
-                max(1, round(chunks * nbytes / total))
-            chunk = -(-nwork // min(nwork, share))
-            chunk = -(-chunk // quantum) * quantum
-            ctrl[C_CHUNK], ctrl[C_NCHUNK] = chunk, -(-nwork // chunk)
-            ctrl[C_NRANGE] = min(threads, RANGES_MAX, ctrl[C_NCHUNK])
+            share = max(1, round(chunks * nbytes / total)) if total > 0 else chunks
+            _cut_into_chunks(ctrl, nwork, quantum, threads, share)
         else:
             ctrl[C_CHUNK], ctrl[C_NCHUNK], ctrl[C_NRANGE] = nwork, 1, 1
         if steps:       # the previous part's threads go on to this one
@@ -213,22 +225,39 @@ def execute_parts(parts, meanwhile=None) -> None:
         steps.append((runner, (ctrl, daddr, saddr, ita, pa, 0)))
         keep.append((itv, pv))
     if threads > 1:
-        job = _Job(steps, keep)
-        pool = _the_pool()
-        posts = pool.submit(job, threads - 1)
-        if meanwhile is not None:
-            meanwhile()
-        for runner, args in steps:
-            runner(*args)
-        if posts:
-            pool.settle(posts, steps[0][1][0])
-        if not job.done():
-            _wait(job)
+        _fork_join(_Job(steps, keep), threads, meanwhile)
     else:
         if meanwhile is not None:
             meanwhile()
         for runner, args in steps:
             runner(*args)
+
+
+def _cut_into_chunks(ctrl, nwork: int, quantum: int, threads: int, chunks: int) -> None:
+    """A copy's ``nwork`` work units as about ``chunks`` chunks (each a multiple of
+    ``quantum`` units), in one range of chunks per thread (ctrl's C_CHUNK, C_NCHUNK,
+    C_NRANGE)."""
+    chunk = -(-nwork // min(nwork, chunks))
+    chunk = -(-chunk // quantum) * quantum
+    ctrl[C_CHUNK], ctrl[C_NCHUNK] = chunk, -(-nwork // chunk)
+    ctrl[C_NRANGE] = min(threads, RANGES_MAX, ctrl[C_NCHUNK])
+
+
+def _fork_join(job: "_Job", threads: int, meanwhile=None) -> None:
+    """Hand ``job`` to ``threads - 1`` pool workers, run its copies on this thread too
+    (after ``meanwhile()``, if given), and return once every work unit is done: posts
+    the workers have not taken are taken back, those taken waited for, and chunks of
+    workers from the queue waited for only if they are not done yet."""
+    pool = _the_pool()
+    posts = pool.submit(job, threads - 1)
+    if meanwhile is not None:
+        meanwhile()
+    for runner, args in job.steps:
+        runner(*args)
+    if posts:
+        pool.settle(posts, job.steps[0][1][0])
+    if not job.done():
+        _wait(job)
 
 
 def _plan_populate(ctrl, daddr: int, populate_bytes: int, threads: int) -> None:
