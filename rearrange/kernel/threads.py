@@ -190,14 +190,17 @@ def execute_parts(parts, meanwhile=None) -> None:
     and the workers: each part's chunks are claimed from its own control block, linked
     to the next by C_NEXT), so a thread done with its share of one part goes on to the
     next without waiting, and the job's only join is at its end. Its work is split by
-    bytes: the job's ``threads * CHUNKS_PER_THREAD`` chunks are dealt to the parts in
-    proportion to their bytes (at least one each), so that a part of any size is shared
-    by whichever threads reach it. ``meanwhile()`` (if given) runs on the calling thread
+    bytes: the job's ``threads * CHUNKS_PER_THREAD`` chunks per part (parts of one size:
+    each cut as a copy of its own is) are dealt to the parts in proportion to their
+    bytes, at least one each, so that a part of any size is shared by whichever threads
+    reach it, and the last chunks, which the threads may wait on, stay short (one job
+    against a copy each, two 8 MiB parts, quiet machine: 0.99-1.01x with as many
+    chunks in all as one copy has, 1.01-1.03x with this many). ``meanwhile()`` (if given) runs on the calling thread
     once the workers have the job, before its own share: copies the kernel does not
     take."""
     threads = max(part[0][1] for part in parts)
     total = sum(part[5] for part in parts)
-    chunks = threads * CHUNKS_PER_THREAD
+    chunks = threads * CHUNKS_PER_THREAD * len(parts)
     # Each part its own scratch memory (a slot per thread): threads run parts at once.
     scratch_bytes = [-(-threads * int(part[0][3][P_SCRATCH]) // _SCRATCH_ALIGN) *
                      _SCRATCH_ALIGN for part in parts]
