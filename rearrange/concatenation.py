@@ -19,11 +19,12 @@ known length: the piece is broadcast over them, as einx does).
   of its piece — a view wherever strides allow, as for any rearrange.
 * An output with ``+`` is one new array: each piece is written, rearranged, straight
   into its slice of it — one copy per part, never an intermediate. On numpy the copy
-  kernel does it (:func:`rearrange.kernel.copy_into`): into a slice that is one block,
-  or whose rows have gaps (an axis concatenated inside another), by row copies; a piece
-  that must be transposed into rows with gaps goes through a buffer (the kernel's
-  transpose, then its rows); copies under the kernel's thresholds are numpy's
-  ``copyto``. On torch in plain eager without grad: ``empty`` and a copy into each
+  kernel does it, every part in one job (:func:`rearrange.kernel.copy_parts_into`: one
+  fork-join of its threads, the work split over them by bytes): into a slice that is
+  one block, or whose rows have gaps (an axis concatenated inside another), by row
+  copies; a piece that must be transposed into rows with gaps goes through a buffer
+  (the kernel's transposes into the buffers, one job, then their rows with the other
+  parts); copies under the kernel's thresholds are numpy's ``copyto``. On torch in plain eager without grad: ``empty`` and a copy into each
   slice (the kernel where :func:`~rearrange.backends._torch.kernel_may_copy` allows,
   else ``copy_``); under autograd, transforms or tracing: ``torch.cat`` of the
   rearranged pieces. dask and array-API arrays: their ``concatenate``.
@@ -1088,7 +1089,7 @@ def _numpy_concatenation(parts: list[Part], shape: tuple[int, ...], plan: Notati
     """One concatenated output: a new array in the plan's layout (C order, or its axes
     in the inputs' memory order: the output a transposed view of it), each part's piece
     copied into its slice, both taken in the slice's memory order."""
-    from .kernel import copy_into
+    from .kernel import copy_parts_into
 
     layout = plan.layout_of(parts[0].output)
     buffer_shape = layout.buffer_shape(shape)
@@ -1112,6 +1113,8 @@ def _numpy_concatenation(parts: list[Part], shape: tuple[int, ...], plan: Notati
             out = empty(shape, dtype=dtype)
         else:
             out = empty(buffer_shape, dtype=dtype).transpose(inverse)
+        into_buffers = []       # staged parts' transposing copies, each into a buffer
+        into_slices = []        # the kernel's copies into the slices: one job
         for (source, src_of, broadcast, split, leaf_shape, index, copier, copy_order,
              memory_shape) in steps:
             src = src_of(arrays[source])
@@ -1126,11 +1129,18 @@ def _numpy_concatenation(parts: list[Part], shape: tuple[int, ...], plan: Notati
             if copy_order:                          # both in the slice's memory order
                 dst, src = dst.transpose(copy_order), src.transpose(copy_order)
             if copier == "kernel":
-                copy_into(dst, src)
+                into_slices.append((dst, src))
             else:   # staged: a transposing copy into a buffer, then rows into the gaps
                 buffer = empty(memory_shape if copy_order else leaf_shape, dtype)
-                copy_into(buffer, src)
-                copy_into(dst, buffer)
+                into_buffers.append((buffer, src))
+                into_slices.append((dst, buffer))
+        # Every part in one fork-join of the kernel's threads (the buffers first: their
+        # rows are parts' sources), each part copied once, by the kernel where its rules
+        # take it (else numpy's copy, as copy_into would).
+        if into_buffers:
+            copy_parts_into(into_buffers)
+        if into_slices:
+            copy_parts_into(into_slices)
         return out
     return make
 

@@ -341,24 +341,99 @@ def test_kernel_threshold(n, pattern, numpy):
 def test_the_kernel_copies_parts_from_its_threshold_on(rows, kernel_copies, two_threads,
                                                        monkeypatch):
     """Both sides of the kernel's thresholds for a part (rows into gapped rows): below,
-    numpy's copyto and no kernel call; above, one kernel copy per part. The same result
-    either way, laid out as numpy's concatenate lays it out. (Shapes no other test uses:
-    the lowering, cached, holds the copy function it found.)"""
+    numpy's copyto and no kernel call; above, one kernel copy per part, all in one job
+    of the kernel. The same result either way, laid out as numpy's concatenate lays it
+    out. (Shapes no other test uses: the lowering, cached, holds the copy function it
+    found.)"""
     from rearrange import kernel
 
     x, y = arange(rows, 1283), arange(rows, 509) + 7
-    calls = []
-    original = kernel.copy_into
-    monkeypatch.setattr(kernel, "copy_into",
-                        lambda dst, src, *rest: (calls.append(src.shape),
-                                                 original(dst, src, *rest)))
+    calls, jobs = [], []
+    original, execute_parts = kernel.copy_parts_into, kernel.execute_parts
+    monkeypatch.setattr(kernel, "copy_parts_into",
+                        lambda pairs: (calls.append([src.shape for _, src in pairs]),
+                                       original(pairs)))
+    monkeypatch.setattr(kernel, "execute_parts",
+                        lambda parts, *rest: (jobs.append(len(parts)),
+                                              execute_parts(parts, *rest)))
     result = ra.rearrange((x, y), "a b, a c -> (b + c) a")
     expected = np.concatenate([x.T, y.T])
     assert_same(result, expected)
     assert result.strides == expected.strides
-    assert len(calls) == kernel_copies
+    assert calls == ([[(rows, 1283), (rows, 509)]] if kernel_copies else [])
+    assert jobs == ([kernel_copies] if kernel_copies else [])
     copiers = [part.copier for part in ra.explain([x, y], "a b, a c -> (b + c) a").parts]
     assert copiers == (["kernel"] * 2 if kernel_copies else ["numpy"] * 2)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("pattern, inputs, numpy", [
+    # two parts the kernel takes (rows into gapped rows, at two threads), one under its
+    # thresholds, one of another dtype (promoted: numpy's copyto casts it)
+    ("a b, a c, a d, a e -> (b + c + d + e) a",
+     lambda a: [((a, 512), np.float64), ((a, 384), np.float64), ((a, 3), np.float64),
+                ((a, 40), np.float32)],
+     lambda *xs: np.concatenate([x.T for x in xs])),
+    # inputs that disagree: a C-ordered output, the first part a transpose (the kernel's
+    # at any thread count), the second one block (numpy's memcpy on one thread)
+    ("a b, c a -> (b + c) a", lambda a: [((a // 4, 700), np.float32),
+                                        ((1100, a // 4), np.float32)],
+     lambda x, y: np.concatenate([x.T, y])),
+    # many parts of different sizes, each one block of a C-ordered output
+    ("b a, c a, d a, e a, f a -> (b + c + d + e + f) a",
+     lambda a: [((n, a // 2), np.float32) for n in (1500, 700, 2, 2100, 33)],
+     lambda *xs: np.concatenate(xs)),
+], ids=["rows-mixed", "transpose-and-block", "many-blocks"])
+def test_the_parts_the_kernel_copies_are_one_job(pattern, inputs, numpy, threads,
+                                                 monkeypatch):
+    """The parts explain gives the kernel go to it in one call, those its rules take
+    copied in one job (one fork-join of its threads: a lone part is a plain copy), the
+    others by numpy's copy, each part once; the result is numpy's concatenate's and
+    einx's, in numpy's memory order, the inputs untouched. (Shapes of their own per
+    thread count: a concatenation's lowering, cached, holds the copy function it
+    found.)"""
+    from rearrange import kernel
+
+    monkeypatch.setattr(kernel.threads, "_num_threads", threads)
+    inputs = inputs(2048 + 4 * threads)
+    rng = np.random.default_rng(len(inputs))
+    arrays = [rng.random(shape).astype(dtype) for shape, dtype in inputs]
+    before = [a.copy() for a in arrays]
+    dtype = np.result_type(*arrays)
+    plan = ra.explain(arrays, pattern)
+    kernel_parts = [(part.leaf_shape, arrays[k].dtype) for k, part in enumerate(plan.parts)
+                    if part.copier == "kernel" and arrays[k].dtype == dtype]
+    staged = [part for part in plan.parts if part.copier == "staged"]
+    assert not staged
+    calls, jobs, lone = [], [], []
+    original = kernel.copy_parts_into
+    execute, execute_parts = kernel.execute, kernel.execute_parts
+    monkeypatch.setattr(kernel, "copy_parts_into",
+                        lambda pairs: (calls.append([src.shape for _, src in pairs]),
+                                       original(pairs)))
+    monkeypatch.setattr(kernel, "execute_parts",
+                        lambda parts, *rest: (jobs.append(len(parts)),
+                                              execute_parts(parts, *rest)))
+    monkeypatch.setattr(kernel, "execute",
+                        lambda *args: (lone.append(args[2]), execute(*args)))
+    got = ra.rearrange(arrays, pattern)
+    expected = numpy(*arrays)
+    assert_same(got, expected)
+    assert_same(got, einx_rearrange(pattern, *arrays))
+    if not pattern.startswith("a b, c a"):      # (inputs that disagree: C order)
+        assert got.strides == expected.strides  # numpy's memory order
+    for a, b in zip(arrays, before):
+        np.testing.assert_array_equal(a, b)
+    # (each part copied in its slice's memory order: compared by size)
+    copied = [int(np.prod(shape)) for shape, _ in kernel_parts]
+    assert [[int(np.prod(s)) for s in call] for call in calls] == \
+        ([copied] if copied else [])
+    # The kernel's rules (copy_into's) decide which of those it copies: all of them in
+    # one run, a job (or a lone copy when it takes one).
+    taken = sum(jobs) + len(lone)
+    assert len(jobs) + len(lone) == (1 if taken else 0) and len(lone) <= 1
+    assert taken == {"a b, a c": (0, 2), "a b, c a": (1, 2), "b a, c a": (0, 3)}[
+        pattern[:8]][threads - 1]       # at one thread rows and memcpys are numpy's
 
 
 def test_dtypes_promote_as_numpy():

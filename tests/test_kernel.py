@@ -1030,7 +1030,7 @@ def test_a_post_is_run_by_the_spinning_worker(lone_pool) -> None:
         assert len(posts) == 1 and _mailbox_state(lone_pool) == abi.POSTED
         run(box, abi.OP_SERVE, 1000, None, None, 0)      # runs the job, then sleeps
         assert _mailbox_state(lone_pool) == abi.ASLEEP
-        ctrl = job.args[0]
+        ctrl = job.steps[0][1][0]           # the job's one copy: its control block
         assert ctrl[abi.C_DONE] == ctrl[abi.C_NWORK]
         return posts
 

@@ -47,7 +47,8 @@ def test_a_concatenation_of_two_transposed_inputs_is_one_kernel_copy_per_input(
     """Each input is copied once, by the kernel, straight into its slice of the output,
     which is laid out as the inputs are (numpy's concatenate, order 'K'): a transposed
     input is not transposed in memory, its rows go to the output's rows (with gaps
-    between them where the concatenation axis is the innermost in memory)."""
+    between them where the concatenation axis is the innermost in memory). Both copies
+    are one job of the kernel: one fork-join of its threads."""
     x = np.random.default_rng(0).random((1024, 1280), dtype=np.float32)
     y = np.random.default_rng(1).random((1024, 640), dtype=np.float32)
     if pattern.startswith("b a"):
@@ -60,11 +61,15 @@ def test_a_concatenation_of_two_transposed_inputs_is_one_kernel_copy_per_input(
         assert all("(inner-contiguous, into rows with gaps)" in line for line in parts)
     elif transposed:
         assert all("(contiguous-memcpy)" in line for line in parts)
-    calls = []
-    original = kernel.copy_into
-    monkeypatch.setattr(kernel, "copy_into",
-                        lambda dst, src, *rest: (calls.append((src.shape, dst.strides)),
-                                                 original(dst, src, *rest)))
+    calls, jobs = [], []
+    original, execute_parts = kernel.copy_parts_into, kernel.execute_parts
+    monkeypatch.setattr(kernel, "copy_parts_into",
+                        lambda pairs: (calls.extend((src.shape, dst.strides)
+                                                    for dst, src in pairs),
+                                       original(pairs)))
+    monkeypatch.setattr(kernel, "execute_parts",      # what the kernel itself runs
+                        lambda parts, *rest: (jobs.append([part[5] for part in parts]),
+                                              execute_parts(parts, *rest)))
     got = ra.rearrange((x, y), pattern)
     expected = {"a b, a c -> (b + c) a": lambda: np.concatenate([x.T, y.T]),
                 "b a, c a -> a (b + c)": lambda: np.concatenate([x.T, y.T], 1),
@@ -76,6 +81,7 @@ def test_a_concatenation_of_two_transposed_inputs_is_one_kernel_copy_per_input(
         assert calls == [((1024, 1280), (1920 * 4, 4)), ((1024, 640), (1920 * 4, 4))]
     else:                                       # each input one block, in its order
         assert calls == [((1280, 1024), (4096, 4)), ((640, 1024), (4096, 4))]
+    assert jobs == [[x.nbytes, y.nbytes]]       # one job: both inputs, by the kernel
 
 
 @pytest.mark.parametrize("op, pattern, shapes, extra", EVERY_OP, ids=IDS)

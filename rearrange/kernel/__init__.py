@@ -11,7 +11,7 @@ The kernel is a package by stage, each module importing only the ones before it:
   one destination (:mod:`.abi`: the layout of both).
 * :mod:`.threads` — :func:`set_num_threads` / :func:`get_num_threads`,
   :func:`set_spin_seconds` / :func:`spin_seconds` and the pool of worker threads that
-  runs a lowered copy; :mod:`.mailbox` — the compiled side of the pool (workers that
+  runs a lowered copy, or a job of several; :mod:`.mailbox` — the compiled side of the pool (workers that
   spin for their next copy).
 * :mod:`.pages` — what the OS says about a destination's pages (``mincore``) and
   ``madvise``.
@@ -28,7 +28,10 @@ The kernel is a package by stage, each module importing only the ones before it:
   ``np.copyto``, everything else to the compiled kernel once its runner is ready. The
   destination may also be a slice of a C-ordered array (rows with gaps: a concatenation's
   part); the kernel writes such a destination by row copies only (the row variants,
-  planned with the destination's strides), numpy's copy does the rest.
+  planned with the destination's strides), numpy's copy does the rest. And
+  :func:`copy_parts_into`: several copies (a concatenation's parts) by the same rules,
+  those the kernel takes run as one job, one fork-join of the pool
+  (:func:`.threads.execute_parts`).
   ``import rearrange`` loads :mod:`.plan`, :mod:`.threads`, :mod:`.pages`, :mod:`.abi`
   and :mod:`.modes` of the above; the rest (:mod:`.builds`, :mod:`.lowering`,
   :mod:`.loops`, :mod:`.jit`) loads with the first copy that may run compiled loops.
@@ -46,6 +49,8 @@ stream past the caches. Each was the fastest way for its case here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..caching import CacheLevel
@@ -54,13 +59,14 @@ from .modes import get_jit_mode, set_jit_mode
 from .pages import untouched
 from .plan import (LINE, NONTEMPORAL_MIN_BYTES, CopyKernel, dst_rows_with_gaps, lowbit,
                    plan_aligned, plan_copy)
-from .threads import (execute, find_pool_runner_with, get_num_threads, set_num_threads,
-                      set_spin_seconds, spin_seconds)
+from .threads import (execute, execute_parts, find_pool_runner_with, get_num_threads,
+                      set_num_threads, set_spin_seconds, spin_seconds)
 
 __all__ = [
     "CopyKernel",
     "plan_copy",
     "copy_into",
+    "copy_parts_into",
     "set_num_threads",
     "get_num_threads",
     "set_spin_seconds",
@@ -143,14 +149,69 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
     >>> bool((out == x.T).all())
     True
     """
+    part = _kernel_part(dst, src, kernel, "copy_into")
+    if part is _NUMPY:
+        np.copyto(dst, src, casting="no")
+    elif part is not None:
+        execute(*part)
+
+
+def copy_parts_into(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Write each ``(dst, src)`` pair as :func:`copy_into` would (the same rules, checks
+    and plans: a pair the kernel does not take — small, object dtype, runner not ready,
+    a copy into rows with gaps that is not a row copy — is numpy's copy), with every
+    copy the kernel takes run as one job: one fork-join of the pool for all of them (a
+    concatenation's parts), its work split over the threads by bytes, the calling
+    thread's share included; numpy's copies run on the calling thread while the workers
+    start on the kernel's. The pairs' destinations must not overlap each other or any
+    source. A pair of numpy subclasses is numpy's copy (the kernel copies exact
+    ndarrays only).
+
+    >>> import numpy as np
+    >>> x, y = np.arange(12.0).reshape(3, 4), np.arange(6.0).reshape(3, 2)
+    >>> out = np.empty((6, 3))
+    >>> copy_parts_into([(out[:4], x.T), (out[4:], y.T)])
+    >>> bool((out == np.concatenate([x.T, y.T])).all())
+    True
+    """
+    parts, numpy_pairs = [], []
+    for dst, src in pairs:
+        part = _kernel_part(dst, src, None, "copy_parts_into")
+        if part is _NUMPY or part is not None and (type(dst) is not np.ndarray or
+                                                   type(src) is not np.ndarray):
+            numpy_pairs.append((dst, src))
+        elif part is not None:
+            parts.append(part + (dst.nbytes,))
+
+    def numpy_copies() -> None:
+        for dst, src in numpy_pairs:
+            np.copyto(dst, src, casting="no")
+    if not parts:
+        numpy_copies()
+    elif len(parts) == 1:       # one copy: exactly copy_into's
+        execute(*parts[0][:5])
+        numpy_copies()
+    else:
+        execute_parts(parts, numpy_copies if numpy_pairs else None)
+
+
+# What _kernel_part returns for a copy that is numpy's.
+_NUMPY = "numpy"
+
+
+def _kernel_part(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None, caller: str):
+    """Check one copy and plan it: None if there is nothing to copy, _NUMPY if numpy's
+    copy makes it, else what the kernel runs — ``(lowering, runner, destination address,
+    source address, bytes to populate first)``, the arguments of
+    :func:`.threads.execute`."""
     if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
-        raise ArgumentTypeError(f"copy_into: dst and src must be numpy arrays, got "
+        raise ArgumentTypeError(f"{caller}: dst and src must be numpy arrays, got "
                                 f"{type(dst).__name__} and {type(src).__name__}")
     if dst.shape != src.shape or dst.dtype != src.dtype:
-        raise RearrangeError(f"copy_into: dst {dst.shape} {dst.dtype} does not match "
+        raise RearrangeError(f"{caller}: dst {dst.shape} {dst.dtype} does not match "
                              f"src {src.shape} {src.dtype}")
     if not dst.flags.writeable:
-        raise RearrangeError("copy_into: dst must be writeable")
+        raise RearrangeError(f"{caller}: dst must be writeable")
     dtype = src.dtype
     # Native code runs only on a plan made for this very source and destination: a plan
     # handed in for another shape, stride or item size (a stale cache entry, a caller's
@@ -163,7 +224,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
         gaps = dst.strides
         signature = (src.shape, src.strides, dtype.itemsize, gaps)
     else:
-        raise RearrangeError("copy_into: dst must be C-contiguous or a slice of a "
+        raise RearrangeError(f"{caller}: dst must be C-contiguous or a slice of a "
                              f"C-ordered array (rows with gaps); got strides {dst.strides}")
     if kernel is None or kernel.source != signature:
         kind = "O" if dtype.hasobject else dtype.kind
@@ -179,10 +240,9 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
         else:
             _counts[0] += 1
     if kernel.variant == "numpy" or dtype.hasobject:
-        np.copyto(dst, src, casting="no")
-        return
+        return _NUMPY
     if kernel.variant == "empty":
-        return
+        return None
     saddr = src.__array_interface__["data"][0]
     daddr = dst.__array_interface__["data"][0]
     aligned = not (saddr | daddr) % kernel.unit_bytes
@@ -190,17 +250,14 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
         kernel = plan_aligned(src.shape, src.strides, dtype.itemsize, dtype.kind,
                               kernel.threads, lowbit(saddr | daddr), gaps)
         if kernel.variant in ("numpy", "empty"):
-            np.copyto(dst, src, casting="no")
-            return
+            return _NUMPY
     if kernel.variant == "contiguous-memcpy" and kernel.threads == 1:
-        np.copyto(dst, src, casting="no")           # numpy's memcpy: the same thing
-        return
+        return _NUMPY                               # numpy's memcpy: the same thing
     from .builds import runner_for
 
     run = runner_for(_families()[kernel.variant], kernel.unit_bytes)
     if run is None:         # not compiled yet (or kernels off): numpy's copy, at once
-        np.copyto(dst, src, casting="no")
-        return
+        return _NUMPY
     from .lowering import lower
 
     # A destination the process has not touched yet (a fresh np.empty of this size is a
@@ -226,7 +283,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, kernel: CopyKernel | None = None
         low = low[1:]
     else:
         low = lower(kernel, daddr % LINE, fresh)
-    execute(low, run, daddr, saddr, dst.nbytes if populate else 0)
+    return low, run, daddr, saddr, dst.nbytes if populate else 0
 
 
 # The plan variants whose fresh destinations are populated first and then streamed to

@@ -25,12 +25,14 @@ REGULAR, DIRECT_NT, STAGED_NT = 0, 1, 2
 # slot of P_SCRATCH bytes, so the slots outnumber the threads never). Then the job as a
 # worker posted to (see the mailboxes below) calls it: the runner's address and unit
 # size, the destination and source addresses, the iteration space and the parameters;
-# a post's word in and out (C_TICKET). Then the chunks' ranges: threads arrived so far
+# the address of the control block of the job's next copy (C_NEXT, 0: none: a job may be
+# several copies, a concatenation's parts, which each of its threads runs in turn, in
+# one fork-join); a post's word in and out (C_TICKET). Then the chunks' ranges: threads arrived so far
 # (the n-th to arrive makes range n % ranges its home), the number of ranges, and one
 # counter per range (RANGES_MAX of them: chunks claimed from it).
 (C_DONE, C_NWORK, C_CHUNK, C_NCHUNK, C_POP_NEXT, C_POP_N, C_POP_START, C_POP_END,
  C_POP_STEP, C_MADVISE, C_SCRATCH, C_SLOT, C_RUNNER, C_UNIT, C_DST, C_SRC, C_ITER,
- C_PARAMS, C_TICKET, C_ARRIVED, C_NRANGE, C_RANGE) = range(22)
+ C_PARAMS, C_NEXT, C_TICKET, C_ARRIVED, C_NRANGE, C_RANGE) = range(23)
 RANGES_MAX = 64
 C_LEN = C_RANGE + RANGES_MAX
 # Layout of the int64 parameter vector handed to the kernels (P_SCRATCH: bytes of
@@ -48,7 +50,7 @@ ControlBlock = ctypes.c_int64 * C_LEN
 # int64 apart (two cache lines, so that no two workers' words share one). M_WORD is
 # ticket * STATE_BITS + state: a worker spinning for work is IDLE; a caller that finds it
 # so CLAIMs it (the ticket goes up by one), writes the address of its control block
-# (M_CTRL; the job is in it, C_RUNNER..C_PARAMS) and marks it POSTED; the worker marks it
+# (M_CTRL; the job is in it, C_RUNNER..C_NEXT) and marks it POSTED; the worker marks it
 # TAKEN, runs the job, and is IDLE again; a worker whose spin ran out is ASLEEP (it
 # waits on the pool's queue). A caller whose post was not taken yet takes it back
 # (POSTED -> IDLE, its own ticket only), else waits until the worker is done with it.

@@ -6,7 +6,7 @@ us after the copy was handed out on the virtual machines measured, a fifth of a 
 copy's time at two threads. So after each job a worker spins in :func:`_serve` on its
 mailbox (:mod:`.abi`'s M_* fields and states) for a bounded time, with the GIL released;
 a copy made meanwhile posts to it (:func:`_post`) and the worker calls the copy's runner
-at once. The caller takes its post back if the worker has not taken it by the time the
+at once (a job of several copies: each one's runner in turn, following C_NEXT). The caller takes its post back if the worker has not taken it by the time the
 caller's own share is done (:func:`_settle`), else waits for the worker to finish with
 it: the job's memory (control block, iteration space, parameters) is the caller's and
 must outlive every reader.
@@ -20,9 +20,9 @@ by :func:`.jit.materialise`.
 
 from __future__ import annotations
 
-from .abi import (ASLEEP, C_DST, C_ITER, C_LEN, C_PARAMS, C_RUNNER, C_SRC, C_TICKET, C_UNIT,
-                  CLAIMED, IDLE, M_CTRL, M_WORD, OP_POST, OP_SERVE, OP_SETTLE, OP_STOP,
-                  OP_TICKS, POSTED, STATE_BITS, TAKEN)
+from .abi import (ASLEEP, C_DST, C_ITER, C_LEN, C_NEXT, C_PARAMS, C_RUNNER, C_SRC,
+                  C_TICKET, C_UNIT, CLAIMED, IDLE, M_CTRL, M_WORD, OP_POST, OP_SERVE,
+                  OP_SETTLE, OP_STOP, OP_TICKS, POSTED, STATE_BITS, TAKEN)
 from .jit import jit
 
 __all__ = ["run_pool"]
@@ -50,9 +50,11 @@ def _serve(box, budget):
         if state == POSTED:
             if _cas(box, M_WORD, word, word - POSTED + TAKEN) == word:
                 cp = box[M_CTRL]
-                c = carray(_int64s_at(cp), (C_LEN,))
-                _call_runner(c[C_RUNNER], c[C_UNIT], cp, c[C_DST], c[C_SRC], c[C_ITER],
-                             c[C_PARAMS])
+                while cp != 0:      # the job's copies, each from its control block
+                    c = carray(_int64s_at(cp), (C_LEN,))
+                    _call_runner(c[C_RUNNER], c[C_UNIT], cp, c[C_DST], c[C_SRC],
+                                 c[C_ITER], c[C_PARAMS])
+                    cp = c[C_NEXT]
                 _store_release(box, M_WORD, word - POSTED + IDLE)
                 start = _cycles()
         elif state == IDLE and _cycles() - start >= budget:
