@@ -14,8 +14,9 @@ library in turn makes ``--calls`` cold calls in a row, K blocks each (alternatin
 goes first), and the table gives the mean time per call over the blocks after the first
 — the garbage collector's passes included, which per-call medians leave out: the
 objects a cold call leaves in the caches are what the collector's next pass visits,
-and in a block only that library's calls make them. Compare two checkouts by running
-this once with each on ``PYTHONPATH``, alternately.
+and in a block only that library's calls make them. To compare two checkouts, copy this
+script out of the repository (beside it, it imports the package of its own checkout,
+whatever ``PYTHONPATH`` says) and run the copy with each checkout on ``PYTHONPATH`` in turn.
 
 ``--against`` adds a third contender in the same rounds: the ``rearrange`` package of
 another checkout (e.g. a worktree of the commit before a change), imported under another
