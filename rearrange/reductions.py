@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from .records import record
 from typing import Any, Callable
 
 import numpy as np
@@ -299,7 +299,7 @@ def _contiguous_rows(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return all(strides[a] == shape[b] * strides[b] for a, b in zip(rows, rows[1:]))
 
 
-@dataclass(frozen=True)
+@record
 class RunLayout:
     """A view whose reduced axes are ``count`` runs of ``n`` contiguous elements each
     output, ``rstride`` elements apart, the outputs' first runs ``ostride`` apart, in
@@ -339,7 +339,7 @@ def run_layout(shape: tuple[int, ...], strides: tuple[int, ...], reduced: int) -
     return RunLayout(outputs, ostride, count, rstride, n)
 
 
-@dataclass(frozen=True)
+@record
 class ColumnLayout:
     """A view whose kept axes are ``outer`` rows of ``width`` contiguous outputs each
     (the outer ones ``outer_stride`` apart) and whose reduced axes are ``rows`` rows
