@@ -181,6 +181,12 @@ RUNS_ONE_THREAD_MAX_LENGTH = 256
 # run is COLUMNS_MIN_WIDTH elements or more and the outputs make a work unit a thread
 # at least (a narrow output, "(n c) -> c", is one: numpy's call).
 COLUMNS_MIN_WIDTH = 16
+# The compiled maxima and minima over small windows (kernel/rowmax.py, "window-max";
+# docs/performance.md, "Max-pooling, compiled"): float32 and float64 windows of 2 to
+# WINDOW_MAX elements interleaved with kept axes (window_layout), inputs of
+# POOL_MIN_BYTES or more; windows read as vectors (1 or 2 contiguous columns) at any
+# thread count, the others (3x3, ...: scalar) only on several threads.
+POOL_MIN_BYTES = 1 << 18
 # The reductions combined from partial results, and how.
 _PARTIAL_UFUNCS = {"max": np.maximum, "min": np.minimum, "any": np.logical_or,
                    "all": np.logical_and}
@@ -221,6 +227,12 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
                 and (threads > 1 or layout.count == 1
                      or layout.n <= RUNS_ONE_THREAD_MAX_LENGTH)):
             return "runs"
+    if (reduction in ("max", "min") and dtype in RUNS_DTYPES and strides is not None
+            and math.prod(shape) * dtype.itemsize >= POOL_MIN_BYTES
+            and 1 < math.prod(shape[len(shape) - reduced:]) <= WINDOW_MAX):
+        layout = window_layout(shape, strides, reduced)
+        if layout is not None and (layout.vectors or threads > 1):
+            return "pool"
     return _plan_without_rows(reduction, shape, dtype, reduced, threads, strides)
 
 
@@ -337,6 +349,65 @@ def run_layout(shape: tuple[int, ...], strides: tuple[int, ...], reduced: int) -
     outputs = math.prod(shape[k] for k in kept)
     ostride = strides[kept[-1]] if kept else 0
     return RunLayout(outputs, ostride, count, rstride, n)
+
+
+@dataclass(frozen=True)
+class WindowLayout:
+    """A view whose kept axes are ``outer`` output rows of ``width`` outputs each (C
+    order), the rows' first windows ``outer_stride`` apart and a row's windows ``step``
+    apart, and whose reduced axes are windows of ``rows`` x ``cols`` elements, the rows
+    ``row_stride`` apart, the columns ``col_stride`` (strides in elements, the rows the
+    larger)."""
+    outer: int
+    outer_stride: int
+    width: int
+    step: int
+    rows: int
+    row_stride: int
+    cols: int
+    col_stride: int
+
+    @property
+    def vectors(self) -> bool:
+        """Does the runner read its window rows as vectors (a row's windows its
+        consecutive elements, of 1 or 2 columns)?"""
+        return self.step == self.cols and (self.cols == 1 or (self.cols == 2
+                                                              and self.col_stride == 1))
+
+
+def window_layout(shape: tuple[int, ...], strides: tuple[int, ...],
+                  reduced: int) -> WindowLayout | None:
+    """The view (its last ``reduced`` axes reduced, ``strides`` in elements) as windows
+    (:class:`WindowLayout`), or None: axes of length 1 dropped, every moving stride
+    positive and no two alike; one or two moving reduced axes (a window's rows and
+    columns: the larger stride the rows'); the kept axes in descending strides, the
+    innermost one the step between windows, the others one run of output rows (each a
+    whole number of the next)."""
+    moving = [k for k, n in enumerate(shape) if n > 1]
+    if (any(strides[k] <= 0 for k in moving)
+            or len({strides[k] for k in moving}) < len(moving)):
+        return None
+    first_reduced = len(shape) - reduced
+    window = sorted((k for k in moving if k >= first_reduced), key=lambda k: -strides[k])
+    kept = [k for k in moving if k < first_reduced]
+    if not window or len(window) > 2 or not kept:
+        return None
+    if any(strides[a] <= strides[b] for a, b in zip(kept, kept[1:])):
+        return None
+    inner, outer_axes = kept[-1], kept[:-1]
+    if any(strides[a] != shape[b] * strides[b] for a, b in zip(outer_axes, outer_axes[1:])):
+        return None
+    rows_axis, cols_axis = (window[0], window[1]) if len(window) == 2 else (None, window[0])
+    if rows_axis is None and strides[cols_axis] != 1:
+        rows_axis, cols_axis = cols_axis, None       # one reduced axis: the window's rows
+    return WindowLayout(
+        outer=math.prod(shape[k] for k in outer_axes),
+        outer_stride=strides[outer_axes[-1]] if outer_axes else 0,
+        width=shape[inner], step=strides[inner],
+        rows=shape[rows_axis] if rows_axis is not None else 1,
+        row_stride=strides[rows_axis] if rows_axis is not None else 0,
+        cols=shape[cols_axis] if cols_axis is not None else 1,
+        col_stride=strides[cols_axis] if cols_axis is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -465,6 +536,14 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
             return getattr(y, reduction)(axis=axis)
     if strategy == "runs":
         extremes = _reduce_runs(reduction, y, len(axis), threads)
+        if extremes is not None:
+            return extremes
+        strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
+                                      _element_strides(y))
+        if strategy == "numpy":
+            return getattr(y, reduction)(axis=axis)
+    if strategy == "pool":
+        extremes = _reduce_windows(reduction, y, len(axis), threads)
         if extremes is not None:
             return extremes
         strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
@@ -643,6 +722,38 @@ def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
                                threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     if mixed:               # zeros of both signs: numpy's SIMD order decides
         return getattr(y, reduction)(axis=tuple(range(kept, y.ndim)))
+    return out
+
+
+def _reduce_windows(reduction: str, y: np.ndarray, reduced: int,
+                    threads: int) -> np.ndarray | None:
+    """``y``'s maximum or minimum over its last ``reduced`` axes by the compiled window
+    maxima (kernel/rowmax.py, "window-max"), the array numpy's call would return,
+    signed zeros included (the later of equal values, as numpy's loop over a short
+    window keeps); None — nothing done — when they cannot take it now (as
+    :func:`_reduce_runs`: the layout, :func:`window_layout`, checked on the array
+    itself; the runner not ready)."""
+    strides = _element_strides(y)
+    if (reduction not in ("max", "min") or type(y) is not np.ndarray
+            or y.dtype not in RUNS_DTYPES or not y.flags.aligned or strides is None
+            or y.size == 0):
+        return None
+    layout = _layout_of(window_layout, y, strides, reduced)
+    if layout is None:
+        return None
+    from .kernel import builds, rowmax
+
+    run = builds.runner_for(rowmax.WINDOWS, y.itemsize)
+    if run is None:
+        return None
+    out = np.empty_like(y[(Ellipsis,) + (0,) * reduced])     # numpy's layout
+    if not out.flags.c_contiguous:
+        return None
+    rowmax.reduce_windows(run, out.reshape(-1, layout.width), y.__array_interface__["data"][0],
+                          rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN,
+                          layout.width, layout.outer_stride, layout.step, layout.rows,
+                          layout.row_stride, layout.cols, layout.col_stride,
+                          threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     return out
 
 
