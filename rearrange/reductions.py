@@ -380,7 +380,8 @@ def window_layout(shape: tuple[int, ...], strides: tuple[int, ...],
     """The view (its last ``reduced`` axes reduced, ``strides`` in elements) as windows
     (:class:`WindowLayout`), or None: axes of length 1 dropped, every moving stride
     positive and no two alike; one or two moving reduced axes (a window's rows and
-    columns: the larger stride the rows'); the kept axes in descending strides, the
+    columns: the larger stride the rows'), no contiguous run of 8 or more among them
+    (numpy's SIMD lanes order such a run); the kept axes in descending strides, the
     innermost one the step between windows, the others one run of output rows (each a
     whole number of the next)."""
     moving = [k for k, n in enumerate(shape) if n > 1]
@@ -390,20 +391,30 @@ def window_layout(shape: tuple[int, ...], strides: tuple[int, ...],
     first_reduced = len(shape) - reduced
     window = sorted((k for k in moving if k >= first_reduced), key=lambda k: -strides[k])
     kept = [k for k in moving if k < first_reduced]
-    if not window or len(window) > 2 or not kept:
+    if not window or len(window) > 2:
         return None
     if any(strides[a] <= strides[b] for a, b in zip(kept, kept[1:])):
         return None
-    inner, outer_axes = kept[-1], kept[:-1]
+    inner, outer_axes = (kept[-1], kept[:-1]) if kept else (None, [])   # (None: one window)
     if any(strides[a] != shape[b] * strides[b] for a, b in zip(outer_axes, outer_axes[1:])):
         return None
     rows_axis, cols_axis = (window[0], window[1]) if len(window) == 2 else (None, window[0])
     if rows_axis is None and strides[cols_axis] != 1:
         rows_axis, cols_axis = cols_axis, None       # one reduced axis: the window's rows
+    if cols_axis is not None and strides[cols_axis] == 1:
+        # numpy's inner loop over a contiguous run of the window (its rows and columns
+        # coalesced where they follow each other): from 8 elements on, its SIMD lanes
+        # choose among equal zeros (float64 runs of 9: measured), not the later one
+        run = shape[cols_axis]
+        if rows_axis is not None and strides[rows_axis] == run:
+            run *= shape[rows_axis]
+        if run >= 8:
+            return None
     return WindowLayout(
         outer=math.prod(shape[k] for k in outer_axes),
         outer_stride=strides[outer_axes[-1]] if outer_axes else 0,
-        width=shape[inner], step=strides[inner],
+        width=shape[inner] if inner is not None else 1,
+        step=strides[inner] if inner is not None else 0,
         rows=shape[rows_axis] if rows_axis is not None else 1,
         row_stride=strides[rows_axis] if rows_axis is not None else 0,
         cols=shape[cols_axis] if cols_axis is not None else 1,
@@ -559,7 +570,8 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
     split = _slab_axis(y.shape, kept, threads) if threads > 1 else None
     if strategy == "window":
         first = y[(Ellipsis,) + (0,) * len(axis)]
-        dtype = y.dtype if reduction in ("max", "min") else np.add.reduce(
+        # (numpy's max of byte-swapped data is native, and a ufunc's dtype must be)
+        dtype = y.dtype.newbyteorder("=") if reduction in ("max", "min") else np.add.reduce(
             y[(Ellipsis,) + (slice(0, 1),) * len(axis)], axis=axis).dtype
         out = np.empty_like(first, dtype=dtype)   # numpy's result keeps the kept axes' order
         ufunc = _WINDOW_UFUNCS[reduction]
