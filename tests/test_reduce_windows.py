@@ -9,8 +9,6 @@ from ``plan_by_layout``.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -81,12 +79,14 @@ def test_the_pool_strategy_equals_numpy(runners, case, op, threads):
     with pytest.MonkeyPatch.context() as monkeypatch:
         calls = _spy(monkeypatch)
         got = reduce_by_layout("pool", op, y, (4, 5), threads)
-    taken = window_layout(y.shape, tuple(s // y.itemsize for s in y.strides), 2) is not None
+    layout = window_layout(y.shape, tuple(s // y.itemsize for s in y.strides), 2)
+    taken = layout is not None and layout.vectors
+    assert taken == (b <= 2 and (a * b < 8 or x.shape[3] > b))
     assert len(calls) == taken
     if taken:
         _bits_equal(got, getattr(y, op)(axis=(4, 5)))
-    else:       # a window that is one contiguous run of 8 or more: planned without
-        assert a * b >= 8 and x.shape[3] == b        # the runner (images one window wide)
+    else:       # 3 or more columns, or a window that is one contiguous run of 8 or
+        # more (images one window wide): planned without the runner
         np.testing.assert_array_equal(got, getattr(y, op)(axis=(4, 5)))
     np.testing.assert_array_equal(x, before)
 
@@ -96,7 +96,7 @@ def test_the_later_of_equal_zeros_is_numpys_in_every_window_order(runners):
     runner's order (window rows, then columns) gives its sign wherever zeros tie."""
     rng = np.random.default_rng(3)
     for dtype in FLOATS:
-        for a, b in ((2, 2), (3, 3), (2, 1), (1, 2), (4, 4)):
+        for a, b in ((2, 2), (3, 2), (2, 1), (1, 2), (4, 2)):
             x = np.array([0.0, -0.0, -1.0, 1.0], dtype)[rng.integers(0, 4, (2, 3, 8 * a, 37 * b))]
             y = _windows(x, a, b)
             for op in ("max", "min"):
@@ -122,12 +122,12 @@ def test_the_paths_taken_once_ready_and_while_off(runners, monkeypatch):
             for pattern, a, b in (("b c (h 2) (w 2) -> b c h w", 2, 2),
                                   ("b c (h 2) w -> b c h w", 2, 1),
                                   ("b c h (w 2) -> b c h w", 1, 2),
-                                  ("b c (h 2) (w 3) -> b c h w", 2, 3)):
+                                  ("b c (h 2) (w 3) -> b c h w", 2, 3)):   # (the views)
                 for reduction in ("max", "min"):
                     got = ra.reduce(x, pattern, reduction)
                     _bits_equal(got, getattr(_windows(x, a, b), reduction)(axis=(4, 5)))
                     np.testing.assert_array_equal(got, einops.reduce(x, pattern, reduction))
-            assert len(calls) == (8 if ran else 0), mode
+            assert len(calls) == (6 if ran else 0), mode
     finally:
         ra.set_jit_mode(before[0])
         ra.set_num_threads(before[1])
@@ -170,9 +170,10 @@ def test_the_layouts():
         WindowLayout(4 * 56, 224, 112, 1, 2, 112, 1, 0)
     assert window_layout((4, 112, 56, 2), (12544, 112, 2, 1), 1) == \
         WindowLayout(4 * 112, 112, 56, 2, 1, 0, 2, 1)
-    # 3x3: read one by one
+    # 3x3: a layout, not the runner's (its windows would be read one by one)
     layout = window_layout((4, 10, 10, 3, 3), (900, 90, 3, 30, 1), 2)
     assert layout == WindowLayout(40, 90, 10, 3, 3, 30, 3, 1) and not layout.vectors
+    assert not window_layout((4, 10, 10, 2, 2), (800, 80, 4, 40, 2), 2).vectors  # strided
     assert window_layout((4, 10, 10, 2, 2), (400, 40, -2, 20, 1), 2) is None   # reversed
     assert window_layout((4, 10, 10, 2, 2), (400, 2, 40, 20, 1), 2) is None    # kept order
     assert window_layout((4, 10, 2, 2, 2), (160, 4, 80, 40, 1), 3) is None     # 3 axes
@@ -198,16 +199,19 @@ def test_the_choice_on_both_sides_of_each_threshold():
     small = ((rows, 56, 2, 2), (224, 2, 112, 1))
     assert plan_by_layout("max", *small[:1], f4, 2, 2, small[1]) == "pool"
     assert plan_by_layout("max", (rows - 1,) + small[0][1:], f4, 2, 2, small[1]) == "window"
-    # the largest window: WINDOW_MAX elements
-    side = math.isqrt(reductions.WINDOW_MAX)
-    assert plan_by_layout("max", (4096, 56, side, side), f4, 2, 2,
-                          (56 * side * side, side, 56 * side, 1)) == "pool"
-    assert plan_by_layout("max", (4096, 56, side + 1, side), f4, 2, 2,
-                          (56 * side * (side + 1), side, 56 * side, 1)) != "pool"
-    # windows read one by one (3x3): only on several threads
+    # the largest window: WINDOW_MAX elements (rows of 2)
+    tall = reductions.WINDOW_MAX // 2
+    assert plan_by_layout("max", (1024, 56, tall, 2), f4, 2, 2,
+                          (56 * 2 * tall, 2, 112, 1)) == "pool"
+    assert plan_by_layout("max", (1024, 56, tall + 1, 2), f4, 2, 2,
+                          (56 * 2 * (tall + 1), 2, 112, 1)) != "pool"
+    # windows of 3 columns (3x3, 2x3): the views, at any thread count
     three = ((2048, 56, 3, 3), (56 * 9, 3, 168, 1))
-    assert plan_by_layout("max", three[0], f4, 2, 2, three[1]) == "pool"
+    assert plan_by_layout("max", three[0], f4, 2, 2, three[1]) == "window"
     assert plan_by_layout("max", three[0], f4, 2, 1, three[1]) == "window"
+    # 2x1 and 1x2 windows: the runner
+    assert plan_by_layout("max", (512, 112, 2), f4, 1, 1, (224, 1, 112)) == "pool"
+    assert plan_by_layout("max", (1024, 56, 2), f4, 1, 1, (112, 2, 1)) == "pool"
 
 
 def test_background_mode_pools_with_the_views_until_the_runner_is_ready(tmp_path):
@@ -240,3 +244,6 @@ def test_background_mode_pools_with_the_views_until_the_runner_is_ready(tmp_path
 def test_runner_family():
     with pytest.raises(ValueError, match="2-byte units"):
         rowmax.runner(2, rowmax.WINDOWS)
+    out = np.empty((2, 3), np.float32)
+    with pytest.raises(ValueError, match="3 columns"):
+        rowmax.reduce_windows(None, out, 0, rowmax.OP_MAX, 3, 9, 1, 0, 3, 1)

@@ -71,12 +71,11 @@ _P_LEN = 7
 # 1 for a mean.
 (Q_ROWS, Q_WIDTH, Q_BLOCK, Q_ROW_STRIDE, Q_OUTER_STRIDE, Q_OUT_STRIDE, Q_MEAN) = range(7)
 COLUMN_BLOCK_BYTES = 16384      # a work unit's block of an output row (in L1 as it is summed)
-# The window maxima's parameters: the reduction, outputs in an output row, the strides
-# between the output rows' first windows (input) and between a row's windows (the
-# step), the window's rows and their stride, its columns and their stride (elements).
-(W_OP, W_WIDTH, W_OUTER_STRIDE, W_STEP, W_ROWS, W_ROW_STRIDE, W_COLS,
- W_COL_STRIDE) = range(8)
-_W_LEN = 8
+# The window maxima's parameters: the reduction, outputs in an output row, the stride
+# between the output rows' first windows (input), the window's rows and their stride,
+# its columns (1 or 2: consecutive, a row's windows one after the other; elements).
+W_OP, W_WIDTH, W_OUTER_STRIDE, W_ROWS, W_ROW_STRIDE, W_COLS = range(6)
+_W_LEN = 6
 
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics, the loops'
 # chunk claims) and by _bind (this module's) before anything is compiled.
@@ -183,22 +182,21 @@ def _run_column_sums(cp, d, s, itp, pp, tok):
 def _run_window_max(cp, d, s, itp, pp, tok):
     """One thread's share of the window maxima (:data:`WINDOWS`): work unit ``o`` is the
     output row ``o`` (``W_WIDTH`` outputs, C order), output ``j`` of it the maximum (or
-    minimum) of the window of ``W_ROWS`` x ``W_COLS`` elements at input element
-    ``o * W_OUTER_STRIDE + j * W_STEP``, its rows ``W_ROW_STRIDE`` apart, its columns
-    ``W_COL_STRIDE``.
+    minimum) of the window of ``W_ROWS`` rows (``W_ROW_STRIDE`` apart) of ``W_COLS``
+    consecutive elements (1 or 2) at input element ``o * W_OUTER_STRIDE + j * W_COLS``:
+    a row's windows are its consecutive elements (the planner's :func:`window_layout`
+    with ``vectors``; 3x3 and other windows read one by one lost to the views:
+    docs/performance.md).
 
-    The window's elements are taken in the order of its rows, then its columns (their
-    order in memory: rows the larger stride), each ``x >= acc or x != x`` (``<=``): a
-    NaN wins, and of equal values the later one — numpy's result, signed zeros included
-    (its inner loop over such short windows keeps the later of two equal values). Where
-    a row's windows are its consecutive elements (``W_STEP == W_COLS``, columns of stride
-    1, windows of 1 or 2 columns) each window row is read as vectors (:func:`_pairs_max`,
-    :func:`_lanes_max`), into the output row (in L1 as the window's rows are added)."""
-    op, width, outer_stride, step = itp[W_OP], itp[W_WIDTH], itp[W_OUTER_STRIDE], itp[W_STEP]
-    rows, row_stride, cols, col_stride = itp[W_ROWS], itp[W_ROW_STRIDE], itp[W_COLS], \
-        itp[W_COL_STRIDE]
-    zero = _float_zero(tok)
-    vectors = step == cols and (cols == 1 or (cols == 2 and col_stride == 1))
+    Each window row is read as vectors (:func:`_pairs_max`, :func:`_lanes_max`) into
+    the output row, which stays in L1 while the window's rows are taken in turn: each
+    input row read once, each output written once to memory. The elements are taken
+    in the order of the window's rows, then its columns (their order in memory), each
+    ``x >= acc or x != x`` (``<=``): a NaN wins, and of equal values the later one —
+    numpy's result, signed zeros included (its loop over such short windows keeps the
+    later of two equal values)."""
+    op, width, outer_stride = itp[W_OP], itp[W_WIDTH], itp[W_OUTER_STRIDE]
+    rows, row_stride, cols = itp[W_ROWS], itp[W_ROW_STRIDE], itp[W_COLS]
     chunks = _home(cp)
     done = op - op
     while True:
@@ -208,30 +206,17 @@ def _run_window_max(cp, d, s, itp, pp, tok):
         for o in range(lo, hi):
             source = o * outer_stride
             into = o * width
-            if vectors:
-                for r in range(rows):
-                    at = source + r * row_stride
-                    if cols == 2:
-                        if op == OP_MAX:
-                            _pairs_max(d, into, s, at, width, r, tok)
-                        else:
-                            _pairs_min(d, into, s, at, width, r, tok)
-                    elif op == OP_MAX:
-                        _lanes_max(d, into, s, at, width, r, tok)
+            for r in range(rows):
+                at = source + r * row_stride
+                if cols == 2:
+                    if op == OP_MAX:
+                        _pairs_max(d, into, s, at, width, r, tok)
                     else:
-                        _lanes_min(d, into, s, at, width, r, tok)
-                continue
-            for j in range(width):
-                first = source + j * step
-                acc = _ld(s, first, zero)
-                for r in range(rows):
-                    for c in range(cols):
-                        if r == 0 and c == 0:
-                            continue
-                        x = _ld(s, first + r * row_stride + c * col_stride, zero)
-                        if (x >= acc if op == OP_MAX else x <= acc) or x != x:
-                            acc = x
-                _stb(d, into + j, acc)
+                        _pairs_min(d, into, s, at, width, r, tok)
+                elif op == OP_MAX:
+                    _lanes_max(d, into, s, at, width, r, tok)
+                else:
+                    _lanes_min(d, into, s, at, width, r, tok)
         done += hi - lo
     _publish(cp, done)
 
@@ -578,17 +563,18 @@ _WindowParameters = ctypes.c_int64 * _W_LEN
 
 
 def reduce_windows(run, out: np.ndarray, source: int, op: int, width: int,
-                   outer_stride: int, step: int, rows: int, row_stride: int, cols: int,
-                   col_stride: int, threads: int) -> None:
+                   outer_stride: int, rows: int, row_stride: int, cols: int,
+                   threads: int) -> None:
     """``out`` (a writeable C-contiguous (output rows, ``width``) array of the runner's
     float type) = numpy's maxima (``op``: :data:`OP_MAX`) or minima over windows, by the
     compiled window-max ``run`` on ``threads`` threads: output ``(o, j)`` reduces the
-    ``rows`` x ``cols`` elements at address ``source + (o * outer_stride + j * step + r *
-    row_stride + c * col_stride) * itemsize`` (strides in elements; the caller vouches
-    for the memory)."""
+    ``rows`` x ``cols`` elements (``cols`` 1 or 2) at address ``source + (o *
+    outer_stride + r * row_stride + j * cols + c) * itemsize`` (strides in elements; the
+    caller vouches for the memory)."""
+    if cols not in (1, 2):
+        raise ValueError(f"windows of {cols} columns are not read as vectors")
     units = out.shape[0]
-    params = _WindowParameters(op, width, outer_stride, step, rows, row_stride, cols,
-                               col_stride)
+    params = _WindowParameters(op, width, outer_stride, rows, row_stride, cols)
     unused, unused_address = _unused_parameters()
     execute((units, max(1, min(threads, units)), params, unused, None,
              ctypes.addressof(params), unused_address, 1),
