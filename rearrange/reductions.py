@@ -143,7 +143,17 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 # * a sum or mean of float32 or float64 whose reduced axis lies between kept ones
 #   ("b c h w -> b h w": column_layout): the compiled column sums, numpy's order kept
 #   (each output from +0.0, the reduced rows added one after the other), on the pool.
-#   Both runners: the copy kernel's rules (never compiled in the caller's thread by
+# * a maximum or minimum of float32 or float64 over a small window whose rows are 1 or
+#   2 consecutive elements, a row's windows one after the other (pooling, "b c (h 2)
+#   (w 2) -> b c h w", 2x1, 1x2: window_layout): the compiled window maxima
+#   (kernel/rowmax.py, "window-max") — each window row read once as vectors, its pairs
+#   taken apart by shuffles, into the output row (in L1 until the window's last row),
+#   each output written to memory once, where the views read the output 3 times more.
+#   numpy's values, signed zeros included: of equal values the later one, as numpy's
+#   loop over a short window keeps (a window that is one contiguous run of 8 or more,
+#   where numpy's SIMD lanes choose, is left to the views). Wider windows (3x3) stay
+#   views: read one by one they were slower.
+#   All three runners: the copy kernel's rules (never compiled in the caller's thread by
 #   default, numpy's way until ready, exact aligned native ndarrays only, the layout
 #   re-checked on the array itself).
 
@@ -201,8 +211,9 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
     runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views),
     ``"slabs"`` (numpy's call on slabs of the output, in threads), ``"partials"``
     (numpy's call on parts of the input, combined), ``"rows"`` (the compiled row sums,
-    in slabs of rows), ``"columns"`` (the compiled column sums) or ``"runs"`` (the
-    compiled row maxima); for the compiled ones numpy's way, as planned without them,
+    in slabs of rows), ``"columns"`` (the compiled column sums), ``"runs"`` (the
+    compiled row maxima) or ``"pool"`` (the compiled window maxima); for the compiled
+    ones numpy's way (or the views), as planned without them,
     while their runner is not ready. Exact numpy arrays only; the choice depends on nothing
     but the arguments (``strides``: the view's, in elements; without them no sum or
     mean is reduced as views or rows)."""

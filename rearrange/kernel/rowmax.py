@@ -8,7 +8,10 @@ the copy kernel's threads:
   The value is numpy's ``max`` / ``min`` of the same elements, NaN included;
 * **column sums** (:data:`COLUMN_SUMS`): sums and means whose reduced axis lies between
   kept ones (``"b c h w -> b h w"``), in numpy's own order: each output from +0.0, the
-  reduced rows added one after the other, each element in the data's type.
+  reduced rows added one after the other, each element in the data's type;
+* **window maxima** (:data:`WINDOWS`): maxima and minima over small windows whose rows
+  are 1 or 2 consecutive elements (pooling, ``"b c (h 2) (w 2) -> b c h w"``): each
+  window row read once as vectors into its output row (see :func:`_run_window_max`).
 
 numpy reduces these layouts through its iterator (a per-channel maximum: one call of its
 inner loop a run, ~11% of its time at runs of 3136 and most of it at runs of 56), and
@@ -36,7 +39,7 @@ pool's workers call runners): ``cp`` the control block (its C_NWORK: the work un
 ``d`` the first output, ``s`` the input's first element, ``itp`` the parameters
 (:data:`P_OP` ..., :data:`Q_ROWS` ...), ``pp`` unused. Unit 4 reads float32, unit 8
 float64. They are cached, loaded and compiled by :mod:`.builds` as the families
-:data:`FAMILY` and :data:`COLUMN_SUMS`; nothing here imports numba.
+:data:`FAMILY`, :data:`COLUMN_SUMS` and :data:`WINDOWS`; nothing here imports numba.
 """
 
 from __future__ import annotations
@@ -268,6 +271,10 @@ def define_run_extremes() -> dict:
       extreme, then the lanes combined and the rest taken one by one. Each step is
       ``x > acc or x != x ? x : acc`` (``<`` for the minimum): one of its operands, a
       NaN over anything;
+    * ``_pairs_max(d, dstart, s, sstart, count, row, tok)`` / ``_pairs_min`` and
+      ``_lanes_max`` / ``_lanes_min``: one window row of ``count`` windows of 2 (1)
+      consecutive floats into ``count`` outputs (the window maxima's, see
+      ``emit_window_row``);
     * ``_float_zero(tok)``: +0.0 of the float type ``tok``'s width names;
     * ``_narrow(value, zero)``: a float64 rounded to ``zero``'s type (as numpy casts)."""
     from llvmlite import ir
