@@ -778,8 +778,8 @@ def _reduce_windows(reduction: str, y: np.ndarray, reduced: int,
         return None
     rowmax.reduce_windows(run, out.reshape(-1, layout.width), y.__array_interface__["data"][0],
                           rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN,
-                          layout.width, layout.outer_stride, layout.rows,
-                          layout.row_stride, layout.cols, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+                          layout.width, layout.outer_stride, layout.rows, layout.row_stride,
+                          layout.cols, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     return out
 
 
