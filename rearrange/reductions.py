@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 import threading
-from .records import record
 from typing import Any, Callable
 
 import numpy as np
 
 from .errors import RearrangeError
+from .records import record
 
 __all__ = ["apply_reduction", "reduce_values", "plan_by_layout"]
 
@@ -143,7 +143,17 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 # * a sum or mean of float32 or float64 whose reduced axis lies between kept ones
 #   ("b c h w -> b h w": column_layout): the compiled column sums, numpy's order kept
 #   (each output from +0.0, the reduced rows added one after the other), on the pool.
-#   Both runners: the copy kernel's rules (never compiled in the caller's thread by
+# * a maximum or minimum of float32 or float64 over a small window whose rows are 1 or
+#   2 consecutive elements, a row's windows one after the other (pooling, "b c (h 2)
+#   (w 2) -> b c h w", 2x1, 1x2: window_layout): the compiled window maxima
+#   (kernel/rowmax.py, "window-max") — each window row read once as vectors, its pairs
+#   taken apart by shuffles, into the output row (in L1 until the window's last row),
+#   each output written to memory once, where the views read the output 3 times more.
+#   numpy's values, signed zeros included: of equal values the later one, as numpy's
+#   loop over a short window keeps (a window that is one contiguous run of 8 or more,
+#   where numpy's SIMD lanes choose, is left to the views). Wider windows (3x3) stay
+#   views: read one by one they were slower.
+#   All three runners: the copy kernel's rules (never compiled in the caller's thread by
 #   default, numpy's way until ready, exact aligned native ndarrays only, the layout
 #   re-checked on the array itself).
 
@@ -181,6 +191,13 @@ RUNS_ONE_THREAD_MAX_LENGTH = 256
 # run is COLUMNS_MIN_WIDTH elements or more and the outputs make a work unit a thread
 # at least (a narrow output, "(n c) -> c", is one: numpy's call).
 COLUMNS_MIN_WIDTH = 16
+# The compiled maxima and minima over small windows (kernel/rowmax.py, "window-max";
+# docs/performance.md, "Max-pooling, compiled"): float32 and float64 windows of 2 to
+# WINDOW_MAX elements interleaved with kept axes (window_layout), inputs of
+# POOL_MIN_BYTES or more, whose rows' windows are 1 or 2 consecutive elements (read as
+# vectors: 2x2 1.5x the views at 128 KiB, 3-4x at 98 MiB). Wider windows (3x3, 2x3),
+# read one by one, were 0.6-0.8x the views up to 36 MiB of float32: the views' way.
+POOL_MIN_BYTES = 1 << 18
 # The reductions combined from partial results, and how.
 _PARTIAL_UFUNCS = {"max": np.maximum, "min": np.minimum, "any": np.logical_or,
                    "all": np.logical_and}
@@ -194,8 +211,9 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
     runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views),
     ``"slabs"`` (numpy's call on slabs of the output, in threads), ``"partials"``
     (numpy's call on parts of the input, combined), ``"rows"`` (the compiled row sums,
-    in slabs of rows), ``"columns"`` (the compiled column sums) or ``"runs"`` (the
-    compiled row maxima); for the compiled ones numpy's way, as planned without them,
+    in slabs of rows), ``"columns"`` (the compiled column sums), ``"runs"`` (the
+    compiled row maxima) or ``"pool"`` (the compiled window maxima); for the compiled
+    ones numpy's way (or the views), as planned without them,
     while their runner is not ready. Exact numpy arrays only; the choice depends on nothing
     but the arguments (``strides``: the view's, in elements; without them no sum or
     mean is reduced as views or rows)."""
@@ -221,6 +239,12 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
                 and (threads > 1 or layout.count == 1
                      or layout.n <= RUNS_ONE_THREAD_MAX_LENGTH)):
             return "runs"
+    if (reduction in ("max", "min") and dtype in RUNS_DTYPES and strides is not None
+            and math.prod(shape) * dtype.itemsize >= POOL_MIN_BYTES
+            and 1 < math.prod(shape[len(shape) - reduced:]) <= WINDOW_MAX):
+        layout = window_layout(shape, strides, reduced)
+        if layout is not None and layout.vectors:
+            return "pool"
     return _plan_without_rows(reduction, shape, dtype, reduced, threads, strides)
 
 
@@ -337,6 +361,79 @@ def run_layout(shape: tuple[int, ...], strides: tuple[int, ...], reduced: int) -
     outputs = math.prod(shape[k] for k in kept)
     ostride = strides[kept[-1]] if kept else 0
     return RunLayout(outputs, ostride, count, rstride, n)
+
+
+@record
+class WindowLayout:
+    """A view whose kept axes are ``outer`` output rows of ``width`` outputs each (C
+    order), the rows' first windows ``outer_stride`` apart and a row's windows ``step``
+    apart, and whose reduced axes are windows of ``rows`` x ``cols`` elements, the rows
+    ``row_stride`` apart, the columns ``col_stride`` (strides in elements, the rows the
+    larger)."""
+    outer: int
+    outer_stride: int
+    width: int
+    step: int
+    rows: int
+    row_stride: int
+    cols: int
+    col_stride: int
+
+    @property
+    def vectors(self) -> bool:
+        """Can the runner take it: a row's windows its consecutive elements, of 1 or 2
+        columns (read as vectors)?"""
+        return self.step == self.cols and (self.cols == 1 or (self.cols == 2
+                                                              and self.col_stride == 1))
+
+
+def window_layout(shape: tuple[int, ...], strides: tuple[int, ...],
+                  reduced: int) -> WindowLayout | None:
+    """The view (its last ``reduced`` axes reduced, ``strides`` in elements) as windows
+    (:class:`WindowLayout`), or None: axes of length 1 dropped, every moving stride
+    positive and no two alike; one or two moving reduced axes (a window's rows and
+    columns: the larger stride the rows'), no contiguous run of 8 or more among them
+    (numpy's SIMD lanes order such a run); the kept axes in descending strides, the
+    innermost one the step between windows, the others one run of output rows (each a
+    whole number of the next)."""
+    moving = [k for k, n in enumerate(shape) if n > 1]
+    if (any(strides[k] <= 0 for k in moving)
+            or len({strides[k] for k in moving}) < len(moving)):
+        return None
+    first_reduced = len(shape) - reduced
+    window = sorted((k for k in moving if k >= first_reduced), key=lambda k: -strides[k])
+    kept = [k for k in moving if k < first_reduced]
+    if not window or len(window) > 2:
+        return None
+    if any(strides[a] <= strides[b] for a, b in zip(kept, kept[1:])):
+        return None
+    # the output rows' axis: the view's last kept one (of length 1: rows of one window)
+    inner = first_reduced - 1 if first_reduced > 0 and shape[first_reduced - 1] > 1 else None
+    outer_axes = [k for k in kept if k != inner]
+    if any(strides[a] != shape[b] * strides[b] for a, b in zip(outer_axes, outer_axes[1:])):
+        return None
+    rows_axis, cols_axis = (window[0], window[1]) if len(window) == 2 else (None, window[0])
+    if rows_axis is None and strides[cols_axis] != 1:
+        rows_axis, cols_axis = cols_axis, None       # one reduced axis: the window's rows
+    if cols_axis is not None and strides[cols_axis] == 1:
+        # numpy's inner loop over a contiguous run of the window (its rows and columns
+        # coalesced where they follow each other): from 8 elements on, its SIMD lanes
+        # choose among equal zeros (float64 runs of 9: measured), not the later one
+        run = shape[cols_axis]
+        if rows_axis is not None and strides[rows_axis] == run:
+            run *= shape[rows_axis]
+        if run >= 8:
+            return None
+    return WindowLayout(
+        outer=math.prod(shape[k] for k in outer_axes),
+        outer_stride=strides[outer_axes[-1]] if outer_axes else 0,
+        width=shape[inner] if inner is not None else 1,
+        step=strides[inner] if inner is not None else      # (one window a row: any step)
+        shape[cols_axis] if cols_axis is not None else 1,
+        rows=shape[rows_axis] if rows_axis is not None else 1,
+        row_stride=strides[rows_axis] if rows_axis is not None else 0,
+        cols=shape[cols_axis] if cols_axis is not None else 1,
+        col_stride=strides[cols_axis] if cols_axis is not None else 0)
 
 
 @record
@@ -471,6 +568,14 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
                                       _element_strides(y))
         if strategy == "numpy":
             return getattr(y, reduction)(axis=axis)
+    if strategy == "pool":
+        extremes = _reduce_windows(reduction, y, len(axis), threads)
+        if extremes is not None:
+            return extremes
+        strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
+                                      _element_strides(y))
+        if strategy == "numpy":
+            return getattr(y, reduction)(axis=axis)
     if strategy == "partials":
         cut = _partial_axis(y.shape, y.strides, len(axis), threads)
         if cut is not None:
@@ -480,7 +585,8 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
     split = _slab_axis(y.shape, kept, threads) if threads > 1 else None
     if strategy == "window":
         first = y[(Ellipsis,) + (0,) * len(axis)]
-        dtype = y.dtype if reduction in ("max", "min") else np.add.reduce(
+        # (numpy's max of byte-swapped data is native, and a ufunc's dtype must be)
+        dtype = y.dtype.newbyteorder("=") if reduction in ("max", "min") else np.add.reduce(
             y[(Ellipsis,) + (slice(0, 1),) * len(axis)], axis=axis).dtype
         out = np.empty_like(first, dtype=dtype)   # numpy's result keeps the kept axes' order
         ufunc = _WINDOW_UFUNCS[reduction]
@@ -643,6 +749,37 @@ def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
                                threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     if mixed:               # zeros of both signs: numpy's SIMD order decides
         return getattr(y, reduction)(axis=tuple(range(kept, y.ndim)))
+    return out
+
+
+def _reduce_windows(reduction: str, y: np.ndarray, reduced: int,
+                    threads: int) -> np.ndarray | None:
+    """``y``'s maximum or minimum over its last ``reduced`` axes by the compiled window
+    maxima (kernel/rowmax.py, "window-max"), the array numpy's call would return,
+    signed zeros included (the later of equal values, as numpy's loop over a short
+    window keeps); None — nothing done — when they cannot take it now (as
+    :func:`_reduce_runs`: the layout, :func:`window_layout`, checked on the array
+    itself; the runner not ready)."""
+    strides = _element_strides(y)
+    if (reduction not in ("max", "min") or type(y) is not np.ndarray
+            or y.dtype not in RUNS_DTYPES or not y.flags.aligned or strides is None
+            or y.size == 0):
+        return None
+    layout = _layout_of(window_layout, y, strides, reduced)
+    if layout is None or not layout.vectors:
+        return None
+    from .kernel import builds, rowmax
+
+    run = builds.runner_for(rowmax.WINDOWS, y.itemsize)
+    if run is None:
+        return None
+    out = np.empty_like(y[(Ellipsis,) + (0,) * reduced])     # numpy's layout
+    if not out.flags.c_contiguous:
+        return None
+    rowmax.reduce_windows(run, out.reshape(-1, layout.width), y.__array_interface__["data"][0],
+                          rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN,
+                          layout.width, layout.outer_stride, layout.rows, layout.row_stride,
+                          layout.cols, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     return out
 
 

@@ -240,12 +240,14 @@ def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
                                     ("rows", "transpose", "tiles") for u in (1, 2, 4, 8)]
                                    + ["pool[uint64]", "row-sums[float32]", "row-sums[float64]",
                                       "row-max[float32]", "row-max[float64]",
-                                      "column-sums[float32]", "column-sums[float64]"])
+                                      "column-sums[float32]", "column-sums[float64]",
+                                      "window-max[float32]", "window-max[float64]"])
     assert not workers_alive(cache)
     later = run(f"""
         on_disk = [builds.status(f, u) for f in ("rows", "transpose", "tiles")
                    for u in (1, 2, 4, 8)] + [builds.status(*builds.POOL_KEY)] + [
-                   builds.status(f, u) for f in ("row-sums", "row-max", "column-sums")
+                   builds.status(f, u) for f in ("row-sums", "row-max", "column-sums",
+                                                 "window-max")
                    for u in (4, 8)]
         for dtype, shape, pattern, family, unit in {FIRST_COPIES!r}:
             check(dtype, shape, pattern)        # numpy's, while a thread loads the runner

@@ -1284,7 +1284,8 @@ def test_warmup_compiles_every_family_and_unit_size() -> None:
     done = K.warmup()
     assert set(done) == {f"{family}[uint{8 * u}]" for family in ("rows", "transpose", "tiles")
                          for u in (1, 2, 4, 8)} | {"pool[uint64]"} | {
-        f"{family}[float{8 * u}]" for family in ("row-sums", "row-max", "column-sums")
+        f"{family}[float{8 * u}]" for family in ("row-sums", "row-max", "column-sums",
+                                                 "window-max")
         for u in (4, 8)}
     from rearrange.kernel import builds
 
@@ -1292,7 +1293,8 @@ def test_warmup_compiles_every_family_and_unit_size() -> None:
                for family in ("rows", "transpose", "tiles") for u in (1, 2, 4, 8))
     assert builds.status(*builds.POOL_KEY) == "ready"
     assert all(builds.status(family, u) == "ready"
-               for family in ("row-sums", "row-max", "column-sums") for u in (4, 8))
+               for family in ("row-sums", "row-max", "column-sums", "window-max")
+               for u in (4, 8))
 
 
 # ---------------------------------------------------------------------- large

@@ -182,7 +182,7 @@ def _load(key: Key, compile: bool) -> Any:
 
     if key[0] == rowsums.FAMILY:     # the reductions' runners, same machinery
         return rowsums.runner(key[1], key[0], compile=compile)
-    if key[0] in (rowmax.FAMILY, rowmax.COLUMN_SUMS):
+    if key[0] in (rowmax.FAMILY, rowmax.COLUMN_SUMS, rowmax.WINDOWS):
         return rowmax.runner(key[1], key[0], compile=compile)
     return runner(key[1], key[0], compile=compile)
 
@@ -348,15 +348,16 @@ def build_everything(parallel: int = 1, load: bool = True, progress=None) -> lis
     called once at the start (name None) and as each runner is ready."""
     import time
 
-    from .rowmax import COLUMN_SUMS, FLOAT_DTYPES, FAMILY as ROW_MAX
+    from .rowmax import COLUMN_SUMS, FLOAT_DTYPES, FAMILY as ROW_MAX, WINDOWS
     from .rowsums import FAMILY as ROW_SUMS, FLOAT_TOKENS
 
     # the reductions' runners (.rowsums, .rowmax), named by the floats they read
     keys = [(family, u) for family in _WARMUP_ORDER for u in UNIT_DTYPES] + [POOL_KEY] + \
         [(ROW_SUMS, u) for u in FLOAT_TOKENS] + \
-        [(family, u) for family in (ROW_MAX, COLUMN_SUMS) for u in FLOAT_DTYPES]
+        [(family, u) for family in (ROW_MAX, COLUMN_SUMS, WINDOWS) for u in FLOAT_DTYPES]
     tokens = {family: UNIT_DTYPES for family, _ in keys} | {
-        ROW_SUMS: FLOAT_TOKENS, ROW_MAX: FLOAT_DTYPES, COLUMN_SUMS: FLOAT_DTYPES}
+        ROW_SUMS: FLOAT_TOKENS, ROW_MAX: FLOAT_DTYPES, COLUMN_SUMS: FLOAT_DTYPES,
+        WINDOWS: FLOAT_DTYPES}
     names = {key: f"{key[0]}[{tokens[key[0]][key[1]].__name__}]" for key in keys}
     done: set[Key] = set()
 

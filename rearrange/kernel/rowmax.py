@@ -8,7 +8,10 @@ the copy kernel's threads:
   The value is numpy's ``max`` / ``min`` of the same elements, NaN included;
 * **column sums** (:data:`COLUMN_SUMS`): sums and means whose reduced axis lies between
   kept ones (``"b c h w -> b h w"``), in numpy's own order: each output from +0.0, the
-  reduced rows added one after the other, each element in the data's type.
+  reduced rows added one after the other, each element in the data's type;
+* **window maxima** (:data:`WINDOWS`): maxima and minima over small windows whose rows
+  are 1 or 2 consecutive elements (pooling, ``"b c (h 2) (w 2) -> b c h w"``): each
+  window row read once as vectors into its output row (see :func:`_run_window_max`).
 
 numpy reduces these layouts through its iterator (a per-channel maximum: one call of its
 inner loop a run, ~11% of its time at runs of 3136 and most of it at runs of 56), and
@@ -36,7 +39,7 @@ pool's workers call runners): ``cp`` the control block (its C_NWORK: the work un
 ``d`` the first output, ``s`` the input's first element, ``itp`` the parameters
 (:data:`P_OP` ..., :data:`Q_ROWS` ...), ``pp`` unused. Unit 4 reads float32, unit 8
 float64. They are cached, loaded and compiled by :mod:`.builds` as the families
-:data:`FAMILY` and :data:`COLUMN_SUMS`; nothing here imports numba.
+:data:`FAMILY`, :data:`COLUMN_SUMS` and :data:`WINDOWS`; nothing here imports numba.
 """
 
 from __future__ import annotations
@@ -50,11 +53,12 @@ import numpy as np
 from .abi import P_LEN
 from .threads import execute
 
-__all__ = ["FAMILY", "COLUMN_SUMS", "FLOAT_DTYPES", "OP_MAX", "OP_MIN", "runner",
-           "reduce_runs", "sum_columns"]
+__all__ = ["FAMILY", "COLUMN_SUMS", "WINDOWS", "FLOAT_DTYPES", "OP_MAX", "OP_MIN",
+           "runner", "reduce_runs", "sum_columns", "reduce_windows"]
 
 FAMILY = "row-max"
 COLUMN_SUMS = "column-sums"     # the sums (and means) down columns of rows: same module
+WINDOWS = "window-max"          # the maxima (and minima) over small windows: pooling
 PREFETCH_LINES = 16     # cache lines of the next run's head prefetched (1 KiB)
 # The runner's unit size -> the floats it reads (its token is UNIT_DTYPES' unsigned type).
 FLOAT_DTYPES = {4: np.float32, 8: np.float64}
@@ -70,11 +74,17 @@ _P_LEN = 7
 # 1 for a mean.
 (Q_ROWS, Q_WIDTH, Q_BLOCK, Q_ROW_STRIDE, Q_OUTER_STRIDE, Q_OUT_STRIDE, Q_MEAN) = range(7)
 COLUMN_BLOCK_BYTES = 16384      # a work unit's block of an output row (in L1 as it is summed)
+# The window maxima's parameters: the reduction, outputs in an output row, the stride
+# between the output rows' first windows (input), the window's rows and their stride,
+# its columns (1 or 2: consecutive, a row's windows one after the other; elements).
+W_OP, W_WIDTH, W_OUTER_STRIDE, W_ROWS, W_ROW_STRIDE, W_COLS = range(6)
+_W_LEN = 6
 
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics, the loops'
 # chunk claims) and by _bind (this module's) before anything is compiled.
 _ld = _st = _ldb = _stb = _prefetch = _fetch_add = _home = _claim = _publish = None
 _run_max = _run_min = _float_zero = _narrow = _unit_bytes = None
+_pairs_max = _pairs_min = _lanes_max = _lanes_min = None
 
 
 def _run_row_max(cp, d, s, itp, pp, tok):
@@ -172,19 +182,61 @@ def _run_column_sums(cp, d, s, itp, pp, tok):
     _publish(cp, done)
 
 
+def _run_window_max(cp, d, s, itp, pp, tok):
+    """One thread's share of the window maxima (:data:`WINDOWS`): work unit ``o`` is the
+    output row ``o`` (``W_WIDTH`` outputs, C order), output ``j`` of it the maximum (or
+    minimum) of the window of ``W_ROWS`` rows (``W_ROW_STRIDE`` apart) of ``W_COLS``
+    consecutive elements (1 or 2) at input element ``o * W_OUTER_STRIDE + j * W_COLS``:
+    a row's windows are its consecutive elements (the planner's :func:`window_layout`
+    with ``vectors``; 3x3 and other windows read one by one lost to the views:
+    docs/performance.md).
+
+    Each window row is read as vectors (:func:`_pairs_max`, :func:`_lanes_max`) into
+    the output row, which stays in L1 while the window's rows are taken in turn: each
+    input row read once, each output written once to memory. The elements are taken
+    in the order of the window's rows, then its columns (their order in memory), each
+    ``x >= acc or x != x`` (``<=``): a NaN wins, and of equal values the later one —
+    numpy's result, signed zeros included (its loop over such short windows keeps the
+    later of two equal values)."""
+    op, width, outer_stride = itp[W_OP], itp[W_WIDTH], itp[W_OUTER_STRIDE]
+    rows, row_stride, cols = itp[W_ROWS], itp[W_ROW_STRIDE], itp[W_COLS]
+    chunks = _home(cp)
+    done = op - op
+    while True:
+        lo, hi, chunks = _claim(cp, chunks)
+        if lo >= hi:
+            break
+        for o in range(lo, hi):
+            source = o * outer_stride
+            into = o * width
+            for r in range(rows):
+                at = source + r * row_stride
+                if cols == 2:
+                    if op == OP_MAX:
+                        _pairs_max(d, into, s, at, width, r, tok)
+                    else:
+                        _pairs_min(d, into, s, at, width, r, tok)
+                elif op == OP_MAX:
+                    _lanes_max(d, into, s, at, width, r, tok)
+                else:
+                    _lanes_min(d, into, s, at, width, r, tok)
+        done += hi - lo
+    _publish(cp, done)
+
+
 def runner(u: int, family: str = FAMILY, compile: bool = True):
-    """The row-max (or column-sums) runner for ``u``-byte floats (loaded from the disk
+    """The row-max (column-sums, window-max) runner for ``u``-byte floats (loaded from the disk
     cache when it is there): as :func:`.loops.runner`, which :mod:`.builds` calls it in
     place of."""
     from . import jit as jit_module      # (looked up per call: tests wrap it)
 
-    if family not in (FAMILY, COLUMN_SUMS):
+    runs = {FAMILY: _run_row_max, COLUMN_SUMS: _run_column_sums, WINDOWS: _run_window_max}
+    if family not in runs:
         raise ValueError(f"no {family!r} runner here")
     if u not in FLOAT_DTYPES:
         raise ValueError(f"no {family!r} runner for {u}-byte units")
     _bind()
-    return jit_module.compile_runner(_run_row_max if family == FAMILY else _run_column_sums,
-                                     u, compile)
+    return jit_module.compile_runner(runs[family], u, compile)
 
 
 _bind_lock = threading.Lock()
@@ -219,6 +271,10 @@ def define_run_extremes() -> dict:
       extreme, then the lanes combined and the rest taken one by one. Each step is
       ``x > acc or x != x ? x : acc`` (``<`` for the minimum): one of its operands, a
       NaN over anything;
+    * ``_pairs_max(d, dstart, s, sstart, count, row, tok)`` / ``_pairs_min`` and
+      ``_lanes_max`` / ``_lanes_min``: one window row of ``count`` windows of 2 (1)
+      consecutive floats into ``count`` outputs (the window maxima's, see
+      ``emit_window_row``);
     * ``_float_zero(tok)``: +0.0 of the float type ``tok``'s width names;
     * ``_narrow(value, zero)``: a float64 rounded to ``zero``'s type (as numpy casts)."""
     from llvmlite import ir
@@ -366,7 +422,100 @@ def define_run_extremes() -> dict:
             return builder.fptrunc(args[0], target)
         return zero(types.float64, zero), codegen
 
+    def emit_window_row(context, builder, args, ftype, minimum, cols):
+        """``d[dstart + j]`` = the extreme of ``cols`` consecutive floats at ``s[sstart +
+        j * cols]`` (1 or 2), combined with ``d[dstart + j]`` unless ``row`` is 0, for
+        ``j < count``: vectors of 32 bytes (a window row's 56 float32 outputs: 7), then
+        one by one. Each step ``x >= acc or x != x ? x : acc`` (``<=``): the later of
+        equal values, a NaN over anything."""
+        d, dstart, s, sstart, count, row, _ = args
+        scalar = context.get_value_type(ftype)
+        size = ftype.bitwidth // 8
+        width = 32 // size
+        lanes = ir.VectorType(scalar, width)
+        comparison = "<=" if minimum else ">="
+
+        def pick(acc, x):
+            wins = builder.or_(builder.fcmp_ordered(comparison, x, acc),
+                               builder.fcmp_unordered("uno", x, x))
+            return builder.select(wins, x, acc)
+
+        def vector_at(base, index):
+            return builder.bitcast(builder.gep(base, [index]), lanes.as_pointer())
+
+        into = builder.gep(builder.inttoptr(d, scalar.as_pointer()), [dstart])
+        source = builder.gep(builder.inttoptr(s, scalar.as_pointer()), [sstart])
+        first = builder.icmp_signed("==", row, ir.Constant(i64, 0))
+        vector_end = builder.sub(count, builder.srem(count, ir.Constant(i64, width)))
+        entry = builder.block
+        vhead = builder.append_basic_block("window.vhead")
+        vbody = builder.append_basic_block("window.vbody")
+        thead = builder.append_basic_block("window.thead")
+        tbody = builder.append_basic_block("window.tbody")
+        done = builder.append_basic_block("window.done")
+        builder.branch(vhead)
+
+        builder.position_at_end(vhead)
+        i = builder.phi(i64)
+        i.add_incoming(ir.Constant(i64, 0), entry)
+        builder.cbranch(builder.icmp_signed("<", i, vector_end), vbody, thead)
+
+        builder.position_at_end(vbody)
+        if cols == 2:
+            at = builder.mul(i, ir.Constant(i64, 2))
+            low = builder.load(vector_at(source, at), align=size)
+            high = builder.load(vector_at(source, builder.add(at, ir.Constant(i64, width))),
+                                align=size)
+            even = builder.shuffle_vector(low, high, ir.Constant(
+                ir.VectorType(i32, width), [2 * k for k in range(width)]))
+            odd = builder.shuffle_vector(low, high, ir.Constant(
+                ir.VectorType(i32, width), [2 * k + 1 for k in range(width)]))
+            window = pick(even, odd)
+        else:
+            window = builder.load(vector_at(source, i), align=size)
+        target = vector_at(into, i)
+        combined = pick(builder.load(target, align=size), window)
+        builder.store(builder.select(first, window, combined), target, align=size)
+        i.add_incoming(builder.add(i, ir.Constant(i64, width)), vbody)
+        builder.branch(vhead)
+
+        builder.position_at_end(thead)
+        t = builder.phi(i64)
+        t.add_incoming(i, vhead)
+        builder.cbranch(builder.icmp_signed("<", t, count), tbody, done)
+
+        builder.position_at_end(tbody)
+        if cols == 2:
+            at = builder.mul(t, ir.Constant(i64, 2))
+            window = pick(builder.load(builder.gep(source, [at]), align=size),
+                          builder.load(builder.gep(source, [builder.add(
+                              at, ir.Constant(i64, 1))]), align=size))
+        else:
+            window = builder.load(builder.gep(source, [t]), align=size)
+        target = builder.gep(into, [t])
+        combined = pick(builder.load(target, align=size), window)
+        builder.store(builder.select(first, window, combined), target, align=size)
+        t.add_incoming(builder.add(t, ir.Constant(i64, 1)), tbody)
+        builder.branch(thead)
+
+        builder.position_at_end(done)
+        return count
+
+    def make_window_row(minimum, cols):
+        @intrinsic
+        def window_row(typingctx, d, dstart, s, sstart, count, row, tok):
+            ftype = float_type(tok)
+            sig = types.int64(types.int64, types.int64, types.int64, types.int64,
+                              types.int64, types.int64, tok)
+
+            def codegen(context, builder, signature, args):
+                return emit_window_row(context, builder, args, ftype, minimum, cols)
+            return sig, codegen
+        return window_row
+
     return {"_run_max": make_run(False), "_run_min": make_run(True),
+            "_pairs_max": make_window_row(False, 2), "_pairs_min": make_window_row(True, 2),
+            "_lanes_max": make_window_row(False, 1), "_lanes_min": make_window_row(True, 1),
             "_float_zero": _float_zero, "_narrow": _narrow, "_unit_bytes": _unit_bytes}
 
 
@@ -411,6 +560,28 @@ def sum_columns(run, out: np.ndarray, source: int, rows: int, width: int, row_st
     block = max(1, COLUMN_BLOCK_BYTES // out.itemsize)
     units = outer * -(-width // block)
     params = _Parameters(rows, width, block, row_stride, outer_stride, width, int(mean))
+    unused, unused_address = _unused_parameters()
+    execute((units, max(1, min(threads, units)), params, unused, None,
+             ctypes.addressof(params), unused_address, 1),
+            run, out.__array_interface__["data"][0], source, 0)
+
+
+_WindowParameters = ctypes.c_int64 * _W_LEN
+
+
+def reduce_windows(run, out: np.ndarray, source: int, op: int, width: int,
+                   outer_stride: int, rows: int, row_stride: int, cols: int,
+                   threads: int) -> None:
+    """``out`` (a writeable C-contiguous (output rows, ``width``) array of the runner's
+    float type) = numpy's maxima (``op``: :data:`OP_MAX`) or minima over windows, by the
+    compiled window-max ``run`` on ``threads`` threads: output ``(o, j)`` reduces the
+    ``rows`` x ``cols`` elements (``cols`` 1 or 2) at address ``source + (o *
+    outer_stride + r * row_stride + j * cols + c) * itemsize`` (strides in elements; the
+    caller vouches for the memory)."""
+    if cols not in (1, 2):
+        raise ValueError(f"windows of {cols} columns are not read as vectors")
+    units = out.shape[0]
+    params = _WindowParameters(op, width, outer_stride, rows, row_stride, cols)
     unused, unused_address = _unused_parameters()
     execute((units, max(1, min(threads, units)), params, unused, None,
              ctypes.addressof(params), unused_address, 1),
