@@ -544,34 +544,13 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
                      threads: int) -> np.ndarray:
     """``y`` reduced over its trailing ``axis`` as ``strategy`` (from
     :func:`plan_by_layout`) says: the array numpy's own call would return."""
-    if strategy == "rows":
-        summed = _sum_rows(reduction, y, threads)
-        if summed is not None:
-            return summed
-        strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
-                                      _element_strides(y))
-        if strategy == "numpy":
-            return getattr(y, reduction)(axis=axis)
-    if strategy == "columns":
-        summed = _sum_columns(reduction, y, len(axis), threads)
-        if summed is not None:
-            return summed
-        strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
-                                      _element_strides(y))
-        if strategy == "numpy":
-            return getattr(y, reduction)(axis=axis)
-    if strategy == "runs":
-        extremes = _reduce_runs(reduction, y, len(axis), threads)
-        if extremes is not None:
-            return extremes
-        strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
-                                      _element_strides(y))
-        if strategy == "numpy":
-            return getattr(y, reduction)(axis=axis)
-    if strategy == "pool":
-        extremes = _reduce_windows(reduction, y, len(axis), threads)
-        if extremes is not None:
-            return extremes
+    compiled = _COMPILED.get(strategy)
+    if compiled is not None:
+        done = compiled(reduction, y, len(axis), threads)
+        if done is not None:
+            return done
+        # the runner cannot take it now (not ready; not this array): numpy's ways, as
+        # planned without the compiled runners
         strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
                                       _element_strides(y))
         if strategy == "numpy":
@@ -665,7 +644,7 @@ def _element_strides(y: np.ndarray) -> tuple[int, ...] | None:
     return tuple(stride // y.itemsize for stride in y.strides)
 
 
-def _sum_rows(reduction: str, y: np.ndarray, threads: int) -> np.ndarray | None:
+def _sum_rows(reduction: str, y: np.ndarray, reduced: int, threads: int) -> np.ndarray | None:
     """``y``'s sum (or mean) over its last axis by the compiled row sums, the array
     numpy's call would return; None — nothing done — when they cannot take it now: not
     an exact, aligned, native float32/float64 ndarray of contiguous rows
@@ -833,3 +812,9 @@ def _reduce_in_parts(reduction: str, y: np.ndarray, axis: tuple[int, ...], cut: 
         else:                   # a full reduction: numpy scalars
             result = ufunc(result, partial)
     return result
+
+
+# The strategies run by compiled runners: f(reduction, y, reduced axes, threads) -> the
+# result, or None where the runner cannot take it now (see each).
+_COMPILED: dict[str, Callable[[str, np.ndarray, int, int], np.ndarray | None]] = {
+    "rows": _sum_rows, "columns": _sum_columns, "runs": _reduce_runs, "pool": _reduce_windows}
