@@ -50,7 +50,7 @@ import os
 import sys
 import threading
 import types
-from typing import Iterator
+from typing import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +115,23 @@ def unavailable() -> str | None:
     """Why no kernel can run in this process (numba failed to import or set up), or None
     (none seen yet: numba may still be untried)."""
     return _unavailable
+
+
+def bind_once(namespace: dict, make: Callable[[], dict]) -> None:
+    """``namespace.update(make())`` once per module (its ``_bound`` flag): the names a
+    module's compiled loops read as globals (intrinsics defined with numba, the loops'
+    chunk claims), bound before any of them is compiled. numba is imported first
+    (:func:`materialise` raises KernelUnavailable where it cannot be)."""
+    if namespace.get("_bound"):
+        return
+    materialise()
+    with _bind_lock:
+        if not namespace.get("_bound"):
+            namespace.update(make())
+            namespace["_bound"] = True
+
+
+_bind_lock = threading.Lock()
 
 
 def materialise() -> None:

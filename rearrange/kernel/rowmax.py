@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import threading
 
 import numpy as np
 
@@ -239,27 +238,19 @@ def runner(u: int, family: str = FAMILY, compile: bool = True):
     return jit_module.compile_runner(runs[family], u, compile)
 
 
-_bind_lock = threading.Lock()
 _bound = False          # the intrinsics and chunk claims are bound (by _bind)
 
 
 def _bind() -> None:
     """Bind the loops' chunk claims (numba's dispatchers, once :func:`.jit.materialise`
-    has wrapped them; numba imported: it raises KernelUnavailable where it cannot be)
-    and this module's intrinsics (:func:`define_run_extremes`) here, once."""
-    global _bound
-    if _bound:
-        return
+    has wrapped them) and this module's intrinsics (:func:`define_run_extremes`) here,
+    once (:func:`.jit.bind_once`)."""
     from . import jit as jit_module
     from . import loops
 
-    jit_module.materialise()
-    with _bind_lock:
-        if not _bound:
-            globals().update(define_run_extremes())
-            globals().update(_home=loops._home, _claim=loops._claim,
-                             _publish=loops._publish)
-            _bound = True
+    jit_module.bind_once(globals(), lambda: {
+        **define_run_extremes(), "_home": loops._home, "_claim": loops._claim,
+        "_publish": loops._publish})
 
 
 def define_run_extremes() -> dict:

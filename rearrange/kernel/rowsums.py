@@ -116,24 +116,15 @@ def runner(u: int, family: str = FAMILY, compile: bool = True):
     return jit_module.compile_runner(_run_row_sums, u, compile, token=FLOAT_TOKENS[u])
 
 
-_bind_lock = threading.Lock()
 _bound = False          # the intrinsics are bound (by _bind_block_sum)
 
 
 def _bind_block_sum() -> None:
-    """Define this module's intrinsics (:func:`define_block_sums`; numba imported:
-    :func:`.jit.materialise` raises KernelUnavailable where it cannot be) and bind them
-    here, once."""
-    global _bound
-    if _bound:
-        return
+    """Define this module's intrinsics (:func:`define_block_sums`) and bind them here,
+    once (:func:`.jit.bind_once`)."""
     from . import jit as jit_module
 
-    jit_module.materialise()
-    with _bind_lock:
-        if not _bound:
-            globals().update(define_block_sums())
-            _bound = True
+    jit_module.bind_once(globals(), define_block_sums)
 
 
 def define_block_sums() -> dict:
