@@ -436,6 +436,14 @@ def window_layout(shape: tuple[int, ...], strides: tuple[int, ...],
         col_stride=strides[cols_axis] if cols_axis is not None else 0)
 
 
+def _vector_window_layout(shape: tuple[int, ...], strides: tuple[int, ...],
+                          reduced: int) -> WindowLayout | None:
+    """:func:`window_layout` where the compiled window maxima can take it (``vectors``),
+    else None."""
+    layout = window_layout(shape, strides, reduced)
+    return layout if layout is not None and layout.vectors else None
+
+
 @record
 class ColumnLayout:
     """A view whose kept axes are ``outer`` rows of ``width`` contiguous outputs each
@@ -694,6 +702,33 @@ def _layout_of(function: Callable, y: np.ndarray, strides: tuple[int, ...],
     return layout
 
 
+def _compiled_target(y: np.ndarray, reduced: int, describe: Callable, family: str
+                     ) -> tuple[Any, Any, np.ndarray] | None:
+    """What a compiled runner of ``family`` (kernel/rowmax.py) needs to reduce ``y`` over
+    its last ``reduced`` axes: ``(layout, runner, out)`` — ``describe``'s layout of the
+    array itself (native code reads it), the runner, and a new output in numpy's
+    layout, C-contiguous; None where it cannot take it now: not an exact, aligned,
+    native float32/float64 ndarray that ``describe`` accepts, or the runner not ready
+    (:func:`rearrange.kernel.builds.runner_for`: in the default mode this asks for it,
+    loaded or compiled out of the caller's way)."""
+    strides = _element_strides(y)
+    if (type(y) is not np.ndarray or y.dtype not in RUNS_DTYPES or not y.flags.aligned
+            or strides is None or y.size == 0):
+        return None
+    layout = _layout_of(describe, y, strides, reduced)
+    if layout is None:
+        return None
+    from .kernel import builds
+
+    run = builds.runner_for(family, y.itemsize)
+    if run is None:
+        return None
+    out = np.empty_like(y[(Ellipsis,) + (0,) * reduced])     # numpy's layout
+    if not out.flags.c_contiguous:
+        return None
+    return layout, run, out
+
+
 def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
                  threads: int) -> np.ndarray | None:
     """``y``'s maximum or minimum over its last ``reduced`` axes by the compiled row
@@ -705,23 +740,15 @@ def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
 
     Where an output's zeros have both signs, numpy's choice between them depends on the
     order of its SIMD lanes: the runner counts it, and the whole is numpy's call then."""
-    strides = _element_strides(y)
-    if (reduction not in ("max", "min") or type(y) is not np.ndarray
-            or y.dtype not in RUNS_DTYPES or not y.flags.aligned or strides is None
-            or y.size == 0):
-        return None
-    layout = _layout_of(run_layout, y, strides, reduced)
     kept = y.ndim - reduced
-    if layout is None or kept == 0:        # (a whole reduction is numpy's scalar)
+    if reduction not in ("max", "min") or kept == 0:  # (a whole reduction: numpy's scalar)
         return None
-    from .kernel import builds, rowmax
+    from .kernel import rowmax
 
-    run = builds.runner_for(rowmax.FAMILY, y.itemsize)
-    if run is None:
+    target = _compiled_target(y, reduced, run_layout, rowmax.FAMILY)
+    if target is None:
         return None
-    out = np.empty_like(y[(Ellipsis,) + (0,) * (y.ndim - kept)])   # numpy's layout
-    if not out.flags.c_contiguous:
-        return None
+    layout, run, out = target
     op = rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN
     mixed = rowmax.reduce_runs(run, out.reshape(-1), y.__array_interface__["data"][0], op,
                                layout.n, layout.count, layout.rstride, layout.ostride,
@@ -739,22 +766,14 @@ def _reduce_windows(reduction: str, y: np.ndarray, reduced: int,
     window keeps); None — nothing done — when they cannot take it now (as
     :func:`_reduce_runs`: the layout, :func:`window_layout`, checked on the array
     itself; the runner not ready)."""
-    strides = _element_strides(y)
-    if (reduction not in ("max", "min") or type(y) is not np.ndarray
-            or y.dtype not in RUNS_DTYPES or not y.flags.aligned or strides is None
-            or y.size == 0):
+    if reduction not in ("max", "min"):
         return None
-    layout = _layout_of(window_layout, y, strides, reduced)
-    if layout is None or not layout.vectors:
-        return None
-    from .kernel import builds, rowmax
+    from .kernel import rowmax
 
-    run = builds.runner_for(rowmax.WINDOWS, y.itemsize)
-    if run is None:
+    target = _compiled_target(y, reduced, _vector_window_layout, rowmax.WINDOWS)
+    if target is None:
         return None
-    out = np.empty_like(y[(Ellipsis,) + (0,) * reduced])     # numpy's layout
-    if not out.flags.c_contiguous:
-        return None
+    layout, run, out = target
     rowmax.reduce_windows(run, out.reshape(-1, layout.width), y.__array_interface__["data"][0],
                           rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN,
                           layout.width, layout.outer_stride, layout.rows, layout.row_stride,
@@ -768,22 +787,14 @@ def _sum_columns(reduction: str, y: np.ndarray, reduced: int,
     (kernel/rowmax.py), the array numpy's call would return; None — nothing done — when
     they cannot take it now (as :func:`_reduce_runs`: the layout, :func:`column_layout`,
     checked on the array itself; the runner not ready)."""
-    strides = _element_strides(y)
-    if (reduction not in ("sum", "mean") or type(y) is not np.ndarray
-            or y.dtype not in RUNS_DTYPES or not y.flags.aligned or strides is None
-            or y.size == 0):
+    if reduction not in ("sum", "mean"):
         return None
-    layout = _layout_of(column_layout, y, strides, reduced)
-    if layout is None:
-        return None
-    from .kernel import builds, rowmax
+    from .kernel import rowmax
 
-    run = builds.runner_for(rowmax.COLUMN_SUMS, y.itemsize)
-    if run is None:
+    target = _compiled_target(y, reduced, column_layout, rowmax.COLUMN_SUMS)
+    if target is None:
         return None
-    out = np.empty_like(y[(Ellipsis,) + (0,) * reduced])     # numpy's layout
-    if not out.flags.c_contiguous:
-        return None
+    layout, run, out = target
     rowmax.sum_columns(run, out.reshape(layout.outer, layout.width),
                        y.__array_interface__["data"][0], layout.rows, layout.width,
                        layout.row_stride, layout.outer_stride, reduction == "mean", threads)
