@@ -41,6 +41,24 @@ def assert_same(result, expected):
 
 
 
+def _spy_on_kernel_jobs(monkeypatch) -> tuple[list, list]:
+    """(calls, jobs): the source shapes of each ``kernel.copy_parts_into`` call and the
+    part count of each job the kernel's pool runs (``kernel.execute_parts``), recorded
+    while both still run."""
+    from rearrange import kernel
+
+    calls: list = []
+    jobs: list = []
+    original, execute_parts = kernel.copy_parts_into, kernel.execute_parts
+    monkeypatch.setattr(kernel, "copy_parts_into",
+                        lambda pairs: (calls.append([src.shape for _, src in pairs]),
+                                       original(pairs)))
+    monkeypatch.setattr(kernel, "execute_parts",
+                        lambda parts, *rest: (jobs.append(len(parts)),
+                                              execute_parts(parts, *rest)))
+    return calls, jobs
+
+
 def arange(*shape, dtype=np.float32):
     return np.arange(np.prod(shape, dtype=int), dtype=dtype).reshape(shape)
 
@@ -345,17 +363,8 @@ def test_the_kernel_copies_parts_from_its_threshold_on(rows, kernel_copies, two_
     of the kernel. The same result either way, laid out as numpy's concatenate lays it
     out. (Shapes no other test uses: the lowering, cached, holds the copy function it
     found.)"""
-    from rearrange import kernel
-
     x, y = arange(rows, 1283), arange(rows, 509) + 7
-    calls, jobs = [], []
-    original, execute_parts = kernel.copy_parts_into, kernel.execute_parts
-    monkeypatch.setattr(kernel, "copy_parts_into",
-                        lambda pairs: (calls.append([src.shape for _, src in pairs]),
-                                       original(pairs)))
-    monkeypatch.setattr(kernel, "execute_parts",
-                        lambda parts, *rest: (jobs.append(len(parts)),
-                                              execute_parts(parts, *rest)))
+    calls, jobs = _spy_on_kernel_jobs(monkeypatch)
     result = ra.rearrange((x, y), "a b, a c -> (b + c) a")
     expected = np.concatenate([x.T, y.T])
     assert_same(result, expected)
@@ -405,15 +414,9 @@ def test_the_parts_the_kernel_copies_are_one_job(pattern, inputs, numpy, threads
                     if part.copier == "kernel" and arrays[k].dtype == dtype]
     staged = [part for part in plan.parts if part.copier == "staged"]
     assert not staged
-    calls, jobs, lone = [], [], []
-    original = kernel.copy_parts_into
-    execute, execute_parts = kernel.execute, kernel.execute_parts
-    monkeypatch.setattr(kernel, "copy_parts_into",
-                        lambda pairs: (calls.append([src.shape for _, src in pairs]),
-                                       original(pairs)))
-    monkeypatch.setattr(kernel, "execute_parts",
-                        lambda parts, *rest: (jobs.append(len(parts)),
-                                              execute_parts(parts, *rest)))
+    calls, jobs = _spy_on_kernel_jobs(monkeypatch)
+    lone = []
+    execute = kernel.execute
     monkeypatch.setattr(kernel, "execute",
                         lambda *args: (lone.append(args[2]), execute(*args)))
     got = ra.rearrange(arrays, pattern)

@@ -20,26 +20,12 @@ import rearrange as ra
 from rearrange import reductions
 from rearrange.kernel import builds, rowmax
 from rearrange.reductions import column_layout, plan_by_layout, reduce_by_layout, run_layout
+from test_reduce_rows import _bits_equal  # noqa: F401 - also test_reduce_windows'
 
 einops = pytest.importorskip("einops")
 
 FLOATS = [np.float32, np.float64]
 f4, f8 = np.dtype(np.float32), np.dtype(np.float64)
-
-
-def _bits_equal(got: np.ndarray, expected: np.ndarray) -> None:
-    """The same array: dtype, shape, strides of its moving axes, NaN where numpy has
-    NaN, every other value bit for bit (-0.0 is not 0.0). A NaN's sign and payload are
-    not compared (numpy's own builds differ there: tests/test_reduce_rows.py)."""
-    assert got.dtype == expected.dtype and got.shape == expected.shape
-    if got.size > 1:
-        assert ([s for s, n in zip(got.strides, got.shape) if n > 1]
-                == [s for s, n in zip(expected.strides, expected.shape) if n > 1])
-    if got.dtype.kind == "f":
-        nan = np.isnan(expected)
-        assert np.array_equal(np.isnan(got), nan)
-        got, expected = np.where(nan, 0, got), np.where(nan, 0, expected)
-    assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()
 
 
 @pytest.fixture(scope="module")
