@@ -30,7 +30,7 @@ from dataclasses import field
 from typing import Any, Callable
 
 from .errors import ArgumentTypeError, PatternError, RearrangeError
-from .records import record
+from .records import lazy_slots, record
 
 __all__ = [
     "AxisName",
@@ -157,14 +157,20 @@ class TransformPattern:
         # text alone keeps recipe cache keys cheap (no walk of the tree).
         return hash(self.text)
 
-    def __getattr__(self, name: str) -> Any:
-        # Called only for a slot not set yet: a side of a pattern made from a record.
-        if name not in ("left", "right") or self.scanned is None:
-            raise AttributeError(f"'TransformPattern' object has no attribute {name!r}")
-        left, right = _sides(self.scanned)
-        object.__setattr__(self, "left", left)
-        object.__setattr__(self, "right", right)
-        return left if name == "left" else right
+
+
+def _sides_from_record(pattern: TransformPattern, name: str) -> Side:
+    """A side of a pattern the parser made from its scanner record (it leaves both
+    unset): both built from the record, the one asked for returned."""
+    if pattern.scanned is None:
+        raise AttributeError(f"'TransformPattern' object has no attribute {name!r}")
+    left, right = _sides(pattern.scanned)
+    object.__setattr__(pattern, "left", left)
+    object.__setattr__(pattern, "right", right)
+    return left if name == "left" else right
+
+
+lazy_slots(TransformPattern, _sides_from_record, "left", "right")
 
 
 # --------------------------------------------------------------------------- errors

@@ -26,7 +26,7 @@ from typing import IO, Any, Callable, Mapping
 from .errors import NoViewError, RearrangeError
 from .layout import MAX_DIMS, MAX_SIZE, Layout, canonical_layout, row_major_strides, view_of
 from .recipe import Recipe, check_result_size, solve_lengths
-from .records import record
+from .records import lazy_slots, record, slot_setter
 
 _PLAIN_INT = frozenset({int})
 
@@ -56,16 +56,6 @@ class Step:
     # None once described.
     deferred: tuple[Any, Layout] | None = field(default=None, init=False, compare=False,
                                                 repr=False)
-
-    def __getattr__(self, name: str) -> Any:
-        # Called only for a slot not set yet: the kernel of a deferred copy step.
-        if name != "kernel" or self.deferred is None:
-            raise AttributeError(f"'Step' object has no attribute {name!r}")
-        describe_copy, source = self.deferred
-        kernel = describe_copy(source)
-        object.__setattr__(self, "kernel", kernel)
-        object.__setattr__(self, "deferred", None)
-        return kernel
 
     @property
     def reason(self) -> str:
@@ -105,6 +95,20 @@ class Step:
                 "reason": self.kernel.reason,
             }
         return data
+
+
+def _deferred_kernel(step: Step, name: str) -> Any:
+    """The kernel of a copy step the planner left undescribed (see ``Step.deferred``),
+    described now; ``deferred`` is then None."""
+    if step.deferred is None:
+        raise AttributeError(f"'Step' object has no attribute {name!r}")
+    describe_copy, source = step.deferred
+    kernel = describe_copy(source)
+    object.__setattr__(step, "deferred", None)
+    return kernel
+
+
+lazy_slots(Step, _deferred_kernel, "kernel")
 
 
 class JsonDump:
@@ -480,7 +484,7 @@ def plan_transform(
 # fields and is made on every cold call).
 _new_object = object.__new__
 (_set_op, _set_layout, _set_is_copy, _set_why, _set_args, _set_kernel, _set_deferred) = (
-    Step.__dict__[name].__set__ for name in (
+    slot_setter(Step, name) for name in (
         "op", "layout", "is_copy", "why", "args", "kernel", "deferred"))
 _PLAN_SETTERS = tuple(Plan.__dict__[name].__set__ for name in (
     "op", "pattern", "dtype", "itemsize", "input", "output", "axis_lengths", "steps",

@@ -19,7 +19,7 @@ from .errors import PatternError, RearrangeError
 from .layout import MAX_DIMS, MAX_SIZE, size_problem
 from .parsing import (AnonymousAxis, AxisName, EllipsisAxis, Group, TransformPattern,
                       pattern_error, side_groups)
-from .records import record
+from .records import lazy_slots, record, slot_setter
 
 __all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_result_size",
            "is_symbolic", "SizeCheck", "size_check", "shapes_check"]
@@ -70,18 +70,6 @@ class Recipe:
     # axes and leaves its result already in output order).
     permutation: tuple[int, ...] = ()
 
-    def __getattr__(self, name: str) -> Any:
-        # Called only for a slot not set yet: the axes or the spans of a recipe that
-        # _named_recipe made from its pattern's scanner record, built from that record
-        # when first read.
-        scanned = self.pattern.scanned
-        if scanned is None or name not in _FROM_RECORD:
-            raise AttributeError(f"'Recipe' object has no attribute {name!r}")
-        value = (_record_axes(scanned) if name == "axes"
-                 else _record_spans(scanned, name == "output_spans"))
-        object.__setattr__(self, name, value)
-        return value
-
     def __post_init__(self) -> None:
         # names and permutation follow from the axes and groups; a builder that leaves
         # them out (einsum builds its recipes from objects) gets them derived here
@@ -99,7 +87,18 @@ class Recipe:
         return names[0] if len(names) == 1 else "(" + " ".join(names) + ")"
 
 
-_FROM_RECORD = frozenset({"axes", "input_spans", "output_spans"})
+def _from_record(recipe: Recipe, name: str) -> Any:
+    """The axes or the spans of a recipe that :func:`_named_recipe` made from its
+    pattern's scanner record (it leaves those slots unset), built from that record."""
+    scanned = recipe.pattern.scanned
+    if scanned is None:
+        raise AttributeError(f"'Recipe' object has no attribute {name!r}")
+    if name == "axes":
+        return _record_axes(scanned)
+    return _record_spans(scanned, name == "output_spans")
+
+
+lazy_slots(Recipe, _from_record, "axes", "input_spans", "output_spans")
 
 
 @lru_cache(maxsize=1024)
@@ -166,7 +165,7 @@ _SINGLE = tuple((i,) for i in range(_SINGLES))
 _new_object = object.__new__
 (_set_pattern, _set_ndim, _set_input_groups, _set_output_groups, _set_input_spans,
  _set_output_spans, _set_reduced, _set_added, _set_fixed_lengths, _set_names,
- _set_permutation) = (Recipe.__dict__[name].__set__ for name in (   # member descriptors
+ _set_permutation) = (slot_setter(Recipe, name) for name in (   # member descriptors
     "pattern", "ndim", "input_groups", "output_groups", "input_spans", "output_spans",
     "reduced", "added", "fixed_lengths", "names", "permutation"))
 

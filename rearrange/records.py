@@ -36,7 +36,7 @@ from dataclasses import MISSING, FrozenInstanceError
 from operator import attrgetter
 from typing import Any, Callable, TypeVar
 
-__all__ = ["record"]
+__all__ = ["record", "lazy_slots", "slot_setter"]
 
 
 class _Factory:
@@ -87,6 +87,55 @@ def record(cls: T) -> T:
         import inspect
         cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
     return cls
+
+
+def lazy_slots(cls: T, build: Callable[[Any, str], Any], *names: str) -> T:
+    """Let the slots ``names`` of the record ``cls`` be left unset by whoever makes an
+    instance: the first read of an unset one sets it to ``build(instance, name)`` (which
+    may set other slots too) and returns it. A set slot reads as any other.
+
+    This is what a ``__getattr__`` fallback would do, without its cost: a class that
+    defines ``__getattr__`` reads *every* attribute through CPython's slower hook (three
+    times a plain slot's read on 3.11, and never specialised), while these descriptors
+    cost only the lazy slots' reads, and those only run Python code while unset."""
+    for name in names:
+        member = cls.__dict__[name]
+        setattr(cls, name, _LazySlot(member, build, name))
+    return cls
+
+
+def slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """``set(instance, value)`` for the slot ``name`` of the record ``cls``: its member
+    descriptor's ``__set__`` (under a lazy slot's descriptor too), which skips the frozen
+    ``__setattr__``. For code that makes instances whose values are canonical by
+    construction (the planner's steps and plans, the scanner's patterns)."""
+    descriptor = cls.__dict__[name]
+    return (descriptor.member if isinstance(descriptor, _LazySlot) else descriptor).__set__
+
+
+class _LazySlot:
+    """A data descriptor over a slot's member descriptor (see :func:`lazy_slots`)."""
+
+    __slots__ = ("member", "build", "name")
+
+    def __init__(self, member: Any, build: Callable[[Any, str], Any], name: str) -> None:
+        self.member, self.build, self.name = member, build, name
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self.member
+        try:
+            return self.member.__get__(instance, owner)
+        except AttributeError:
+            value = self.build(instance, self.name)
+            self.member.__set__(instance, value)
+            return value
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        self.member.__set__(instance, value)
+
+    def __delete__(self, instance: Any) -> None:
+        self.member.__delete__(instance)
 
 
 def _init_function(cls: type, fields: tuple[dataclasses.Field, ...]) -> Callable[..., None]:
