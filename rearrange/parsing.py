@@ -146,8 +146,9 @@ class TransformPattern:
     text: str
     left: Side
     right: Side
-    # The scanner's record of the sides, kept only for patterns of axis names alone and
-    # set only by the parser (never a constructor argument: a pattern made with
+    # The scanner's record of the sides (``Scanned``) and then its axis numbering
+    # (``Named``'s last three: input groups, output groups, every axis name), kept only
+    # for patterns of axis names alone and set only by the parser (never a constructor argument: a pattern made with
     # TransformPattern(...) or dataclasses.replace has its sides given; None then, and
     # for sides that hold a number or '...'): not part of the value, which the sides are.
     scanned: tuple | None = field(default=None, init=False, compare=False, repr=False)
@@ -422,23 +423,41 @@ def _scan_transform(text: str) -> tuple[Side, Side] | None:
 # pattern costs the garbage collector five objects to visit once, not three per axis.
 Scanned = tuple[tuple[Any, ...], tuple[int, ...], tuple[Any, ...], tuple[int, ...], int, int]
 
+# What the scanner gathers on the way for the commonest patterns, axis names alone
+# (``None`` where some member of either side is a number or ``...``): the left side's
+# names in text order, the right side's, and the pattern's axes numbered as its recipe
+# numbers them (:func:`rearrange.recipe._named_recipe`) — the left names in order, then
+# the right side's new ones — as ``(input groups, output groups, every axis name)``, a
+# group a tuple of axis numbers (one-axis groups shared, ``_SINGLE``). The numbering is
+# the recipe's only once the names pass :func:`_names_plainly_valid` (no name twice on
+# a side); the recipe reads it only then.
+Named = tuple[list[str], list[str], tuple[tuple[tuple[int, ...], ...],
+                                          tuple[tuple[int, ...], ...], tuple[str, ...]]]
 
-def _scan(text: str) -> tuple[Scanned, list[str] | None, list[str]] | None:
+# (i,) for the first axes: a group of one axis, the commonest, shared by every pattern
+_SINGLES = 64
+_SINGLE = tuple((i,) for i in range(_SINGLES))
+
+
+def _scan(text: str) -> tuple[Scanned, Named | None] | None:
     """The record of the two sides of a transform pattern (see ``Scanned``; :func:`_sides`
     makes them), or None where :func:`_scan_transform` says None. Then what the checks
-    of the commonest patterns need, gathered on the way: the axis names of the left and
-    of the right side in text order, the left ones None where some member of either
-    side is a number or ``...``.
+    and the recipe of the commonest patterns need, gathered on the way (see ``Named``).
 
     The grammar, as this walks it: ``side ARROW side``; a side is a row of terms; a term
     is NAME, INT, ELLIPSIS or ``LPAR member* RPAR`` (members: NAME, INT, ELLIPSIS).
     """
     left: tuple[tuple[Any, ...], tuple[int, ...]] | None = None
     left_names: list[str] = []
+    left_groups: tuple[tuple[int, ...], ...] = ()
     arrow_start = arrow_end = 0
     values: list[Any] = []               # this side's members' values, in text order
     layout: list[int] = []               # this side's groups, as ``Scanned`` says
     names: list[str] = []                # this side's axis names, in text order
+    groups: list[tuple[int, ...]] = []   # this side's groups as axis numbers (while plain)
+    members: list[int] = []              # the open group's axis numbers
+    index_of: dict[str, int] = {}        # axis name -> its number (while plain)
+    axes: list[str] = []                 # every axis name, numbered (while plain)
     plain = True                         # no number, no "..." so far
     opening = -1                         # where the open group's run starts; -1 outside "( )"
     position = 0                         # where the next match starts
@@ -469,16 +488,26 @@ def _scan(text: str) -> tuple[Scanned, list[str] | None, list[str]] | None:
             else:
                 value = token
                 names.append(token)
+                if plain:
+                    index = index_of.get(token) if left is not None else None
+                    if index is None:
+                        index = index_of[token] = len(axes)
+                        axes.append(token)
             if opening < 0:
                 if value is None:
                     layout += (0, 0, start, end)
+                    groups.append(())
                 else:
                     values.append(value)
                     layout += (1, 0, start, end, start, end)
+                    if plain:
+                        groups.append(_SINGLE[index] if index < _SINGLES else (index,))
             elif value is not None:  # a 1 inside a group is dropped
                 values.append(value)
                 layout += (start, end)
                 layout[opening] += 1
+                if plain:
+                    members.append(index)
         elif kind == _LPAR:
             if opening >= 0:
                 return None
@@ -489,15 +518,26 @@ def _scan(text: str) -> tuple[Scanned, list[str] | None, list[str]] | None:
                 return None
             layout[opening + 3] = end
             opening = -1
+            if plain:
+                if len(members) == 1 and members[0] < _SINGLES:
+                    groups.append(_SINGLE[members[0]])
+                else:
+                    groups.append(tuple(members))
+                members = []
         else:  # ARROW
             if opening >= 0 or left is not None:
                 return None
             left, arrow_start, arrow_end = (tuple(values), tuple(layout)), start, end
             left_names, values, layout, names = names, [], [], []
+            left_groups, groups = tuple(groups), []
     if opening >= 0 or left is None:
         return None
-    return ((*left, tuple(values), tuple(layout), arrow_start, arrow_end),
-            left_names if plain else None, names)
+    record = (*left, tuple(values), tuple(layout), arrow_start, arrow_end)
+    if not plain:
+        return record, None
+    # (the left values are the left names here: every axis when none is new, shared)
+    every_axis = left[0] if len(axes) == len(left[0]) else tuple(axes)
+    return record, (left_names, names, (left_groups, tuple(groups), every_axis))
 
 
 def side_groups(values: tuple[Any, ...], layout: tuple[int, ...]):
@@ -514,7 +554,7 @@ def side_groups(values: tuple[Any, ...], layout: tuple[int, ...]):
 
 def _sides(scanned: Scanned) -> tuple[Side, Side]:
     """The two sides of a scanner's record (see ``Scanned``)."""
-    left_values, left_layout, right_values, right_layout, arrow_start, arrow_end = scanned
+    left_values, left_layout, right_values, right_layout, arrow_start, arrow_end = scanned[:6]
     return (_side(_groups(left_values, left_layout), arrow_start),
             _side(_groups(right_values, right_layout), arrow_end))
 
@@ -806,9 +846,10 @@ def _build_transform(text: str, op: str) -> TransformPattern:
     scanned = _scan(text)
     if scanned is None:
         return _checked_transform(text, op, _transform_sides_lark(text))
-    record, left_names, right_names = scanned
-    if left_names is not None and _names_plainly_valid(left_names, right_names, op):
-        return _scanned_pattern(text, record)   # sides built when first read
+    record, named = scanned
+    if named is not None and _names_plainly_valid(named[0], named[1], op):
+        # sides built when first read; the axis numbering kept for the recipe
+        return _scanned_pattern(text, (*record, *named[2]))
     return _checked_transform(text, op, _sides(record))
 
 

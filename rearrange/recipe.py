@@ -110,35 +110,20 @@ def build_recipe(pattern: TransformPattern, ndim: int) -> Recipe:
 def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
     """:func:`_general_recipe` for the commonest patterns, those of axis names alone with
     one left group per input dim, read from the scanner's record of the pattern (only
-    such patterns keep one: see TransformPattern); the walk below is that function's,
-    on this ground. None for any other pattern or rank. The recipe's ``axes`` and text
+    such patterns keep one: see TransformPattern), whose axis numbers are that
+    function's on this ground. None for any other pattern or rank. The recipe's ``axes`` and text
     spans are built from the record when first read (:func:`_record_axes`,
     :func:`_record_spans`): planning reads neither, errors do."""
     scanned = pattern.scanned
     if scanned is None:
         return None
-    left_names, left_layout, right_names, right_layout = scanned[:4]
-    # left: each name the next axis (no name twice on a side: the parser checked)
-    input_groups: list[tuple[int, ...]] = []
-    for first, count, _, _, _, _ in side_groups(left_names, left_layout):
-        input_groups.append(_SINGLE[first] if count == 1 and first < _SINGLES
-                            else tuple(range(first, first + count)))
+    # the groups as axis numbers and every axis name, numbered as _general_recipe numbers
+    # them (the scanner gathered them: parsing.Named); the left names come first
+    input_groups, output_groups, names = scanned[6:9]
     if len(input_groups) != ndim:
         return None
-    names = list(left_names)
-    left_count = len(names)
-    index_of = dict(zip(names, range(left_count)))
-    output_groups: list[tuple[int, ...]] = []
-    for first, count, _, _, _, _ in side_groups(right_names, right_layout):
-        dim = []   # right: a name of the left, or new (repeat)
-        for name in right_names[first:first + count]:
-            index = index_of.get(name)
-            if index is None:
-                index = index_of[name] = len(names)
-                names.append(name)
-            dim.append(index)
-        output_groups.append(_SINGLE[dim[0]] if count == 1 and dim[0] < _SINGLES
-                             else tuple(dim))
+    left_names = scanned[0]
+    left_count = len(left_names)
     # The left axes in output order; the added ones are the rest.
     kept = [i for dim in output_groups for i in dim if i < left_count]
     if len(kept) == left_count:
@@ -149,19 +134,16 @@ def _named_recipe(pattern: TransformPattern, ndim: int) -> Recipe | None:
     recipe = _new_object(Recipe)        # every slot but axes and spans (see Recipe)
     _set_pattern(recipe, pattern)
     _set_ndim(recipe, ndim)
-    _set_input_groups(recipe, tuple(input_groups))
-    _set_output_groups(recipe, tuple(output_groups))
+    _set_input_groups(recipe, input_groups)
+    _set_output_groups(recipe, output_groups)
     _set_reduced(recipe, reduced)
     _set_added(recipe, tuple(range(left_count, len(names))) if len(names) > left_count else ())
     _set_fixed_lengths(recipe, ())
-    _set_names(recipe, left_names if len(names) == left_count else tuple(names))
+    _set_names(recipe, names)
     _set_permutation(recipe, tuple(kept) + reduced)
     return recipe
 
 
-# (i,) for the first axes: a group of one axis, the commonest, shared by every recipe
-_SINGLES = 64
-_SINGLE = tuple((i,) for i in range(_SINGLES))
 _new_object = object.__new__
 (_set_pattern, _set_ndim, _set_input_groups, _set_output_groups, _set_input_spans,
  _set_output_spans, _set_reduced, _set_added, _set_fixed_lengths, _set_names,
