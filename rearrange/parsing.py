@@ -165,7 +165,7 @@ def _sides_from_record(pattern: TransformPattern, name: str) -> Side:
     unset): both built from the record, the one asked for returned."""
     if pattern.scanned is None:
         raise AttributeError(f"'TransformPattern' object has no attribute {name!r}")
-    left, right = _sides(pattern.scanned)
+    left, right = _sides(full_record(pattern))
     object.__setattr__(pattern, "left", left)
     object.__setattr__(pattern, "right", right)
     return left if name == "left" else right
@@ -540,6 +540,74 @@ def _scan(text: str) -> tuple[Scanned, Named | None] | None:
     return record, (left_names, names, (left_groups, tuple(groups), every_axis))
 
 
+def _scan_names(text: str) -> Named | None:
+    """What :func:`_scan` gathers for a pattern of ASCII axis names, parentheses, one
+    arrow and spaces (``Named``), found by splitting the text rather than by the token
+    regex; None for any other text (numbers, ``...``, other characters or whitespace,
+    malformed groups), which the full scanner then reads. Where it gives a result,
+    :func:`_scan` gives the same, with the positions it leaves out (a pattern made from
+    this keeps no positions: :func:`full_record` finds them when first needed).
+
+    Why the same: in ASCII, a run of letters, digits and ``_`` that ``isidentifier``
+    accepts is one ``\\w+`` token of the regex (not ``\\d+``: it does not start with a
+    digit), and ``(``, ``)``, ``->`` are tokens wherever they stand; the text padded
+    around those three and split at spaces leaves only them, runs of word characters and
+    whatever else — anything else is refused here.
+    """
+    if not text.isascii():
+        return None
+    left_names: list[str] | None = None
+    left_groups: tuple[tuple[int, ...], ...] = ()
+    names: list[str] = []
+    groups: list[tuple[int, ...]] = []
+    members: list[int] | None = None     # the open group's axis numbers; None outside
+    index_of: dict[str, int] = {}
+    axes: list[str] = []
+    for token in text.replace("(", " ( ").replace(")", " ) ").replace("->", " -> ").split(" "):
+        if not token:
+            continue
+        if token.isidentifier():
+            names.append(token)
+            index = index_of.get(token) if left_names is not None else None
+            if index is None:
+                index = index_of[token] = len(axes)
+                axes.append(token)
+            if members is None:
+                groups.append(_SINGLE[index] if index < _SINGLES else (index,))
+            else:
+                members.append(index)
+        elif token == "(":
+            if members is not None:
+                return None
+            members = []
+        elif token == ")":
+            if members is None:
+                return None
+            groups.append(_SINGLE[members[0]] if len(members) == 1 and members[0] < _SINGLES
+                          else tuple(members))
+            members = None
+        elif token == "->" and left_names is None and members is None:
+            left_names, names = names, []
+            left_groups, groups = tuple(groups), []
+        else:
+            return None
+    if left_names is None or members is not None:
+        return None
+    return left_names, names, (left_groups, tuple(groups), tuple(axes))
+
+
+def full_record(pattern: TransformPattern) -> tuple:
+    """The scanner's whole record of a pattern that keeps one (``scanned``), positions
+    included: a pattern made from :func:`_scan_names` keeps none until they are first
+    needed (its sides, a recipe's spans and axes), then the full scan's are kept."""
+    scanned = pattern.scanned
+    if scanned[1] is None:
+        full = _scan(pattern.text)
+        scanned = (*full[0], *full[1][2])
+        _set_scanned(pattern, scanned)
+    return scanned
+
+
 def side_groups(values: tuple[Any, ...], layout: tuple[int, ...]):
     """Each group of a scanned side (see ``Scanned``) as ``(first, count, bracketed,
     start, end, at)``: its members are ``values[first:first + count]``, their spans
@@ -843,6 +911,16 @@ def parse_transform_cached(text: str, op: str) -> TransformPattern:
 def _build_transform(text: str, op: str) -> TransformPattern:
     if op not in TRANSFORM_OPS:
         raise RearrangeError(f"op must be one of {', '.join(map(repr, TRANSFORM_OPS))}, not {op!r}")
+    named = _scan_names(text)
+    if named is not None and _names_plainly_valid(named[0], named[1], op):
+        # positions left out until first needed (full_record); the axis numbering kept
+        left_names, right_names = tuple(named[0]), tuple(named[1])
+        every_axis = named[2][2]
+        return _scanned_pattern(text, (left_names, None, right_names, None, None, None,
+                                       *named[2][:2],
+                                       # (every axis: the left names, unless some are new)
+                                       left_names if len(every_axis) == len(left_names)
+                                       else every_axis))
     scanned = _scan(text)
     if scanned is None:
         return _checked_transform(text, op, _transform_sides_lark(text))

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .errors import PatternError, RearrangeError
 from .layout import MAX_DIMS, MAX_SIZE, size_problem
 from .parsing import (AnonymousAxis, AxisName, EllipsisAxis, Group, TransformPattern,
-                      pattern_error, side_groups)
+                      full_record, pattern_error, side_groups)
 from .records import lazy_slots, record, slot_setter
 
 __all__ = ["ElementaryAxis", "Recipe", "build_recipe", "solve_lengths", "check_result_size",
@@ -90,9 +90,9 @@ class Recipe:
 def _from_record(recipe: Recipe, name: str) -> Any:
     """The axes or the spans of a recipe that :func:`_named_recipe` made from its
     pattern's scanner record (it leaves those slots unset), built from that record."""
-    scanned = recipe.pattern.scanned
-    if scanned is None:
+    if recipe.pattern.scanned is None:
         raise AttributeError(f"'Recipe' object has no attribute {name!r}")
+    scanned = full_record(recipe.pattern)
     if name == "axes":
         return _record_axes(scanned)
     return _record_spans(scanned, name == "output_spans")
@@ -333,12 +333,16 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
             else length.__index__()
 
     def require(lhs: Any, relation: str, rhs: Any, message: Callable[..., str],
-                quoted: tuple[Any, ...], start: int, end: int) -> None:
-        # message(*quoted) is the error's text: called with the sizes when they are known
+                quoted: tuple[Any, ...], dim: int) -> None:
+        # message(*quoted) is the error's text: called with the sizes when they are known;
+        # it points at input dim `dim`'s group (its span read only then: a recipe built
+        # from a scanner record finds spans by scanning again)
         if _known(lhs, rhs):
             if not _holds(lhs, relation, rhs):
+                start, end = recipe.input_spans[dim]
                 raise pattern_error(message(*quoted), text, start, end)
         elif checks is not None:
+            start, end = recipe.input_spans[dim]
             checks.append(size_check(lhs, relation, rhs, lambda *values: str(
                 pattern_error(message(*values), text, start, end)), quoted))
 
@@ -346,10 +350,9 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
         if len(group) == 1 and lengths[group[0]] is None:
             lengths[group[0]] = size  # one unknown axis: the dim's size (the commonest)
             continue
-        start, end = recipe.input_spans[dim]
         if not group:
             require(size, "==", 1, lambda size: f"a unit axis matches input dim {dim}, which "
-                    f"has size {size} (expected 1)", (size,), start, end)
+                    f"has size {size} (expected 1)", (size,), dim)
             continue
         unknown = [i for i in group if lengths[i] is None]
         if len(group) == 1 and unknown:
@@ -358,6 +361,7 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
         known = math.prod([lengths[i] for i in group if lengths[i] is not None])
         if len(unknown) > 1:
             missing = ", ".join(f"{recipe.axes[i].name}=" for i in unknown)
+            start, end = recipe.input_spans[dim]
             raise pattern_error(
                 f"cannot infer the lengths of {recipe.group_text(group)} from input dim {dim} "
                 f"of size {size}: {len(unknown)} axes are unknown; pass all but one of "
@@ -371,7 +375,7 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
             require(size % known, "==", 0, lambda size, known: (
                 f"input dim {dim} of size {size} cannot be split into "
                 f"{recipe.group_text(group)}: {size} is not divisible by {known}"),
-                (size, known), start, end)
+                (size, known), dim)
             lengths[unknown[0]] = size // known
             continue
         given = tuple(lengths[i] for i in group)
@@ -383,7 +387,7 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
                         f"but {stated} was given")
             return (f"input dim {dim} has size {size}, but {recipe.group_text(group)} "
                     f"with {stated} has {known} elements")
-        require(known, "==", size, contradiction, (size, known, *given), start, end)
+        require(known, "==", size, contradiction, (size, known, *given), dim)
     for axis in recipe.added:
         if lengths[axis] is None:
             name = recipe.axes[axis].name

@@ -7,6 +7,8 @@ contract stated above the scanner:
 * it returns None exactly when lark's path raises (a syntax error, or the spacing and
   digit-count errors raised once lark has parsed), and
 * otherwise the very sides lark's path builds, spans included;
+* and where the split scanner for names alone (``parsing._scan_names``) answers, it
+  answers as the full scanner does;
 
 so that ``parse_transform`` (scanner first, lark when it says None) gives the same
 pattern, or the same error class with the same message and carets, as lark alone, for
@@ -74,6 +76,10 @@ def lark_transform(text: str, op: str):
 def assert_equivalent(text: str) -> None:
     reference = outcome(parsing._transform_sides_lark, text)
     scanned = parsing._scan_transform(text)
+    named = parsing._scan_names(text)
+    if named is not None:   # the split scanner: what the full one gathers, or nothing
+        full = parsing._scan(text)
+        assert full is not None and full[1] == named, f"the two scanners differ on {text!r}"
     if reference[0] == "error":
         assert scanned is None, f"the scanner accepts {text!r}, lark's path refuses it: {reference}"
     else:
@@ -109,6 +115,22 @@ def test_the_scanner_takes_every_valid_corpus_pattern():
             except RearrangeError:
                 continue
             assert parsing._scan_transform(text) is not None, text
+
+
+@pytest.mark.parametrize("text", [
+    # where the split scanner's own checks decide: arrows inside or after groups, groups
+    # left open or closed twice, nested groups, whitespace split() would take but the
+    # grammar does not, words that touch punctuation, non-ASCII and near-names
+    "(a -> b)", "a (b -> c)", "(a) -> (b", "a -> b)", "a -> b -> c", "a - > b", "a -> > b",
+    "a --> b", "(a (b)) -> a b", "((a)) -> a", "a) -> (a", "a\tb -> b a", "a\vb -> a b",
+    "a\u00a0b -> a b", "a b -> b a\n", "a->b", "(a b)(c) -> c a b", "a  b  ->  b  a",
+    "( ) -> ()", "() -> ", "-> a", "a ->", "->", "", " ", "a b", "ab(c) -> c ab",
+    "a -> é", "é -> é", "a2 -> a2", "2a -> 2a", "_a -> _a", "a_ -> a_", "_ -> _",
+    "a a -> a", "a -> a a", "a b -> a", "a -> a b", "for in -> in for", "a ... -> a ...",
+    "a 1 -> a", "a (b 1) -> a b", "a b -> (a b)",
+])
+def test_split_scanner_edges(text):
+    assert_equivalent(text)
 
 
 # --------------------------------------------------------------------------- fuzz
