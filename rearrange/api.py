@@ -22,7 +22,7 @@ from .backends import tensor as tensor_backend
 from .backends.ndarray import CALL, RESHAPE, RESHAPE_TRANSPOSE, TRANSPOSE, TRANSPOSE_RESHAPE
 from .caching import PLANS, CacheLevel
 from .calls import (ArrayT, as_array, canonical_lengths, context_line, is_shape,
-                    keyword_axes, layout_from, parse_first, plan_for)
+                    keyword_axes, layout_from, numpy_layout, parse_first, plan_for)
 from .errors import ArgumentTypeError, PatternError, RearrangeError
 from . import parsing
 from .front import run_transform
@@ -62,6 +62,7 @@ Runner = Callable[[Any], Any]
 # 3 or 1 but take the general path, which canonicalises or refuses them).
 _PLANS = PLANS
 _last_seen = PLANS.last
+_PLAN_ENTRIES = PLANS.entries   # (never rebound: PlanCache.clear empties it in place)
 _ndarray = np.ndarray
 
 
@@ -215,13 +216,24 @@ def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
     (``(code, argument)``), remembered in the inline index for the next call."""
     # Canonical lengths before any key: 3.0 or True must never hit an entry made for 3 or
     # 1 (they are equal and hash alike), so the planner sees and refuses them.
-    axes_lengths = canonical_lengths(axes_lengths)
+    axes_lengths = canonical_lengths(axes_lengths) if axes_lengths else axes_lengths
     shape, strides = array.shape, array.strides   # (each read makes a new tuple)
     key = ("rearrange", pattern, shape, strides, array.dtype, copy, *axes_lengths.items())
     # copy=1 equals copy=True and hashes alike: only a real flag looks the key up (the
-    # planner refuses any other value)
-    entry = _PLANS.get(key) if copy is None or copy is True or copy is False else None
-    if entry is None:   # (an unhashable pattern or axis lengths: the cold path says which)
+    # planner refuses any other value). A key that cannot be hashed is the caller's
+    # pattern or axis lengths, which the error names before anything else is checked.
+    entry = None
+    if copy is None or copy is True or copy is False:
+        try:
+            entry = _PLAN_ENTRIES.get(key)
+        except TypeError:
+            _check_hashable(key, pattern, axes_lengths)
+    else:
+        _check_hashable(key, pattern, axes_lengths)
+    if entry is not None:
+        _PLANS.hits += 1
+    else:
+        _PLANS.misses += 1
         entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
     if type(pattern) is str:
         _PLANS.remember_last(pattern, (shape, strides, array.dtype, copy,
@@ -253,13 +265,22 @@ def _same_plain_lengths(seen: dict[str, int], given: Mapping[str, Any]) -> bool:
 _HAS_MT = hasattr(np.ndarray, "mT")
 
 
+# Per rank (numpy's arrays have at most 64 dims): the permutation that reverses every
+# axis, and the one that swaps the last two of at least three (None below three).
+_REVERSAL = tuple(tuple(range(rank - 1, -1, -1)) for rank in range(65))
+_LAST_TWO_SWAPPED = tuple((*range(rank - 2), rank - 1, rank - 2) if rank > 2 else None
+                          for rank in range(65))
+
+
 def _permutation_kind(perm: tuple[int, ...]) -> str:
     """"T" when ``perm`` reverses every axis, "mT" when it swaps the last two of at
     least three (two: that is "T") and keeps the others (numpy 2), else "transpose"."""
     rank = len(perm)
-    if perm == tuple(range(rank - 1, -1, -1)):
+    if rank > 64:
+        return "transpose"
+    if perm == _REVERSAL[rank]:
         return "T"
-    if _HAS_MT and rank > 2 and perm == (*range(rank - 2), rank - 1, rank - 2):
+    if _HAS_MT and perm == _LAST_TWO_SWAPPED[rank]:
         return "mT"
     return "transpose"
 
@@ -395,11 +416,10 @@ def _numpy_key(backend: Any, array: np.ndarray, pattern: Any, axes_lengths: Mapp
 
 def _numpy_plan(backend: Any, array: np.ndarray, pattern: Any, axes_lengths: Mapping[str, Any],
                 copy: bool | None) -> Plan:
-    _check_hashable(_numpy_key(backend, array, pattern, axes_lengths, copy), pattern,
-                    axes_lengths)
-    info = ndarray.describe(array)
-    return plan_for(pattern, info.layout, axes_lengths, copy, info.dtype, info.itemsize,
-                    info.unit)
+    # (the key is hashable: _rearrange_numpy, the one caller, checked it)
+    layout, unit = numpy_layout(array)
+    return plan_for(pattern, layout, axes_lengths, copy, ndarray.dtype_name(array.dtype),
+                    array.itemsize, unit)
 
 
 #: numpy's rearrange as the door takes it: its entries are ``(code, argument)`` pairs

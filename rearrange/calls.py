@@ -20,7 +20,8 @@ import numpy as np
 from .errors import ArgumentTypeError, NoViewError, PatternError, RearrangeError
 from .kernel.plan import CopyKernel, copies_with_numpy, plan_copy
 from .layout import Layout, canonical_layout
-from .parsing import TransformPattern, parse_transform, pattern_error, shorten
+from .parsing import (TransformPattern, parse_transform, parse_transform_cached,
+                      pattern_error, shorten)
 from .plan import REDUCTION_NAMES, Plan, plan_transform
 from .recipe import Recipe, build_recipe, is_symbolic
 from .records import record
@@ -81,7 +82,7 @@ def parse_first(pattern: Any, op: str, shape: Sequence[int] | None,
     if not isinstance(pattern, str):
         raise ArgumentTypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
     try:
-        return parse_transform(pattern, op)
+        return parse_transform_cached(pattern, op)
     except PatternError as error:
         raise with_context(error, pattern, shape, axes_lengths, op) from None
 
@@ -125,8 +126,12 @@ def plan_for(
         raise ArgumentTypeError(f"copy must be None, True or False, got {copy!r}")
     try:
         recipe = build_recipe(parsed, len(layout.shape))
-        return plan_recipe(recipe, layout, axes_lengths, copy, dtype, itemsize, stride_unit,
-                           op=op, reduction=reduction)
+        # (plan_recipe's work, written out: this is every cold call's path)
+        return plan_transform(recipe, layout, axes_lengths, op=op, reduction=reduction,
+                              copy=copy, dtype=dtype, itemsize=itemsize,
+                              stride_unit=stride_unit,
+                              describe_copy=_copy_describer(dtype, itemsize, stride_unit)
+                              if dtype is not None and itemsize else None)
     except PatternError as error:
         raise with_context(error, pattern, layout.shape, axes_lengths, op) from None
 
