@@ -456,11 +456,14 @@ def plan_transform(
 
     if obstacles:
         source = current
-        current = Layout.contiguous(current.shape)
+        current = canonical_layout(current.shape, row_major_strides(current.shape))
         steps.append(_copy_step(current, (_copy_reason, recipe, tuple(obstacles)),
                                 describe_copy, source))
     if output_shape != current.shape:
-        merged = view_of(current, output_shape, math.prod(output_shape))
+        # a C-contiguous copy merges into the C-contiguous layout of the output (what
+        # view_of gives it, size-1 and size-0 dims included)
+        merged = (canonical_layout(output_shape, row_major_strides(output_shape))
+                  if obstacles else view_of(current, output_shape, math.prod(output_shape)))
         if merged is None:  # pragma: no cover - the merge test above is exact
             raise AssertionError(f"planner bug: no view for {output_shape} from {current}")
         steps.append(_step("merge", merged, (_merge_reason, recipe, bool(obstacles)),
@@ -469,7 +472,7 @@ def plan_transform(
 
     if copy and not obstacles and not recipe.reduced:
         source = current
-        current = Layout.contiguous(current.shape)
+        current = canonical_layout(current.shape, row_major_strides(current.shape))
         steps.append(_copy_step(current, "copy=True: a fresh C-contiguous array",
                                 describe_copy, source))
 

@@ -855,3 +855,25 @@ TORCH_OPS = [
 def test_strides_and_offsets_are_torchs(arguments, layout_op, torch_op, layout, data):
     argument = data.draw(arguments(layout))
     assert layout_op(layout, argument) == torch_op(torch_view_of(layout), argument)
+
+
+@given(st.lists(st.integers(0, 4), max_size=6), st.data())
+def test_a_contiguous_layout_merges_into_the_contiguous_layout(shape, data):
+    """The planner merges a C-contiguous copy into the output's C-contiguous layout
+    without view_of (plan.plan_transform): the layout view_of gives it, size-0 and
+    size-1 dims included."""
+    from rearrange.layout import view_of
+
+    shape = tuple(shape)
+    # a regrouping of the same elements: runs of consecutive dims merged, units inserted
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(shape) - 1)))))
+    pieces = [shape[a:b] for a, b in zip([0, *cuts], [*cuts, len(shape)]) if a < b]
+    new_shape = []
+    for piece in pieces:
+        new_shape.append(math.prod(piece))
+        if data.draw(st.booleans()):
+            new_shape.append(1)
+    new_shape = tuple(new_shape)
+    numel = math.prod(shape)
+    assert math.prod(new_shape) == numel
+    assert view_of(Layout.contiguous(shape), new_shape, numel) == Layout.contiguous(new_shape)
