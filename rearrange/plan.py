@@ -389,10 +389,15 @@ def plan_transform(
             if len(group) == 1 or (not group and size != 1):
                 shape.append(size)
                 strides.append(stride)
-            elif group:  # a row-major walk of the dim, as Layout.split
-                sizes = tuple([lengths[i] for i in group])
-                shape.extend(sizes)
-                strides.extend([stride * piece for piece in row_major_strides(sizes)])
+            elif group:  # a row-major walk of the dim, as Layout.split (row_major_strides)
+                at = len(strides)
+                for i in group:
+                    shape.append(lengths[i])
+                    strides.append(0)
+                for k in range(len(strides) - 1, at - 1, -1):
+                    strides[k] = stride
+                    if shape[k] > 1:
+                        stride *= shape[k]
         current = canonical_layout(tuple(shape), tuple(strides), current.offset)
         steps.append(_step("split", current, (_split_reason, recipe), elementary_shape))
 

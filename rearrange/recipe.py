@@ -354,11 +354,18 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
             require(size, "==", 1, lambda size: f"a unit axis matches input dim {dim}, which "
                     f"has size {size} (expected 1)", (size,), dim)
             continue
-        unknown = [i for i in group if lengths[i] is None]
-        if len(group) == 1 and unknown:
-            lengths[group[0]] = size
-            continue
-        known = math.prod([lengths[i] for i in group if lengths[i] is not None])
+        if len(group) == 1:   # its length is known (given): checked below
+            unknown: list[int] = []
+            known = lengths[group[0]]
+        else:
+            unknown = []
+            known = 1         # the product of the known lengths, in order
+            for i in group:
+                length = lengths[i]
+                if length is None:
+                    unknown.append(i)
+                else:
+                    known *= length
         if len(unknown) > 1:
             missing = ", ".join(f"{recipe.axes[i].name}=" for i in unknown)
             start, end = recipe.input_spans[dim]
