@@ -236,8 +236,9 @@ def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
         _PLANS.misses += 1
         entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
     if type(pattern) is str:
+        # (axes_lengths: the call's own ** dict, or canonical_lengths' new one: kept as is)
         _PLANS.remember_last(pattern, (shape, strides, array.dtype, copy,
-                                       dict(axes_lengths) if axes_lengths else None,
+                                       axes_lengths if axes_lengths else None,
                                        *_inline_record(*entry)))
     return ndarray.run_entry(entry, array)
 

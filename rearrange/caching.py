@@ -76,17 +76,16 @@ class PlanCache:
     def put(self, key: Any, entry: Any) -> bool:
         """Keep ``entry`` under ``key``; an unhashable key keeps nothing (False)."""
         with self._lock:
-            try:
-                hash(key)
-            except TypeError:
-                return False
             if len(self.entries) >= self.maxsize:
                 # the oldest eighth at once: a dict finds its oldest key by scanning past
                 # the slots of the keys already popped (until it next resizes), so one
                 # pop per insert cost O(maxsize) each (4 us at 8192 entries)
                 for old in list(islice(self.entries, max(1, self.maxsize // 8))):
                     del self.entries[old]
-            self.entries[key] = entry
+            try:
+                self.entries[key] = entry   # (a tuple's hash is not kept: hashed once here)
+            except TypeError:
+                return False
             return True
 
     def remember_last(self, pattern: str, record: tuple) -> None:

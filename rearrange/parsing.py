@@ -544,7 +544,8 @@ def _scan_names(text: str) -> Named | None:
     """What :func:`_scan` gathers for a pattern of ASCII axis names, parentheses, one
     arrow and spaces (``Named``), found by splitting the text rather than by the token
     regex; None for any other text (numbers, ``...``, other characters or whitespace,
-    malformed groups), which the full scanner then reads. Where it gives a result,
+    malformed groups, a word that is no axis name: one that starts or ends with ``_``),
+    which the full scanner then reads: every name it gives is a valid axis name. Where it gives a result,
     :func:`_scan` gives the same, with the positions it leaves out (a pattern made from
     this keeps no positions: :func:`full_record` finds them when first needed).
 
@@ -567,6 +568,8 @@ def _scan_names(text: str) -> Named | None:
         if not token:
             continue
         if token.isidentifier():
+            if token[0] == "_" or token[-1] == "_":
+                return None   # not an axis name (invalid_name_reason): the full path says so
             names.append(token)
             index = index_of.get(token) if left_names is not None else None
             if index is None:
@@ -711,25 +714,26 @@ def invalid_name_reason(name: str) -> str | None:
 def _names_plainly_valid(left: list[str], right: list[str], op: str) -> bool:
     """:func:`_plainly_valid` for sides of axis names alone, given as their names in text
     order (the scanner gathers them)."""
+    if not _names_agree(left, right, op):
+        return False
+    for name in (right if op == "repeat" else left):   # every name (see _names_agree)
+        if not name.isidentifier() or name[0] == "_" or name[-1] == "_":
+            return False  # invalid_name_reason(name) is not None
+    return True
+
+
+def _names_agree(left: list[str], right: list[str], op: str) -> bool:
+    """The checks of :func:`_names_plainly_valid` but the names' own: none twice on a
+    side, and each on the sides ``op`` needs it on (then every name is on the left side,
+    or for repeat on the right)."""
     left_set, right_set = set(left), set(right)
     if len(left_set) != len(left) or len(right_set) != len(right):
         return False
     if op == "rearrange":
-        if left_set != right_set:
-            return False
-        every = left_set
-    elif op == "reduce":
-        if not right_set <= left_set:
-            return False
-        every = left_set
-    else:  # repeat
-        if not left_set <= right_set:
-            return False
-        every = right_set
-    for name in every:
-        if not name.isidentifier() or name[0] == "_" or name[-1] == "_":
-            return False  # invalid_name_reason(name) is not None
-    return True
+        return left_set == right_set
+    if op == "reduce":
+        return right_set <= left_set
+    return left_set <= right_set  # repeat
 
 
 def _plainly_valid(left: Side, right: Side, op: str) -> bool:
@@ -912,7 +916,8 @@ def _build_transform(text: str, op: str) -> TransformPattern:
     if op not in TRANSFORM_OPS:
         raise RearrangeError(f"op must be one of {', '.join(map(repr, TRANSFORM_OPS))}, not {op!r}")
     named = _scan_names(text)
-    if named is not None and _names_plainly_valid(named[0], named[1], op):
+    # (its names are valid axis names: it declines any other)
+    if named is not None and _names_agree(named[0], named[1], op):
         # positions left out until first needed (full_record); the axis numbering kept
         left_names, right_names = tuple(named[0]), tuple(named[1])
         every_axis = named[2][2]
