@@ -213,7 +213,7 @@ def _load_notation() -> Callable[..., Any]:
 def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
                      axes_lengths: Mapping[str, Any]) -> Any:
     """numpy's own warm path behind the door: the plan cache's entry for this layout
-    (``(code, argument)``), remembered in the inline index for the next call."""
+    (``(code, argument)``), remembered in the inline index once it is found there."""
     # Canonical lengths before any key: 3.0 or True must never hit an entry made for 3 or
     # 1 (they are equal and hash alike), so the planner sees and refuses them.
     axes_lengths = canonical_lengths(axes_lengths) if axes_lengths else axes_lengths
@@ -230,11 +230,13 @@ def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
             _check_hashable(key, pattern, axes_lengths)
     else:
         _check_hashable(key, pattern, axes_lengths)
-    if entry is not None:
-        _PLANS.hits += 1
-    else:
+    if entry is None:
+        # a pattern enters the inline index at its second call with this layout (from
+        # the plan cache, below): a pattern met once costs the index nothing
         _PLANS.misses += 1
-        entry = _numpy_plan_entry(key, array, pattern, copy, axes_lengths)
+        return ndarray.run_entry(_numpy_plan_entry(key, array, pattern, copy, axes_lengths),
+                                 array)
+    _PLANS.hits += 1
     if type(pattern) is str:
         # (axes_lengths: the call's own ** dict, or canonical_lengths' new one: kept as is)
         _PLANS.remember_last(pattern, (shape, strides, array.dtype, copy,
