@@ -437,6 +437,17 @@ Named = tuple[list[str], list[str], tuple[tuple[tuple[int, ...], ...],
 # (i,) for the first axes: a group of one axis, the commonest, shared by every pattern
 _SINGLES = 64
 _SINGLE = tuple((i,) for i in range(_SINGLES))
+# ((0,), (1,), ... (n - 1,)) per n: the left groups of a side of n names alone, shared
+_EACH_ALONE = tuple(_SINGLE[:n] for n in range(_SINGLES + 1))
+
+
+def _groups_of_left(groups: list[tuple[int, ...]], names: int) -> tuple[tuple[int, ...], ...]:
+    """The left side's groups as a tuple: the shared one where each of its ``names``
+    names is a group of its own (as many groups as names, none empty: each holds one,
+    numbered in order)."""
+    if len(groups) == names and names <= _SINGLES and () not in groups:
+        return _EACH_ALONE[names]
+    return tuple(groups)
 
 
 def _scan(text: str) -> tuple[Scanned, Named | None] | None:
@@ -528,8 +539,8 @@ def _scan(text: str) -> tuple[Scanned, Named | None] | None:
             if opening >= 0 or left is not None:
                 return None
             left, arrow_start, arrow_end = (tuple(values), tuple(layout)), start, end
+            left_groups, groups = (_groups_of_left(groups, len(names)) if plain else ()), []
             left_names, values, layout, names = names, [], [], []
-            left_groups, groups = tuple(groups), []
     if opening >= 0 or left is None:
         return None
     record = (*left, tuple(values), tuple(layout), arrow_start, arrow_end)
@@ -590,8 +601,8 @@ def _scan_names(text: str) -> Named | None:
                           else tuple(members))
             members = None
         elif token == "->" and left_names is None and members is None:
+            left_groups, groups = _groups_of_left(groups, len(names)), []
             left_names, names = names, []
-            left_groups, groups = tuple(groups), []
         else:
             return None
     if left_names is None or members is not None:
@@ -601,8 +612,9 @@ def _scan_names(text: str) -> Named | None:
 
 def full_record(pattern: TransformPattern) -> tuple:
     """The scanner's whole record of a pattern that keeps one (``scanned``), positions
-    included: a pattern made from :func:`_scan_names` keeps none until they are first
-    needed (its sides, a recipe's spans and axes), then the full scan's are kept."""
+    included: a pattern made from :func:`_scan_names` keeps its left names and the axis
+    numbering alone until the rest is first needed (its sides, a recipe's spans and
+    axes), then the full scan's record is kept."""
     scanned = pattern.scanned
     if scanned[1] is None:
         full = _scan(pattern.text)
@@ -919,9 +931,9 @@ def _build_transform(text: str, op: str) -> TransformPattern:
     # (its names are valid axis names: it declines any other)
     if named is not None and _names_agree(named[0], named[1], op):
         # positions left out until first needed (full_record); the axis numbering kept
-        left_names, right_names = tuple(named[0]), tuple(named[1])
+        left_names = tuple(named[0])
         every_axis = named[2][2]
-        return _scanned_pattern(text, (left_names, None, right_names, None, None, None,
+        return _scanned_pattern(text, (left_names, None, None, None, None, None,
                                        *named[2][:2],
                                        # (every axis: the left names, unless some are new)
                                        left_names if len(every_axis) == len(left_names)
