@@ -404,9 +404,9 @@ def plan_transform(
     # permute: kept axes into output order, reduced axes last.
     order = recipe.permutation
     if order != tuple(range(len(order))):
-        shape_now, strides_now = current.shape, current.strides
-        current = canonical_layout(tuple([shape_now[d] for d in order]),
-                                   tuple([strides_now[d] for d in order]), current.offset)
+        # (a permutation that moves something has two or more dims: itemgetter's tuples)
+        pick = operator.itemgetter(*order)
+        current = canonical_layout(pick(current.shape), pick(current.strides), current.offset)
         steps.append(_step("permute", current, (_permute_reason, recipe, order), order))
 
     # reduce: the trailing axes, into a fresh C-contiguous array of the kept axes.
