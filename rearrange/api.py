@@ -41,8 +41,8 @@ Runner = Callable[[Any], Any]
 
 # Entries of the one plan cache (:data:`rearrange.caching.PLANS`) made here, by key:
 # * ``("rearrange", pattern, shape, byte strides, dtype, copy, *lengths)`` — numpy
-#   arrays: ``(code, argument)``; the hot path calls ``transpose``/``reshape`` itself
-#   for the commonest view plans, and any other runner as ``argument(x)``. The dtype
+#   arrays: ``(code, first, second)``; the hot path calls ``transpose``/``reshape``
+#   itself for the commonest view plans, and any other runner as ``first(x)``. The dtype
 #   because a copy runner carries a kernel plan made for one item size (same shape and
 #   byte strides with another item size is another copy: a complex64 array and its
 #   ``.real``), and the strided fallback scales element strides by it.
@@ -213,7 +213,7 @@ def _load_notation() -> Callable[..., Any]:
 def _rearrange_numpy(array: np.ndarray, pattern: str, copy: bool | None,
                      axes_lengths: Mapping[str, Any]) -> Any:
     """numpy's own warm path behind the door: the plan cache's entry for this layout
-    (``(code, argument)``), remembered in the inline index once it is found there."""
+    (``(code, first, second)``), remembered in the inline index once it is found there."""
     # Canonical lengths before any key: 3.0 or True must never hit an entry made for 3 or
     # 1 (they are equal and hash alike), so the planner sees and refuses them.
     axes_lengths = canonical_lengths(axes_lengths) if axes_lengths else axes_lengths
@@ -288,37 +288,35 @@ def _permutation_kind(perm: tuple[int, ...]) -> str:
     return "transpose"
 
 
-def _inline_record(code: int, argument: Any) -> tuple[int, Any, Any]:
-    """``(how, first, second)``: the plan cache entry ``(code, argument)`` of
+def _inline_record(code: int, first: Any, second: Any) -> tuple[int, Any, Any]:
+    """``(how, first, second)``: the plan cache entry ``(code, first, second)`` of
     :mod:`rearrange.backends.ndarray` in the inline index's form (same results)."""
     if code == TRANSPOSE:
-        kind = _permutation_kind(argument)
+        kind = _permutation_kind(first)
         if kind == "T":
             return _RUN_T, None, None
         if kind == "mT":
             return _RUN_MT, None, None
-        return _RUN_TRANSPOSE, argument, None
+        return _RUN_TRANSPOSE, first, None
     if code == RESHAPE:
-        return _RUN_RESHAPE, argument, None
-    if code == RESHAPE_TRANSPOSE:
-        shape, perm = argument
-        kind = _permutation_kind(perm)
+        return _RUN_RESHAPE, first, None
+    if code == RESHAPE_TRANSPOSE:     # first: the shape, second: the permutation
+        kind = _permutation_kind(second)
         if kind == "T":
-            return _RUN_RESHAPE_T, shape, None
+            return _RUN_RESHAPE_T, first, None
         if kind == "mT":
-            return _RUN_RESHAPE_MT, shape, None
-        return _RUN_RESHAPE_TRANSPOSE, shape, perm
-    if code == TRANSPOSE_RESHAPE:
-        perm, shape = argument
-        kind = _permutation_kind(perm)
+            return _RUN_RESHAPE_MT, first, None
+        return _RUN_RESHAPE_TRANSPOSE, first, second
+    if code == TRANSPOSE_RESHAPE:     # first: the permutation, second: the shape
+        kind = _permutation_kind(first)
         if kind == "T":
-            return _RUN_T_RESHAPE, shape, None
+            return _RUN_T_RESHAPE, second, None
         if kind == "mT":
-            return _RUN_MT_RESHAPE, shape, None
-        return _RUN_TRANSPOSE_RESHAPE, perm, shape
+            return _RUN_MT_RESHAPE, second, None
+        return _RUN_TRANSPOSE_RESHAPE, first, second
     if code == CALL:
-        return _RUN_CALL, argument, None
-    return _RUN_CALL, partial(ndarray.run_entry, (code, argument)), None    # any other code
+        return _RUN_CALL, first, None
+    return _RUN_CALL, partial(ndarray.run_entry, (code, first, second)), None   # any other code
 
 
 def _rearrange_into(tensor: Any, pattern: str, copy: bool | None,
@@ -425,7 +423,7 @@ def _numpy_plan(backend: Any, array: np.ndarray, pattern: Any, axes_lengths: Map
                     array.itemsize, unit)
 
 
-#: numpy's rearrange as the door takes it: its entries are ``(code, argument)`` pairs
+#: numpy's rearrange as the door takes it: its entries are ``(code, first, second)``
 #: that :func:`rearrange.backends.ndarray.run_entry` runs (its warm path and the inline
 #: index are :func:`_rearrange_numpy`'s; a miss is the door's :func:`front.lower_miss`).
 NUMPY_REARRANGE = front.Operation(

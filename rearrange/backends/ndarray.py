@@ -13,8 +13,8 @@ split), unpack returns slices and splits (views), einsum runs ``numpy.einsum`` (
 optimize path, one pairwise step at a time) into a new array between the operands' and
 the result's rearranges.
 
-Entries are ``(code, argument)``: the front door runs the commonest view plans itself
-from the code (one call, no closure), and any other runner as ``argument(x)``.
+Entries are ``(code, first, second)``: the front door runs the commonest view plans
+itself from the code (one call, no closure), and any other runner as ``first(x)``.
 """
 
 from __future__ import annotations
@@ -369,26 +369,26 @@ def strided_runner(plan: Plan, view: Layout, writeable: bool = True) -> Runner:
     return lambda x: as_strided(x, shape, strides, subok=True, writeable=writeable)
 
 
-def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
+def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any, Any]:
     """Lower ``plan`` to numpy calls, checked once against ``sample`` (an input with the
     plan's exact shape and strides, so numpy decides the same way on every later call).
-    Returns the cache entry ``(code, argument)``."""
+    Returns the cache entry ``(code, first, second)`` (see :func:`run_entry`)."""
     refuse = refusal(plan)
     if refuse is not None:
-        return CALL, refuse
+        return CALL, refuse, None
 
     split, perm, merge, copy_before_merge, copy_at_end = steps_args(plan)
     copy_step = next((step for step in plan.steps if step.is_copy), None)
     if copy_before_merge:
         if _kernel_copies(copy_step):
-            return CALL, kernel_runner(view_runner(split, perm, None), copy_step.kernel, merge)
+            return CALL, kernel_runner(view_runner(split, perm, None), copy_step.kernel, merge), None
         # numpy's final reshape of the (non-contiguous) permuted view copies it in C
         # order: for tiny and object arrays that is the cheapest copy step.
         if perm is None:
-            return RESHAPE, merge
+            return RESHAPE, merge, None
         if split is None:
-            return TRANSPOSE_RESHAPE, (perm, merge)
-        return CALL, view_runner(split, perm, merge)
+            return TRANSPOSE_RESHAPE, perm, merge
+        return CALL, view_runner(split, perm, merge), None
     runner = view_runner(split, perm, merge)
     # The view the runner must produce: the output, or what copy=True then copies.
     view = plan.steps[-2].layout if copy_at_end and len(plan.steps) > 1 else (
@@ -397,17 +397,17 @@ def lower_rearrange(plan: Plan, sample: np.ndarray) -> tuple[int, Any]:
         runner = strided_runner(plan, view)
     if copy_at_end:
         if _kernel_copies(copy_step):
-            return CALL, kernel_runner(runner, copy_step.kernel, None)
-        return CALL, lambda x: runner(x).copy()
+            return CALL, kernel_runner(runner, copy_step.kernel, None), None
+        return CALL, lambda x: runner(x).copy(), None
     if perm is not None and split is None and merge is None:
-        return TRANSPOSE, perm
+        return TRANSPOSE, perm, None
     if perm is not None and split is not None and merge is None:
-        return RESHAPE_TRANSPOSE, (split, perm)
+        return RESHAPE_TRANSPOSE, split, perm
     if perm is not None and split is None and merge is not None:
-        return TRANSPOSE_RESHAPE, (perm, merge)
+        return TRANSPOSE_RESHAPE, perm, merge
     if perm is None and (split or merge) is not None:
-        return RESHAPE, merge if merge is not None else split
-    return CALL, runner
+        return RESHAPE, merge if merge is not None else split, None
+    return CALL, runner, None
 
 
 def _kernel_copies(step: Any) -> bool:
@@ -436,17 +436,23 @@ def kernel_runner(view_part: Runner, planned: kernel.CopyKernel, merge: tuple | 
     return run
 
 
-def run_entry(entry: tuple[int, Any], array: np.ndarray) -> Any:
-    code, argument = entry
+def run_entry(entry: tuple[int, Any, Any], array: np.ndarray) -> Any:
+    """The numpy calls of a cache entry ``(code, first, second)`` on ``array``: a
+    transpose (``first`` the permutation), a reshape (``first`` the shape), a transpose
+    then a reshape or a reshape then a transpose (``first`` and ``second`` their
+    arguments, in that order), or a runner (``CALL``: ``first(array)``). One flat tuple
+    per entry (the plan cache keeps every one: the fewer objects, the less the garbage
+    collector visits)."""
+    code, first, second = entry
     if code == TRANSPOSE:
-        return array.transpose(argument)
+        return array.transpose(first)
     if code == RESHAPE:
-        return array.reshape(argument)
+        return array.reshape(first)
     if code == TRANSPOSE_RESHAPE:
-        return array.transpose(argument[0]).reshape(argument[1])
+        return array.transpose(first).reshape(second)
     if code == RESHAPE_TRANSPOSE:
-        return array.reshape(argument[0]).transpose(argument[1])
-    return argument(array)
+        return array.reshape(first).transpose(second)
+    return first(array)
 
 
 def is_expected_view(result: np.ndarray, source: np.ndarray, plan: Plan, view: Layout) -> bool:
