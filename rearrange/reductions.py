@@ -248,6 +248,59 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
     return _plan_without_rows(reduction, shape, dtype, reduced, threads, strides)
 
 
+# What each compiled strategy's runner is, for explain (kernel/rowsums.py, rowmax.py).
+_RUNNERS = {"rows": "row-sums", "columns": "column-sums", "runs": "row-max",
+            "pool": "window-max"}
+
+
+def describe_strategy(reduction: Any, shape: tuple[int, ...], dtype: np.dtype, reduced: int,
+                      threads: int, strides: tuple[int, ...] | None,
+                      dim_names: tuple[str, ...] | None = None) -> str:
+    """How the reduction of a view of ``shape`` (``strides`` in elements) over its last
+    ``reduced`` axes runs at ``threads`` threads, in words: :func:`plan_by_layout`'s
+    choice for exactly these arguments (what the call's runner decides), and for a
+    compiled one, what runs until its runner is ready. ``dim_names``: the view's dims
+    as the words name them (default: ``dim 0``, ``dim 1``, ...)."""
+    if dim_names is None:
+        dim_names = tuple(f"dim {k}" for k in range(len(shape)))
+    strategy = plan_by_layout(reduction, shape, dtype, reduced, threads, strides)
+    runner = _RUNNERS.get(strategy)
+    if runner is None:
+        return _numpy_words(strategy, reduction, shape, reduced, threads, strides, dim_names)
+    without = _numpy_words(_plan_without_rows(reduction, shape, dtype, reduced, threads,
+                                              strides),
+                           reduction, shape, reduced, threads, strides, dim_names)
+    from .kernel.modes import get_jit_mode   # (no numba: the mode is an environment word)
+
+    if get_jit_mode() == "off":
+        return f"{without} (the compiled {runner} runner's case, but REARRANGE_JIT is off)"
+    return (f"the compiled {runner} runner (numpy's values, bit for bit) on {threads} "
+            f"thread{'s' if threads > 1 else ''}; until it is compiled, {without}")
+
+
+def _numpy_words(strategy: str, reduction: Any, shape: tuple[int, ...], reduced: int,
+                 threads: int, strides: tuple[int, ...] | None,
+                 dim_names: tuple[str, ...]) -> str:
+    """:func:`describe_strategy`'s words for one of numpy's own ways."""
+    name = reduction if isinstance(reduction, str) else "the callable"
+    kept = len(shape) - reduced
+    if strategy == "window":
+        return (f"numpy.{_WINDOW_UFUNCS[reduction].__name__} of the window's "
+                f"{math.prod(shape[kept:])} strided views, a pass over the output each")
+    if strategy == "partials":
+        cut = _partial_axis(shape, strides, reduced, threads)
+        if cut is not None:
+            return (f"numpy's {name} on {threads} parts of the input cut along "
+                    f"{dim_names[cut]}, one a thread, combined by "
+                    f"numpy.{_PARTIAL_UFUNCS[reduction].__name__}")
+        strategy = "slabs"         # (as reduce_by_layout falls back)
+    split = _slab_axis(shape, kept, threads) if threads > 1 else None
+    if strategy == "slabs" and split is not None:
+        return (f"numpy's {name} on slabs of the output along {dim_names[split]}, on "
+                f"{threads} threads")
+    return f"numpy's {name} in one call"
+
+
 def _plan_without_rows(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
                        reduced: int, threads: int, strides: tuple[int, ...] | None) -> str:
     """:func:`plan_by_layout`'s choice among numpy's own ways (what runs while the row

@@ -209,3 +209,64 @@ def test_slabs_widen_their_pool_with_the_thread_count():
         _same(reduce_by_layout("slabs", "sum", x, (1,), threads), x.sum(axis=1))
         assert reductions._pool[0][0] >= threads - 1
     assert reductions._pool[0][0] >= 3
+
+
+_WORDS = {"numpy": ("in one call",), "window": ("strided views",),
+          "partials": ("parts of the input",), "slabs": ("slabs of the output", "in one call"),
+          "rows": ("compiled row-sums runner",), "columns": ("compiled column-sums runner",),
+          "runs": ("compiled row-max runner",), "pool": ("compiled window-max runner",)}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("reduction", ["max", "sum", "mean", "prod", "any"])
+def test_explain_says_how_the_reduction_runs(threads, reduction, monkeypatch):
+    """explain's reduce step names the strategy the call then runs (a spy on the
+    runner's choice), on both sides of the thresholds, at one and two threads."""
+    from rearrange import kernel
+    from rearrange.backends import ndarray
+
+    chosen: list[str] = []
+    real = ndarray.reduce_by_layout
+
+    def spy(strategy, *args, **kwargs):
+        chosen.append(strategy)
+        return real(strategy, *args, **kwargs)
+
+    monkeypatch.setattr(ndarray, "reduce_by_layout", spy)
+    before = kernel.get_num_threads()
+    kernel.set_num_threads(threads)
+    try:
+        seen = set()
+        for shape, pattern in POOLS + [((64, 64, 32, 32), "b c h w -> c")]:
+            x = np.ones(shape, np.float32)
+            ra.cache_clear()
+            chosen.clear()
+            ra.reduce(x, pattern, reduction)
+            strategy = chosen[0] if chosen else "numpy"
+            seen.add(strategy)
+            reason = next(step for step in ra.explain(x, pattern, op="reduce",
+                                                      reduction=reduction).steps
+                          if step.op == "reduce").reason
+            assert any(words in reason for words in _WORDS[strategy]), (strategy, reason)
+            if strategy in ("rows", "columns", "runs", "pool"):
+                assert "until it is compiled" in reason
+        if threads == 2 or reduction in ("max", "sum", "mean"):
+            assert len(seen) >= 2       # the cases straddle the thresholds
+    finally:
+        kernel.set_num_threads(before)
+
+
+def test_explain_of_a_compiled_reduction_with_the_jit_off(monkeypatch):
+    """With REARRANGE_JIT=off no runner is ever compiled: explain names numpy's way
+    (what then runs) and says why, not a runner that will never come."""
+    from rearrange.kernel import modes
+
+    before = modes.get_jit_mode()
+    modes.set_jit_mode("off")
+    try:
+        reason = ra.explain((32, 64, 112, 112), "b c (h 2) (w 2) -> b c h w", op="reduce",
+                            reduction="max", dtype="float32").steps[-1].reason
+    finally:
+        modes.set_jit_mode(before)
+    assert "REARRANGE_JIT is off" in reason and "strided views" in reason
+    assert "until it is compiled" not in reason

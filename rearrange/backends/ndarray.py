@@ -32,7 +32,7 @@ from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
 from ..records import record
-from ..reductions import apply_reduction, plan_by_layout, reduce_by_layout
+from ..reductions import apply_reduction, describe_strategy, plan_by_layout, reduce_by_layout
 from ..slabs import SLAB_MIN_BYTES, in_slabs, slab_threads
 from ..tensor import Tensor
 from . import ArrayInfo, refusal
@@ -244,6 +244,8 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
     in slabs on several threads where it is large enough (:func:`repeat_slabs`, at the
     thread count in force now), not by the kernel; every other copy is the kernel's,
     as planned."""
+    if plan.reduction is not None:
+        return describe_reduction(plan, x)
     if plan.op != "repeat":
         return plan
     steps = list(plan.steps)
@@ -269,6 +271,27 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
                       "each value read once, copied block by block (faster than the kernel "
                       "over a stride-0 source)")
         steps[k] = dataclasses.replace(step, kernel=kernel_numpy_copy(step.kernel, reason))
+    return dataclasses.replace(plan, steps=tuple(steps))
+
+
+def describe_reduction(plan: Plan, x: Any) -> Plan:
+    """The plan with its reduce step's reason saying how the reduction runs at the thread
+    count in force (reductions.describe_strategy: the choice :func:`_reduce_runner`
+    makes for this layout); as it is where the dtype is unknown."""
+    dtype = _dtype_of(plan, x)
+    if dtype is None:
+        return plan
+    steps = list(plan.steps)
+    at = next(k for k, step in enumerate(steps) if step.op == "reduce")
+    view = steps[at - 1].layout if at else plan.input          # reduced axes: trailing
+    strides = view.strides if plan.stride_unit == "elements" else None
+    names = tuple(name for name, _ in plan.axis_lengths)
+    permute = next((step for step in steps[:at] if step.op == "permute"), None)
+    order = permute.args if permute is not None else range(len(view.shape))
+    dim_names = tuple(names[k] for k in order) if len(order) == len(view.shape) else None
+    words = describe_strategy(plan.reduction, view.shape, dtype, len(steps[at].args),
+                              kernel.get_num_threads(), strides, dim_names)
+    steps[at] = dataclasses.replace(steps[at], why=f"{steps[at].reason}; {words}")
     return dataclasses.replace(plan, steps=tuple(steps))
 
 
