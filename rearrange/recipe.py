@@ -300,6 +300,53 @@ def solve_lengths(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[
         # Every input dim is one axis (as many axes as dims, none a unit): input groups
         # mention the left axes once each, in order, so the lengths are the shape's.
         return tuple(shape)
+    if not recipe.fixed_lengths and not recipe.added:
+        lengths = _solve_plain(groups, recipe.names, shape, axes_lengths)
+        if lengths is not None:
+            return lengths
+    return _solve_general(recipe, shape, axes_lengths, checks)
+
+
+def _solve_plain(groups: tuple[tuple[int, ...], ...], names: tuple[str, ...],
+                 shape: tuple[int, ...], axes_lengths: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """:func:`_solve_general` where nothing can go wrong or be symbolic: every given
+    length a plain int in range for a named axis, every size a plain int, every group
+    with at most one unknown axis that divides its dim exactly, every known one
+    matching; None otherwise (the general path then decides, and says what is wrong).
+    Its lengths are the general path's (tests/test_cold_path.py holds them equal)."""
+    if len(groups) != len(shape):
+        return None
+    lengths: list[Any] = [None] * len(names)
+    for name, length in axes_lengths.items():
+        if (type(length) is not int or not 0 < length <= MAX_SIZE or name not in names
+                or not name.isidentifier()):
+            return None
+        lengths[names.index(name)] = length
+    for group, size in zip(groups, shape):
+        if type(size) is not int:
+            return None
+        unknown = -1
+        known = 1           # the product of the given lengths of the group (all positive)
+        for i in group:
+            length = lengths[i]
+            if length is None:
+                if unknown >= 0:
+                    return None
+                unknown = i
+            else:
+                known *= length
+        if unknown >= 0:
+            if size % known:
+                return None
+            lengths[unknown] = size // known
+        elif known != size:
+            return None
+    return tuple(lengths)
+
+
+def _solve_general(recipe: Recipe, shape: tuple[int, ...], axes_lengths: Mapping[str, int],
+                   checks: list[SizeCheck] | None) -> tuple[int, ...]:
+    """:func:`solve_lengths` in full: every check, symbolic sizes, the errors."""
     text = recipe.pattern.text
     names = recipe.names
     for name, length in axes_lengths.items():

@@ -335,3 +335,45 @@ def test_a_cold_call_leaves_few_objects_for_the_garbage_collector() -> None:
         if enabled:
             gc.enable()
     assert per_call <= 30, per_call
+
+
+@st.composite
+def _lengths_problems(draw):
+    """A name-only pattern of 1-4 input dims, each 0-3 axes (units included), a shape
+    that may or may not fit it, and given lengths that may or may not be right (or
+    ints at all)."""
+    dims = draw(st.lists(st.integers(0, 3), min_size=1, max_size=4))
+    names = [f"x{k}" for k in range(sum(dims))]
+    groups, at = [], 0
+    for count in dims:
+        members = names[at:at + count]
+        at += count
+        groups.append(members[0] if count == 1 and draw(st.booleans())
+                      else "(" + " ".join(members) + ")")
+    text = " ".join(groups) + " -> " + " ".join(names)
+    lengths = {name: draw(st.integers(1, 4)) for name in names}
+    shape = tuple(math.prod(lengths[n] for n in names[sum(dims[:k]):sum(dims[:k + 1])])
+                  * draw(st.sampled_from([1, 1, 1, 2, 0])) for k in range(len(dims)))
+    given = {name: draw(st.sampled_from([length, length, length + 1, 0, -1, 2.0, True]))
+             for name, length in lengths.items() if draw(st.booleans())}
+    if draw(st.booleans()):
+        given["y9"] = 3          # not an axis of the pattern
+    return text, shape, given
+
+
+@given(_lengths_problems())
+def test_plain_lengths_are_the_general_paths(problem) -> None:
+    """solve_lengths' plain path gives the general path's lengths, and declines (None)
+    wherever the general one raises, or sees anything but plain ints."""
+    text, shape, given = problem
+    note(repr(problem))
+    recipe = recipes.build_recipe(parsing.parse_transform(text, "rearrange"), len(shape))
+    plain = recipes._solve_plain(recipe.input_groups, recipe.names, shape, given)
+    try:
+        general = recipes._solve_general(recipe, shape, given, None)
+    except ra.RearrangeError:
+        assert plain is None
+        return
+    assert plain is None or plain == general
+    if plain is None:   # declined only for what is not plain: a length that is no int
+        assert any(type(v) is not int for v in given.values())
