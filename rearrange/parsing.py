@@ -763,14 +763,7 @@ def _plainly_valid(left: Side, right: Side, op: str) -> bool:
                 if not name.isidentifier() or name[0] == "_" or name[-1] == "_":
                     return False  # invalid_name_reason(name) is not None
                 found.append(name)
-    left_set, right_set = set(names[0]), set(names[1])
-    if len(left_set) != len(names[0]) or len(right_set) != len(names[1]):
-        return False
-    if op == "rearrange":
-        return left_set == right_set
-    if op == "reduce":
-        return right_set <= left_set
-    return left_set <= right_set  # repeat
+    return _names_agree(names[0], names[1], op)
 
 
 def _check_side(side: Side, label: str, text: str) -> tuple[set[str], bool]:
