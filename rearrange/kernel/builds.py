@@ -177,9 +177,11 @@ class _FileLock:
 
 
 def _load(key: Key, compile: bool) -> Any:
-    from . import rowmax, rowsums
+    from . import rowjoin, rowmax, rowsums
     from .loops import runner        # (registers the loops: only where runners load)
 
+    if key[0] == rowjoin.FAMILY:     # pack's and repeat's row assembly
+        return rowjoin.runner(key[1], key[0], compile=compile)
     if key[0] == rowsums.FAMILY:     # the reductions' runners, same machinery
         return rowsums.runner(key[1], key[0], compile=compile)
     if key[0] in (rowmax.FAMILY, rowmax.COLUMN_SUMS, rowmax.WINDOWS):
