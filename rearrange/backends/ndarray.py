@@ -154,10 +154,16 @@ def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
         return kernel_runner(strided_runner(plan, source, writeable=False),
                              plan.steps[copy_index].kernel, plan.output.shape)
     one_thread = _numpy_repeat_runner(plan, sample, source, axes)
-    joined = _repeat_row_join_runner(plan, sample, source, one_thread)
+    joined = _repeat_row_join_runner(plan, sample, source)
     slab_axis = repeat_slab_axis(source, sample.dtype)
     if slab_axis is None:
-        return joined or one_thread
+        if joined is None:
+            return one_thread
+
+        def run_joined(x: np.ndarray) -> np.ndarray:
+            result = joined(x)
+            return one_thread(x) if result is None else result
+        return run_joined
     broadcast = strided_runner(plan, source, writeable=False)
     nbytes = math.prod(source.shape) * sample.itemsize
     length = source.shape[slab_axis]
@@ -275,7 +281,7 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
                       "each value read once, copied block by block (faster than the kernel "
                       "over a stride-0 source)")
             fallback = "numpy.repeat"
-        rows = None if dtype is None or not _row_join_dtype(dtype) else \
+        rows = None if dtype is None or not _row_join_dtype(dtype) or source.offset else \
             repeat_rows(source.shape, _byte_strides(plan, source), dtype.itemsize)
         count = 0 if rows is None else \
             row_join_threads("repeat", rows.rows * rows.row_bytes, rows.rows, threads)
@@ -726,8 +732,8 @@ def repeat_rows(shape: tuple[int, ...], strides: tuple[int, ...],
     return RepeatRows(rows, stride, block, times, block * times)
 
 
-def _repeat_row_join_runner(plan: Plan, sample: np.ndarray, source: Layout,
-                            fallback: Runner) -> Callable[[Any], Any] | None:
+def _repeat_row_join_runner(plan: Plan, sample: np.ndarray,
+                            source: Layout) -> Callable[[Any], Any] | None:
     """The repeat as the row assembly where its broadcast view is rows of it
     (:func:`repeat_rows`): ``x -> result``, or None from the runner for a call it does
     not take (too small for the threads in force, a subclass, an unaligned input, the
@@ -737,12 +743,10 @@ def _repeat_row_join_runner(plan: Plan, sample: np.ndarray, source: Layout,
     if not _row_join_dtype(dtype):
         return None
     rows = repeat_rows(source.shape, _byte_strides(plan, source), dtype.itemsize)
-    if rows is None:
+    if rows is None or source.offset:
         return None
     nbytes = rows.rows * rows.row_bytes
     merged = plan.output.shape
-    # the view's first element is the input's (a repeat's view starts where it does)
-    offset = source.offset * (plan.itemsize if plan.stride_unit == "elements" else 1)
 
     def run(x: np.ndarray) -> np.ndarray | None:
         threads = row_join_threads("repeat", nbytes, rows.rows, kernel.get_num_threads())
@@ -754,7 +758,8 @@ def _repeat_row_join_runner(plan: Plan, sample: np.ndarray, source: Layout,
         if runner is None:          # not ready (compiling, loading) or kernels off
             return None
         out = np.empty(merged, dtype)
-        base = x.__array_interface__["data"][0] + offset
+        # the broadcast view starts where the input does (as strided_runner's)
+        base = x.__array_interface__["data"][0]
         rowjoin.join_rows(runner, out.reshape(rows.rows, -1),
                           [(base, rows.row_stride, rows.block_bytes, rows.times)], threads)
         return out
