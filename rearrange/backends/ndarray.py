@@ -656,7 +656,7 @@ ROW_JOIN_MIN_ROWS = 64
 def row_join_threads(op: str, nbytes: int, rows: int, threads: int) -> int:
     """The threads the row assembly runs ``op`` ("pack", "repeat") on for an output of
     ``nbytes`` in ``rows`` rows at ``threads`` threads allowed; 0: numpy's way."""
-    if rows < ROW_JOIN_MIN_ROWS:
+    if rows < ROW_JOIN_MIN_ROWS or nbytes <= 0:
         return 0
     if threads >= 2:
         return threads if nbytes >= ROW_JOIN_MIN_BYTES else 0
