@@ -9,7 +9,9 @@ fits the source. ``out=`` copies the permuted view into the caller's array. redu
 reduces the trailing axes of a view (:mod:`rearrange.reductions`), repeat is a
 read-only broadcast view or its copy (``numpy.repeat`` along each repeated axis); pack
 concatenates the inputs into a new array (or assigns each into its slice, where one is
-split), unpack returns slices and splits (views), einsum runs ``numpy.einsum`` (on its
+split); large repeats and packs whose output rows are made of the inputs' rows are
+assembled row by row by the compiled row assembly (:mod:`rearrange.kernel.rowjoin`,
+"row assembly" below); unpack returns slices and splits (views), einsum runs ``numpy.einsum`` (on its
 optimize path, one pairwise step at a time) into a new array between the operands' and
 the result's rearranges.
 
@@ -141,10 +143,12 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
 
 
 def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
-    """The broadcast view (read-only), or a copy of it then the merge: ``numpy.repeat``
-    along each repeated axis (:func:`repeated_axes`), ``numpy.copyto`` of the broadcast
-    view in slabs on several threads where the output is large enough
-    (:func:`repeat_slabs`), or the kernel where no axis repeats."""
+    """The broadcast view (read-only), or a copy of it then the merge: the compiled row
+    assembly where the view is rows of it and the call is its (:func:`repeat_rows`,
+    :func:`row_join_threads`), else ``numpy.repeat`` along each repeated axis
+    (:func:`repeated_axes`), ``numpy.copyto`` of the broadcast view in slabs on several
+    threads where the output is large enough (:func:`repeat_slabs`), or the kernel
+    where no axis repeats."""
     copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
     if copy_index is None:
         return strided_runner(plan, plan.output, writeable=False)
@@ -554,7 +558,9 @@ def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
     ``numpy.concatenate`` (numpy's loop over the inputs; einops' call); else a new array
     and per input a view of its place (slice, split) assigned from the input. Where the
     packed array is large enough (:func:`pack_slabs`), the same calls run on slabs of it
-    along a dim before the packed one, one slab per thread. numpy casts, and reads the
+    along a dim before the packed one, one slab per thread — unless the compiled row
+    assembly takes the call (:func:`row_join_threads`, :func:`_pack_row_join`: inputs
+    of the packed dtype whose rows are one stride apart). numpy casts, and reads the
     inputs' strides on every call. Items may be numpy arrays, numpy scalars or Tensors
     (through their numpy view)."""
     shape = plan.packed.shape
