@@ -55,6 +55,7 @@ def _anywhere(monkeypatch) -> None:
     monkeypatch.setattr(ndarray, "ROW_JOIN_MIN_BYTES", 0)
     monkeypatch.setattr(ndarray, "ROW_JOIN_ONE_THREAD_MIN_BYTES", 0)
     monkeypatch.setattr(ndarray, "ROW_JOIN_MIN_ROWS", 1)
+    monkeypatch.setattr(ndarray, "ROW_JOIN_MIN_SEGMENT_BYTES", 1)
 
 
 @pytest.fixture
@@ -235,6 +236,24 @@ def test_row_join_threads_on_both_sides_of_each_threshold():
     assert row_join_threads("repeat", 1 << 40, rows, 1) == 0   # numpy.repeat at one thread
 
 
+def test_the_shortest_segments_on_both_sides(runner, joins, threads_restored):
+    """Segments of ROW_JOIN_MIN_SEGMENT_BYTES (8: two float32) go to the runner, one
+    byte less... a float32 each (4 bytes) stays numpy's (its loops are faster there);
+    an empty input is no segment too short."""
+    kernel.set_num_threads(2)
+    rng = np.random.default_rng(4)
+    for c, taken in ((2, True), (1, False)):
+        v = _values(rng, (1 << 16, 1, c), np.float32)           # 2 or 1 MiB out
+        joins.clear()
+        assert ra.repeat(v, "b t c -> b t r c", r=4, copy=True).tobytes() == \
+            np.repeat(v[:, :, None], 4, 2).tobytes()
+        assert len(joins) == taken
+        parts = [_values(rng, (1 << 16, w), np.float32) for w in (c, 4, 0)]
+        joins.clear()
+        assert ra.pack(parts, "b *")[0].tobytes() == np.concatenate(parts, axis=1).tobytes()
+        assert len(joins) == taken
+
+
 # ---------------------------------------------------------------------- through the API
 
 
@@ -285,7 +304,7 @@ def pack_cases(draw):
     tail = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=1)))
     count = draw(st.integers(1, 4))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    parts = []
+    parts, ways = [], []
     for _ in range(count):
         packed = tuple(draw(st.lists(st.integers(0, 9), min_size=0, max_size=2)))
         x = _values(rng, lead + packed + tail, dtype)
@@ -299,9 +318,10 @@ def pack_cases(draw):
         elif way == "reversed":
             x = x[::-1].copy()[::-1]
         parts.append(x)
+        ways.append(way)
     pattern = " ".join([f"l{k}" for k in range(len(lead))] + ["*"] +
                        [f"t{k}" for k in range(len(tail))])
-    return parts, pattern, len(lead), len(tail)
+    return parts, pattern, len(lead), len(tail), ways
 
 
 @settings(max_examples=120, deadline=None)
@@ -311,7 +331,7 @@ def test_pack_equals_numpy_whatever_the_layout(runner, case, threads, nt):
     (each reshaped to one packed dim), byte for byte; the runner wherever every input is
     rows of it (exact, aligned, leading dims one stride apart, its part of a row
     contiguous) and the output not empty, numpy's way for the others; inputs untouched."""
-    parts, pattern, axis, ntail = case
+    parts, pattern, axis, ntail, ways = case
     before = [p.copy() for p in parts]
     with pytest.MonkeyPatch.context() as monkeypatch:
         calls = _forced(monkeypatch, nt, threads)
@@ -328,6 +348,9 @@ def test_pack_equals_numpy_whatever_the_layout(runner, case, threads, nt):
         ndarray._pack_segment(p.shape, p.strides, axis, p.itemsize) is not None
         for p in parts)
     assert len(calls) == eligible
+    if packed.size > 0 and set(ways) <= ({"plain", "shifted", "reversed"} if axis == 1
+                                         else {"plain", "shifted"}):
+        assert len(calls) == 1      # C-contiguous inputs (or reversed rows): always rows
 
 
 @st.composite

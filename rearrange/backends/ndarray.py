@@ -287,7 +287,7 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
             fallback = "numpy.repeat"
         rows = None if dtype is None or not _row_join_dtype(dtype) or source.offset else \
             repeat_rows(source.shape, _byte_strides(plan, source), dtype.itemsize)
-        count = 0 if rows is None else \
+        count = 0 if rows is None or rows.block_bytes < ROW_JOIN_MIN_SEGMENT_BYTES else \
             row_join_threads("repeat", rows.rows * rows.row_bytes, rows.rows, threads)
         if count:
             planned = kernel_numpy_copy(step.kernel, reason)
@@ -657,6 +657,10 @@ ROW_JOIN_ONE_THREAD_MIN_BYTES = 2 << 20
 # Fewer rows than this leave the threads' chunks unbalanced (and a row of a few
 # megabytes is numpy's memcpy anyway).
 ROW_JOIN_MIN_ROWS = 64
+# Segments shorter than this cost the runner more per segment than numpy's loops (8 MiB
+# out at two threads: pack of three 4-byte columns 0.15x numpy.concatenate, repeat of
+# 4-byte rows 0.78x numpy.repeat; from 8 bytes 1.3x and 2.1x): numpy's ways keep them.
+ROW_JOIN_MIN_SEGMENT_BYTES = 8
 
 
 def row_join_threads(op: str, nbytes: int, rows: int, threads: int) -> int:
@@ -749,7 +753,7 @@ def _repeat_row_join_runner(plan: Plan, sample: np.ndarray,
     if not _row_join_dtype(dtype):
         return None
     rows = repeat_rows(source.shape, _byte_strides(plan, source), dtype.itemsize)
-    if rows is None or source.offset:
+    if rows is None or source.offset or rows.block_bytes < ROW_JOIN_MIN_SEGMENT_BYTES:
         return None
     nbytes = rows.rows * rows.row_bytes
     merged = plan.output.shape
@@ -777,14 +781,14 @@ def _pack_row_join(arrays: list[Any], shape: tuple[int, ...], axis: int, dtype: 
     """The packed array by the row assembly, each input a segment of every row (its
     part of the packed dim and the dims after it); None (nothing written) where an
     input is not an exact, aligned ndarray of ``dtype`` whose dims before ``axis`` fuse
-    into one row stride and whose part of a row is contiguous, or the runner is not
-    ready."""
+    into one row stride and whose part of a row is contiguous (and, unless empty, of
+    ``ROW_JOIN_MIN_SEGMENT_BYTES`` or more), or the runner is not ready."""
     segments = []
     for x in arrays:
         if type(x) is not np.ndarray or x.dtype != dtype or not x.flags.aligned:
             return None
         segment = _pack_segment(x.shape, x.strides, axis, dtype.itemsize)
-        if segment is None:
+        if segment is None or 0 < segment[1] < ROW_JOIN_MIN_SEGMENT_BYTES:
             return None
         stride, nbytes = segment
         segments.append((x.__array_interface__["data"][0], stride, nbytes, 1))
@@ -805,14 +809,15 @@ def _pack_segment(shape: tuple[int, ...], strides: tuple[int, ...], axis: int,
                   itemsize: int) -> tuple[int, int] | None:
     """(row stride, bytes) of a pack input's part of each row: its dims from ``axis``
     on contiguous, its dims before ``axis`` one stride apart (size-1 dims aside); None
-    where it is not so. A size-0 part is a segment of 0 bytes."""
+    where it is not so. A size-0 part is a segment of 0 bytes (whatever its strides:
+    numpy gives an empty array's dims any)."""
+    if 0 in shape[axis:]:
+        return 0, 0
     nbytes = itemsize
     for n, s in zip(reversed(shape[axis:]), reversed(strides[axis:])):
         if n != 1 and s != nbytes:
             return None
         nbytes *= n
-    if nbytes == 0:
-        return 0, 0
     stride = None
     count = 1
     for n, s in zip(reversed(shape[:axis]), reversed(strides[:axis])):
