@@ -529,6 +529,24 @@ def test_background_mode_copies_with_numpy_until_the_runner_is_ready(tmp_path):
                       "status": ["compiling", "ready"], "ran": ["join_rows"] * 2}
 
 
+def test_torch_and_dask_inputs_never_reach_it(runner, joins, threads_restored):
+    """Torch tensors and dask arrays have lowerings of their own: large packs and
+    repeats of them never call the runner (their results are their libraries')."""
+    kernel.set_num_threads(2)
+    v = np.random.default_rng(1).random((64, 64, 64), dtype=np.float32)   # 4 MiB out
+    torch = pytest.importorskip("torch")
+    tv = torch.from_numpy(v)
+    got = ra.repeat(tv, "b t c -> b t r c", r=4, copy=True)
+    assert torch.equal(got, tv[:, :, None].expand(64, 64, 4, 64))
+    packed, _ = ra.pack([tv, tv[:, :, :32].contiguous()], "b t *")
+    assert torch.equal(packed, torch.cat([tv, tv[:, :, :32]], dim=2))
+    da = pytest.importorskip("dask.array")
+    dv = da.from_array(v, chunks=(32, 64, 64))
+    got = ra.repeat(dv, "b t c -> b t r c", r=4)
+    np.testing.assert_array_equal(np.asarray(got), np.repeat(v[:, :, None], 4, 2))
+    assert joins == []
+
+
 def test_runner_family():
     with pytest.raises(ValueError, match="2-byte units"):
         rowjoin.runner(2)
