@@ -548,6 +548,8 @@ def test_torch_and_dask_inputs_never_reach_it(runner, joins, threads_restored):
 
 
 def test_runner_family():
+    assert ndarray.ROW_JOIN == rowjoin.FAMILY       # (the lowering names it without
+    #                                                 importing the kernel's modules)
     with pytest.raises(ValueError, match="2-byte units"):
         rowjoin.runner(2)
     with pytest.raises(ValueError, match="no 'rows' runner"):

@@ -10,10 +10,10 @@ reduces the trailing axes of a view (:mod:`rearrange.reductions`), repeat is a
 read-only broadcast view or its copy (``numpy.repeat`` along each repeated axis); pack
 concatenates the inputs into a new array (or assigns each into its slice, where one is
 split); large repeats and packs whose output rows are made of the inputs' rows are
-assembled row by row by the compiled row assembly (:mod:`rearrange.kernel.rowjoin`,
-"row assembly" below); unpack returns slices and splits (views), einsum runs ``numpy.einsum`` (on its
-optimize path, one pairwise step at a time) into a new array between the operands' and
-the result's rearranges.
+written row by row by the compiled row assembly (:mod:`rearrange.kernel.rowjoin`, "row
+assembly" below); unpack returns slices and splits (views), einsum runs
+``numpy.einsum`` (on its optimize path, one pairwise step at a time) into a new array
+between the operands' and the result's rearranges.
 
 Entries are ``(code, argument)``: the front door runs the commonest view plans itself
 from the code (one call, no closure), and any other runner as ``argument(x)``.
@@ -285,9 +285,8 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
                       "each value read once, copied block by block (faster than the kernel "
                       "over a stride-0 source)")
             fallback = "numpy.repeat"
-        rows = None if dtype is None or not _row_join_dtype(dtype) or source.offset else \
-            repeat_rows(source.shape, _byte_strides(plan, source), dtype.itemsize)
-        count = 0 if rows is None or rows.block_bytes < ROW_JOIN_MIN_SEGMENT_BYTES else \
+        rows = None if dtype is None else _repeat_join_rows(plan, source, dtype)
+        count = 0 if rows is None else \
             row_join_threads("repeat", rows.rows * rows.row_bytes, rows.rows, threads)
         if count:
             planned = kernel_numpy_copy(step.kernel, reason)
@@ -648,8 +647,9 @@ def pack_slabs(shape: tuple[int, ...], axis: int, dtype: np.dtype,
 
 ROW_JOIN = "row-join"           # the runner's family (kernel/rowjoin.FAMILY) and variant
 # Outputs from this many bytes are assembled by the runner at two threads or more
-# (bench/packrepeat_ab.py --sweep, docs/performance.md "The row assembly": at 1 MiB
-# 1.2x numpy.repeat and 1.5x numpy.concatenate, at 256 KiB behind: the pool's hand-off).
+# (a sweep in one process, docs/performance.md "The row assembly": at 1 MiB 1.2x
+# numpy.repeat, at 768 KiB 1.5x numpy.concatenate, at 192-256 KiB 0.7x: the pool's
+# hand-off).
 ROW_JOIN_MIN_BYTES = 1 << 20
 # At one thread only pack's: it wrote 1.3-1.5x numpy.concatenate from 3 MiB, 1.0x at
 # 768 KiB; repeat's measured 0.9-1.1x numpy.repeat at every size (not taken).
@@ -742,6 +742,17 @@ def repeat_rows(shape: tuple[int, ...], strides: tuple[int, ...],
     return RepeatRows(rows, stride, block, times, block * times)
 
 
+def _repeat_join_rows(plan: Plan, source: Layout, dtype: np.dtype) -> RepeatRows | None:
+    """The rows of the row assembly a repeat's broadcast view ``source`` of ``dtype``
+    is, where the runner may take it at some size (:func:`repeat_rows`, a dtype it
+    moves, a view that starts where its input does, segments of
+    ``ROW_JOIN_MIN_SEGMENT_BYTES`` or more); None: never the runner's."""
+    if not _row_join_dtype(dtype) or source.offset:
+        return None
+    rows = repeat_rows(source.shape, _byte_strides(plan, source), dtype.itemsize)
+    return None if rows is None or rows.block_bytes < ROW_JOIN_MIN_SEGMENT_BYTES else rows
+
+
 def _repeat_row_join_runner(plan: Plan, sample: np.ndarray,
                             source: Layout) -> Callable[[Any], Any] | None:
     """The repeat as the row assembly where its broadcast view is rows of it
@@ -750,10 +761,8 @@ def _repeat_row_join_runner(plan: Plan, sample: np.ndarray,
     runner not ready), which the caller then copies its way. None where no call could
     be taken (the dtype, the layout)."""
     dtype = sample.dtype
-    if not _row_join_dtype(dtype):
-        return None
-    rows = repeat_rows(source.shape, _byte_strides(plan, source), dtype.itemsize)
-    if rows is None or source.offset or rows.block_bytes < ROW_JOIN_MIN_SEGMENT_BYTES:
+    rows = _repeat_join_rows(plan, source, dtype)
+    if rows is None:
         return None
     nbytes = rows.rows * rows.row_bytes
     merged = plan.output.shape

@@ -120,7 +120,7 @@ def define_copy_bytes() -> dict:
     from numba.core import types
     from numba.extending import intrinsic
 
-    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    i32, i64 = ir.IntType(32), ir.IntType(64)
     line = ir.VectorType(i64, 8)
 
     def pointer(builder, address, llty):
@@ -189,7 +189,6 @@ def define_copy_bytes() -> dict:
             return context.get_dummy_value()
         return sig, codegen
 
-    del i8
     return {"_copy_bytes": _copy_bytes}
 
 
