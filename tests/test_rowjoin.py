@@ -529,6 +529,32 @@ def test_background_mode_copies_with_numpy_until_the_runner_is_ready(tmp_path):
                       "status": ["compiling", "ready"], "ran": ["join_rows"] * 2}
 
 
+def test_python_threads_calling_at_once(runner, joins, threads_restored):
+    """Two Python threads packing and repeating at once through the runner (the
+    kernel's pool shared between their calls): every result numpy's."""
+    import threading
+
+    kernel.set_num_threads(2)
+    rng = np.random.default_rng(13)
+    v = _values(rng, (16, 256, 64), np.float32)
+    parts = [_values(rng, (8, 512, n), np.float32) for n in (64, 96)]
+    want = (np.repeat(v[:, :, None], 4, 2).tobytes(), np.concatenate(parts, axis=2).tobytes())
+    wrong = []
+
+    def work():
+        for _ in range(20):
+            if ra.repeat(v, "b t c -> b t r c", r=4, copy=True).tobytes() != want[0]:
+                wrong.append("repeat")
+            if ra.pack(parts, "b t *")[0].tobytes() != want[1]:
+                wrong.append("pack")
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == [] and len(joins) == 80
+
+
 def test_torch_and_dask_inputs_never_reach_it(runner, joins, threads_restored):
     """Torch tensors and dask arrays have lowerings of their own: large packs and
     repeats of them never call the runner (their results are their libraries')."""
