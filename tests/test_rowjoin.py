@@ -8,6 +8,8 @@ from a spy on the runner's entry (``rowjoin.join_rows``), never from a timing.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -527,6 +529,26 @@ def test_background_mode_copies_with_numpy_until_the_runner_is_ready(tmp_path):
     """, tmp_path / "cache")
     assert report == {"exact": [True] * 4, "numba_in_call": False,
                       "status": ["compiling", "ready"], "ran": ["join_rows"] * 2}
+
+
+def test_a_fresh_destination_is_populated_then_streamed(runner, monkeypatch,
+                                                        threads_restored):
+    """A 64 MiB output (above glibc's largest mmap threshold: a fresh mapping each time)
+    has its pages populated by the copy's threads first (execute's populate bytes),
+    then gets its lines as streaming stores: numpy's result. (Linux: mincore tells.)"""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("fresh pages are told by Linux's mincore")
+    kernel.set_num_threads(2)
+    populated = []
+    real = rowjoin.execute
+    monkeypatch.setattr(rowjoin, "execute",
+                        lambda low, run, d, s, populate: (populated.append(populate),
+                                                          real(low, run, d, s, populate))[1])
+    rng = np.random.default_rng(14)
+    parts = [_values(rng, (64, 1024, n), np.float32) for n in (64, 32, 160)]   # 64 MiB
+    packed, _ = ra.pack(parts, "b t *")
+    assert populated == [packed.nbytes]
+    assert packed.tobytes() == np.concatenate(parts, axis=2).tobytes()
 
 
 def test_python_threads_calling_at_once(runner, joins, threads_restored):
