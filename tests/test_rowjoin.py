@@ -43,10 +43,10 @@ def joins(monkeypatch):
     calls = []
     real = rowjoin.join_rows
 
-    def spy(run, out, segments, threads):
+    def spy(run, out, segments, threads, streaming=None):
         calls.append((out.shape[0], out.nbytes // max(1, out.shape[0]),
                       [tuple(s) for s in segments], threads))
-        return real(run, out, segments, threads)
+        return real(run, out, segments, threads, streaming)
     monkeypatch.setattr(rowjoin, "join_rows", spy)
     return calls
 
@@ -132,15 +132,14 @@ def test_join_rows_writes_each_row_as_its_segments(runner, rows, sizes, times, g
                                                    nt, threads):
     """Any segment sizes (0 to 300 bytes: lines split between segments, tails of every
     length), repeat counts, gaps between the source rows, a destination at any offset
-    from a line, streaming or regular stores, 1-3 threads: each output row is its
+    from a line, streaming or regular stores (forced: the runner takes any alignment,
+    whatever ``streams`` would choose), 1-3 threads: each output row is its
     segments' bytes in order (numpy's concatenate of the same slices), the bytes around
     the output untouched, the sources unchanged."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(rowjoin, "NONTEMPORAL_MIN_BYTES", 0 if nt else 1 << 62)
-        _check_join_rows(runner, rows, sizes, times, gaps, shift, threads)
+    _check_join_rows(runner, rows, sizes, times, gaps, shift, threads, nt)
 
 
-def _check_join_rows(runner, rows, sizes, times, gaps, shift, threads):
+def _check_join_rows(runner, rows, sizes, times, gaps, shift, threads, nt):
     rng = np.random.default_rng(rows * 7 + len(sizes))
     sources = [rng.integers(0, 256, (rows, n + gap), dtype=np.uint8)
                for n, gap in zip(sizes, gaps)]
@@ -152,7 +151,7 @@ def _check_join_rows(runner, rows, sizes, times, gaps, shift, threads):
     out = buffer[start:start + rows * row_bytes].reshape(rows, row_bytes)
     segments = [(s.__array_interface__["data"][0], s.strides[0], n, t)
                 for s, n, t in zip(sources, sizes, times)]
-    rowjoin.join_rows(runner, out, segments, threads)
+    rowjoin.join_rows(runner, out, segments, threads, streaming=nt)
     expected = np.concatenate([np.tile(s[:, :n], (1, t)) for s, n, t in
                                zip(sources, sizes, times)], axis=1)
     assert out.tobytes() == expected.tobytes()
@@ -488,6 +487,7 @@ def test_explain_says_which_copy_runs(runner, threads_restored):
     kernel.set_num_threads(2)
     text = str(ra.explain(v, "b t c -> b t r c", op="repeat", r=4, copy=True))
     assert "row-join, 1-byte units, 2 threads: the compiled row assembly: 16,384 rows" in text
+    assert "streaming stores where the result is 64-byte aligned" in text
     assert "now    the compiled kernel" in text
     ra.set_jit_mode("off")
     text = str(ra.explain(v, "b t c -> b t r c", op="repeat", r=4, copy=True))
@@ -531,24 +531,44 @@ def test_background_mode_copies_with_numpy_until_the_runner_is_ready(tmp_path):
                       "status": ["compiling", "ready"], "ran": ["join_rows"] * 2}
 
 
-def test_a_fresh_destination_is_populated_then_streamed(runner, monkeypatch,
-                                                        threads_restored):
-    """A 64 MiB output (above glibc's largest mmap threshold: a fresh mapping each time)
-    has its pages populated by the copy's threads first (execute's populate bytes),
-    then gets its lines as streaming stores: numpy's result. (Linux: mincore tells.)"""
+def test_a_fresh_destination_is_populated_then_streamed(runner, monkeypatch):
+    """A 64 MiB output (above glibc's largest mmap threshold: a fresh mapping) at a
+    line-aligned address, of segments that start on lines, has its pages populated by
+    the copy's threads first (execute's populate bytes), then gets its lines as
+    streaming stores; 16 bytes past a line it gets regular stores (nothing populated):
+    numpy's result both times. (Linux: mincore tells.)"""
     if not sys.platform.startswith("linux"):
         pytest.skip("fresh pages are told by Linux's mincore")
-    kernel.set_num_threads(2)
     populated = []
     real = rowjoin.execute
     monkeypatch.setattr(rowjoin, "execute",
                         lambda low, run, d, s, populate: (populated.append(populate),
                                                           real(low, run, d, s, populate))[1])
     rng = np.random.default_rng(14)
-    parts = [_values(rng, (64, 1024, n), np.float32) for n in (64, 32, 160)]   # 64 MiB
-    packed, _ = ra.pack(parts, "b t *")
-    assert populated == [packed.nbytes]
-    assert packed.tobytes() == np.concatenate(parts, axis=2).tobytes()
+    parts = [rng.integers(0, 256, (1 << 16, n), dtype=np.uint8) for n in (256, 128, 640)]
+    segments = [(p.__array_interface__["data"][0], p.strides[0], p.shape[1], 1)
+                for p in parts]
+    expected = np.concatenate(parts, axis=1)
+    for shift, streamed in ((0, True), (16, False)):
+        buffer = np.empty(expected.nbytes + 128, np.uint8)
+        start = (-buffer.__array_interface__["data"][0]) % 64 + shift
+        out = buffer[start:start + expected.nbytes].reshape(expected.shape)
+        assert rowjoin.streams(out.__array_interface__["data"][0], out.nbytes,
+                               segments) is streamed
+        populated.clear()
+        rowjoin.join_rows(runner, out, segments, 2)
+        assert populated == [out.nbytes if streamed else 0]
+        assert out.tobytes() == expected.tobytes()
+
+
+def test_streams_on_both_sides_of_each_rule():
+    big = rowjoin.NONTEMPORAL_MIN_BYTES
+    lines = [(0, 256, 256, 4)]
+    assert rowjoin.streams(1 << 20, big, lines)
+    assert not rowjoin.streams(1 << 20, big - 1, lines)             # too small
+    assert not rowjoin.streams((1 << 20) + 16, big, lines)          # not on a line
+    assert not rowjoin.streams(1 << 20, big, [(0, 256, 256, 1), (0, 32, 32, 1)])
+    assert rowjoin.streams(1 << 20, big, [(0, 256, 192, 1), (0, 64, 64, 3)])
 
 
 def test_python_threads_calling_at_once(runner, joins, threads_restored):

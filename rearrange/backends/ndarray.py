@@ -295,7 +295,8 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
                 reason=(f"the compiled row assembly: {rows.rows:,} rows of "
                         f"{rows.row_bytes:,} B, each the source's {rows.block_bytes:,} B "
                         f"x {rows.times}, written once, in order"
-                        f"{_streaming(rows.rows * rows.row_bytes)} (kernel/rowjoin.py)"))
+                        f"{_streaming(rows.rows * rows.row_bytes, rows.block_bytes)}"
+                        " (kernel/rowjoin.py)"))
             steps[k] = dataclasses.replace(step, kernel=joined)
             continue
         steps[k] = dataclasses.replace(step, kernel=kernel_numpy_copy(step.kernel, reason))
@@ -679,10 +680,15 @@ def _row_join_dtype(dtype: np.dtype) -> bool:
     return not dtype.hasobject and dtype.isnative
 
 
-def _streaming(nbytes: int) -> str:
+def _streaming(nbytes: int, block_bytes: int) -> str:
+    """explain's word on the stores (kernel/rowjoin.streams: the output's address
+    decides, which a plan does not know)."""
     from ..kernel.rowjoin import NONTEMPORAL_MIN_BYTES
+    from ..kernel.plan import LINE
 
-    return ", whole lines as streaming stores" if nbytes >= NONTEMPORAL_MIN_BYTES else ""
+    if nbytes < NONTEMPORAL_MIN_BYTES or block_bytes % LINE:
+        return ""
+    return ", whole lines as streaming stores where the result is 64-byte aligned"
 
 
 def _byte_strides(plan: Plan, view: Layout) -> tuple[int, ...]:

@@ -9,9 +9,10 @@ the segments before it, the ``bytes`` at ``base + r * stride``, ``times`` times 
 (one repeat) at a time, each a separate strided pass over the output, through the caches
 (docs/performance.md, "repeat and pack at two threads"); here each output row is written
 once, in order, by one thread: its whole 64-byte lines as non-temporal stores (no
-read-for-ownership) when the output is large (:data:`NONTEMPORAL_MIN_BYTES`), and the
-lines a segment shares with its neighbours — or with nothing, at the output's ends —
-with regular stores (a line is never written by both kinds of store).
+read-for-ownership) when the output is large and its segments start on lines
+(:func:`streams`), else with regular stores. The runner itself takes any alignment:
+the lines a segment shares with its neighbours — or with nothing, at the output's ends
+— go with regular stores (a line is never written by both kinds of store).
 
 The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
 ``run(cp, d, s, itp, pp, tok)``, one unit size, bytes: the token is a uint8): ``cp`` the
@@ -31,10 +32,11 @@ import ctypes
 import numpy as np
 
 from .pages import untouched
+from .plan import LINE
 from .threads import execute
 
 __all__ = ["FAMILY", "UNIT", "SEGMENT_WORDS", "NONTEMPORAL_MIN_BYTES", "runner",
-           "join_rows"]
+           "streams", "join_rows"]
 
 FAMILY = "row-join"
 UNIT = 1                # the runner moves bytes: one build, whatever the dtype
@@ -213,15 +215,31 @@ def _unused_parameters() -> tuple:
     return _unused[0], _unused[1]
 
 
+def streams(daddr: int, nbytes: int, segments: list[tuple[int, int, int, int]]) -> bool:
+    """Whether an output of ``nbytes`` at ``daddr`` made of ``segments`` gets its lines
+    as streaming stores: from :data:`NONTEMPORAL_MIN_BYTES`, and only where every
+    segment starts on a line (the output 64-byte aligned, every segment's bytes a
+    multiple of 64). Where segments share lines those are written with regular stores
+    between the streaming ones, and that lost: repeat (64, 256, 64) x4 into an output
+    16 or 32 bytes past a line 0.65x regular stores, pack 1.0x; aligned, pack 1.29x,
+    repeat 1.01x (docs/performance.md "The row assembly"). numpy's allocations of this
+    size are 16-byte aligned: about one in four is aligned to a line."""
+    return nbytes >= NONTEMPORAL_MIN_BYTES and daddr % LINE == 0 and \
+        all(n % LINE == 0 for _, _, n, _ in segments)
+
+
 def join_rows(run, out: np.ndarray, segments: list[tuple[int, int, int, int]],
-              threads: int) -> None:
+              threads: int, streaming: bool | None = None) -> None:
     """Write ``out`` (a writeable C-contiguous array, viewed as ``out.shape[0]`` rows of
     ``out.nbytes // out.shape[0]`` bytes) by the compiled row-join ``run``
     (:func:`runner`) on ``threads`` threads (the kernel's pool): row ``r`` the
     concatenation of each segment ``(base, stride, bytes, times)``'s ``bytes`` at address
     ``base + r * stride``, ``times`` times over. The segments' bytes times their counts
     add up to the row's bytes; the caller vouches for the memory they name (alive, not
-    overlapping ``out``) and keeps it alive for the call."""
+    overlapping ``out``) and keeps it alive for the call.
+
+    ``streaming`` (None: :func:`streams`' rule) says whether whole lines go out as
+    streaming stores."""
     rows = out.shape[0] if out.ndim else 1
     if rows == 0 or out.nbytes == 0:
         return
@@ -229,7 +247,7 @@ def join_rows(run, out: np.ndarray, segments: list[tuple[int, int, int, int]],
     if sum(n * times for _, _, n, times in segments) != row_bytes:
         raise ValueError("the segments do not fill the output's rows")
     daddr = out.__array_interface__["data"][0]
-    nt = out.nbytes >= NONTEMPORAL_MIN_BYTES
+    nt = streams(daddr, out.nbytes, segments) if streaming is None else streaming
     # A fresh destination (a new mapping: mincore) has its pages populated first, split
     # over the threads, then streamed to (the transposes' way: .kernel's docstring).
     populate = out.nbytes if nt and untouched(daddr, out.nbytes) else 0
