@@ -2,14 +2,16 @@
 rearrange/backends/ndarray.py), each measured in one process, interleaved
 (bench/timing.py), against the path it replaces:
 
-* ``--part sizes``: the runner / numpy's way (slabs or one-thread calls) at 1 and at 2
-  threads, repeat ``t c -> t r c`` (rows of 4 x 256 B) and pack ``t *`` (rows of 256 +
-  128 + 384 B), 12 KiB to 16 MiB of output: ROW_JOIN_MIN_BYTES and
+* ``--part sizes``: the runner / numpy's way (slabs or one-thread calls) at 2 threads
+  (and pack's at 1), repeat ``b t c -> b t r c`` (rows of 4 x 256 B) and pack ``b *``
+  (rows of 256 + 128 + 384 B), 48 KiB to 64 MiB of output: ROW_JOIN_MIN_BYTES and
   ROW_JOIN_ONE_THREAD_MIN_BYTES;
 * ``--part streaming``: streaming against regular stores (paired regular / streaming;
-  > 1: streaming faster), 2 to 24 MiB: NONTEMPORAL_MIN_BYTES;
-* ``--part segments``: 8 MiB outputs of short segments (repeat of 4-128 B rows, pack of
-  three 4-128 B columns), the runner against numpy's way: ROW_JOIN_MIN_SEGMENT_BYTES.
+  > 1: streaming faster) into outputs on a line and 16 or 32 bytes past one: the
+  alignment rule of ``rowjoin.streams``;
+* ``--part segments``: 7-8 MiB outputs of short segments (repeat of 8-128 B rows —
+  4 B rows are single elements, never the runner's — and pack of three 4-128 B
+  columns), the runner against numpy's way: ROW_JOIN_MIN_SEGMENT_BYTES.
 
     PYTHONPATH=. python bench/rowjoin_sweep.py [--part sizes,streaming,segments]
 
@@ -84,33 +86,44 @@ def sizes(rounds: int) -> None:
     for threads in (1, 2):
         kernel.set_num_threads(threads)
         for rows in (16, 64, 256, 1024, 4096, 16384):
-            for label, (nbytes, call) in (("repeat", repeat_case(rows * 4)[0:2]),
-                                          ("pack", pack_case(rows * 4))):
+            # (a repeat at one thread is numpy.repeat's whatever the thresholds: not run)
+            for label, (nbytes, call) in ((("repeat", repeat_case(rows * 4)),)
+                                          if threads > 1 else ()) + \
+                    (("pack", pack_case(rows * 4)),):
                 timings = interleaved(runner_and_numpy(call), rounds, 0.02)
                 report(f"{label} {nbytes / 1024:8.0f} KiB x{threads} threads", timings,
                        "runner", "numpy")
 
 
 def streaming(rounds: int) -> None:
+    """join_rows itself, streaming forced on and off, into outputs 0, 16 and 32 bytes
+    past a line: #39's repeat (rows of 4 x 256 B) and pack (256 + 128 + 384 B)."""
     kernel.set_num_threads(2)
+    run = builds.runner_for(rowjoin.FAMILY, rowjoin.UNIT)
+    rng = np.random.default_rng(2)
+    v = rng.random((64, 256, 64), dtype=np.float32)
+    parts = [rng.random((32, 1024, n), dtype=np.float32) for n in (64, 32, 96)]
+    cases = [("repeat (64, 256, 64) x4", 16 << 20, 16384,
+              [(v.__array_interface__["data"][0], 256, 256, 4)]),
+             ("pack of 3 (32, 1024, *)", 24 << 20, 32768,
+              [(p.__array_interface__["data"][0], p.shape[2] * 4, p.shape[2] * 4, 1)
+               for p in parts])]
 
-    def forced(call, nt: bool):
-        def run():
-            saved = rowjoin.NONTEMPORAL_MIN_BYTES
-            rowjoin.NONTEMPORAL_MIN_BYTES = 0 if nt else 1 << 62
-            try:
-                return call()
-            finally:
-                rowjoin.NONTEMPORAL_MIN_BYTES = saved
-        return run
+    def join(nbytes, rows, segments, shift, streaming):
+        def call():
+            buffer = np.empty(nbytes + 128, np.uint8)
+            start = (-buffer.__array_interface__["data"][0]) % 64 + shift
+            rowjoin.join_rows(run, buffer[start:start + nbytes].reshape(rows, -1),
+                              segments, 2, streaming)
+            return buffer
+        return call
 
-    cases = [("repeat", repeat_case(rows)) for rows in (2048, 4096, 8192, 16384)] + \
-        [("pack", pack_case(rows)) for rows in (4096, 8192, 16384, 32768)]
-    for label, (nbytes, call) in cases:
-        timings = interleaved({"streaming": forced(with_thresholds(call, 0), True),
-                               "regular": forced(with_thresholds(call, 0), False)},
-                              rounds, 0.05)
-        report(f"{label} {nbytes / 2**20:5.1f} MiB", timings, "streaming", "regular")
+    for label, nbytes, rows, segments in cases:
+        for shift in (0, 16, 32):
+            timings = interleaved({"streaming": join(nbytes, rows, segments, shift, True),
+                                   "regular": join(nbytes, rows, segments, shift, False)},
+                                  rounds, 0.05)
+            report(f"{label} +{shift} B", timings, "streaming", "regular")
 
 
 def segments(rounds: int) -> None:
