@@ -648,19 +648,20 @@ def pack_slabs(shape: tuple[int, ...], axis: int, dtype: np.dtype,
 
 ROW_JOIN = "row-join"           # the runner's family (kernel/rowjoin.FAMILY) and variant
 # Outputs from this many bytes are assembled by the runner at two threads or more
-# (a sweep in one process, docs/performance.md "The row assembly": at 1 MiB 1.2x
-# numpy.repeat, at 768 KiB 1.5x numpy.concatenate, at 192-256 KiB 0.7x: the pool's
-# hand-off).
+# (bench/rowjoin_sweep.py --part sizes, docs/performance.md "The row assembly": at 1 MiB
+# 0.94-1.17x numpy.repeat, at 768 KiB 1.03-1.46x numpy.concatenate, at 4 MiB 1.6-1.9x,
+# at 192-256 KiB 0.4-0.7x: the pool's hand-off).
 ROW_JOIN_MIN_BYTES = 1 << 20
-# At one thread only pack's: it wrote 1.3-1.5x numpy.concatenate from 3 MiB, 1.0x at
-# 768 KiB; repeat's measured 0.9-1.1x numpy.repeat at every size (not taken).
+# At one thread only pack's: it wrote 1.2-1.5x numpy.concatenate from 3 MiB, 1.0x at
+# 768 KiB; repeat's measured 0.8-1.1x numpy.repeat at every size (not taken).
 ROW_JOIN_ONE_THREAD_MIN_BYTES = 2 << 20
 # Fewer rows than this leave the threads' chunks unbalanced (and a row of a few
 # megabytes is numpy's memcpy anyway).
 ROW_JOIN_MIN_ROWS = 64
-# Segments shorter than this cost the runner more per segment than numpy's loops (8 MiB
-# out at two threads: pack of three 4-byte columns 0.15x numpy.concatenate, repeat of
-# 4-byte rows 0.78x numpy.repeat; from 8 bytes 1.3x and 2.1x): numpy's ways keep them.
+# Segments shorter than this cost the runner more per segment than numpy's loops
+# (bench/rowjoin_sweep.py --part segments, 7 MiB out at two threads: pack of three
+# 4-byte columns 0.15-0.28x numpy.concatenate, from 8 bytes 1.3-3.3x; repeat of 8-byte
+# rows 2.1x numpy.repeat): numpy's ways keep them.
 ROW_JOIN_MIN_SEGMENT_BYTES = 8
 
 

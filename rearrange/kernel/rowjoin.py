@@ -45,11 +45,12 @@ UNIT = 1                # the runner moves bytes: one build, whatever the dtype
 J_ROW_BYTES, J_NT, J_SEGMENTS = range(3)
 _HEAD = 3
 SEGMENT_WORDS = 4       # base address, row stride (bytes), bytes, times
-# Outputs this large are written with non-temporal stores; smaller ones with regular
-# stores, which leave the result in the caches for whoever reads it next. Measured here
-# at two threads, streaming against regular stores (paired, docs/performance.md "The
-# row assembly"): pack 24 MiB 1.27-1.30x, 12 MiB 0.91-1.18x, 3-6 MiB 0.98-1.09x;
-# repeat 16 MiB 1.03-1.06x, 8 MiB 0.82-0.98x, 2 MiB 0.74x.
+# Outputs this large are written with non-temporal stores where their segments start
+# on lines (:func:`streams`); smaller ones with regular stores, which leave the result
+# in the caches for whoever reads it next. Measured here at two threads, streaming
+# against regular stores into line-aligned outputs (paired, docs/performance.md "The
+# row assembly"): pack 24 MiB 1.16-1.30x, 12 MiB 0.91-1.18x, 3-6 MiB 0.98-1.09x;
+# repeat 16 MiB 0.98-1.06x, 8 MiB 0.82-0.98x, 2 MiB 0.74x.
 NONTEMPORAL_MIN_BYTES = 12 << 20
 
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics, the loops'
