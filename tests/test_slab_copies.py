@@ -56,6 +56,13 @@ def small_slabs(monkeypatch):
     return 64
 
 
+@pytest.fixture
+def no_row_join(monkeypatch):
+    """The compiled row assembly (tests/test_rowjoin.py) off: at the shipped slab
+    thresholds it takes these outputs (from ROW_JOIN_MIN_BYTES at two threads)."""
+    monkeypatch.setattr(ndarray, "ROW_JOIN_MIN_BYTES", 1 << 62)
+
+
 def values(shape, dtype, rng) -> np.ndarray:
     dtype = np.dtype(dtype)
     raw = rng.integers(-100, 100, size=shape)
@@ -110,7 +117,7 @@ def test_repeat_slabs_equal_einops_on_both_sides(pattern, lengths, dtype, spy, t
     assert_same(x, kept)
 
 
-def test_repeat_threshold_both_sides(spy, threads):
+def test_repeat_threshold_both_sides(spy, threads, no_row_join):
     """From 2 x SLAB_MIN_BYTES of output at 2 threads: slabs; a byte less: numpy.repeat."""
     threads(2)
     rows = 2 * slabs.SLAB_MIN_BYTES // (4 * 4 * 64 * 4)    # t=4, r=4, c=64, float32
@@ -226,7 +233,7 @@ def test_pack_slabs_equal_einops_on_both_sides(shapes, pattern, dtype, spy, thre
         assert x.tolist() == k.tolist()
 
 
-def test_pack_threshold_both_sides(spy, threads):
+def test_pack_threshold_both_sides(spy, threads, no_row_join):
     threads(2)
     rows = 2 * slabs.SLAB_MIN_BYTES // (8 * 64 * 4)        # t=8, 64 packed, float32
     for b, slabbed in ((rows, True), (rows - 1, False)):

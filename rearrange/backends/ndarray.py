@@ -9,9 +9,11 @@ fits the source. ``out=`` copies the permuted view into the caller's array. redu
 reduces the trailing axes of a view (:mod:`rearrange.reductions`), repeat is a
 read-only broadcast view or its copy (``numpy.repeat`` along each repeated axis); pack
 concatenates the inputs into a new array (or assigns each into its slice, where one is
-split), unpack returns slices and splits (views), einsum runs ``numpy.einsum`` (on its
-optimize path, one pairwise step at a time) into a new array between the operands' and
-the result's rearranges.
+split); large repeats and packs whose output rows are made of the inputs' rows are
+written row by row by the compiled row assembly (:mod:`rearrange.kernel.rowjoin`, "row
+assembly" below); unpack returns slices and splits (views), einsum runs
+``numpy.einsum`` (on its optimize path, one pairwise step at a time) into a new array
+between the operands' and the result's rearranges.
 
 Entries are ``(code, first, second)``: the front door runs the commonest view plans
 itself from the code (one call, no closure), and any other runner as ``first(x)``.
@@ -141,10 +143,12 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
 
 
 def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
-    """The broadcast view (read-only), or a copy of it then the merge: ``numpy.repeat``
-    along each repeated axis (:func:`repeated_axes`), ``numpy.copyto`` of the broadcast
-    view in slabs on several threads where the output is large enough
-    (:func:`repeat_slabs`), or the kernel where no axis repeats."""
+    """The broadcast view (read-only), or a copy of it then the merge: the compiled row
+    assembly where the view is rows of it and the call is its (:func:`repeat_rows`,
+    :func:`row_join_threads`), else ``numpy.repeat`` along each repeated axis
+    (:func:`repeated_axes`), ``numpy.copyto`` of the broadcast view in slabs on several
+    threads where the output is large enough (:func:`repeat_slabs`), or the kernel
+    where no axis repeats."""
     copy_index = next((k for k, step in enumerate(plan.steps) if step.is_copy), None)
     if copy_index is None:
         return strided_runner(plan, plan.output, writeable=False)
@@ -154,9 +158,16 @@ def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
         return kernel_runner(strided_runner(plan, source, writeable=False),
                              plan.steps[copy_index].kernel, plan.output.shape)
     one_thread = _numpy_repeat_runner(plan, sample, source, axes)
+    joined = _repeat_row_join_runner(plan, sample, source)
     slab_axis = repeat_slab_axis(source, sample.dtype)
     if slab_axis is None:
-        return one_thread
+        if joined is None:
+            return one_thread
+
+        def run_joined(x: np.ndarray) -> np.ndarray:
+            result = joined(x)
+            return one_thread(x) if result is None else result
+        return run_joined
     broadcast = strided_runner(plan, source, writeable=False)
     nbytes = math.prod(source.shape) * sample.itemsize
     length = source.shape[slab_axis]
@@ -167,6 +178,10 @@ def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:
     # numpy's strided copy reads each value once per repeat from the cache (the source
     # is the output's size divided by the repeats) and writes the output once, in order.
     def run(x: np.ndarray) -> np.ndarray:
+        if joined is not None:
+            result = joined(x)
+            if result is not None:
+                return result
         count = slab_threads(nbytes, length, kernel.get_num_threads())
         if count < 2:
             return one_thread(x)
@@ -257,19 +272,35 @@ def describe_copy(plan: Plan, x: Any, info: ArrayInfo) -> Plan:
         if not axes:
             continue
         dtype = _dtype_of(plan, x)
-        slabs = None if dtype is None else repeat_slabs(source, dtype,
-                                                        kernel.get_num_threads())
+        threads = kernel.get_num_threads()
+        slabs = None if dtype is None else repeat_slabs(source, dtype, threads)
         if slabs is not None:
             axis, count = slabs
             nbytes = math.prod(source.shape) * dtype.itemsize
             reason = (f"numpy.copyto of the broadcast view in {count} slabs along dim "
                       f"{axis}, one per thread ({nbytes:,} B >= {count} x "
                       f"{SLAB_MIN_BYTES:,} B): each thread writes its part of the result")
+            fallback = f"numpy.copyto in {count} slabs"
         else:
             reason = (f"numpy.repeat along dim{'s' if len(axes) > 1 else ''} "
                       f"{', '.join(map(str, axes))} of the broadcast view, innermost first: "
                       "each value read once, copied block by block (faster than the kernel "
                       "over a stride-0 source)")
+            fallback = "numpy.repeat"
+        rows = None if dtype is None else _repeat_join_rows(plan, source, dtype)
+        count = 0 if rows is None else \
+            row_join_threads("repeat", rows.rows * rows.row_bytes, rows.rows, threads)
+        if count:
+            planned = kernel_numpy_copy(step.kernel, reason)
+            joined = dataclasses.replace(
+                planned, variant=ROW_JOIN, unit_bytes=1, threads=count, fallback=fallback,
+                reason=(f"the compiled row assembly: {rows.rows:,} rows of "
+                        f"{rows.row_bytes:,} B, each the source's {rows.block_bytes:,} B "
+                        f"x {rows.times}, written once, in order"
+                        f"{_streaming(rows.rows * rows.row_bytes, rows.block_bytes)}"
+                        " (kernel/rowjoin.py)"))
+            steps[k] = dataclasses.replace(step, kernel=joined)
+            continue
         steps[k] = dataclasses.replace(step, kernel=kernel_numpy_copy(step.kernel, reason))
     return dataclasses.replace(plan, steps=tuple(steps))
 
@@ -556,7 +587,9 @@ def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
     ``numpy.concatenate`` (numpy's loop over the inputs; einops' call); else a new array
     and per input a view of its place (slice, split) assigned from the input. Where the
     packed array is large enough (:func:`pack_slabs`), the same calls run on slabs of it
-    along a dim before the packed one, one slab per thread. numpy casts, and reads the
+    along a dim before the packed one, one slab per thread — unless the compiled row
+    assembly takes the call (:func:`row_join_threads`, :func:`_pack_row_join`: inputs
+    of the packed dtype whose rows are one stride apart). numpy casts, and reads the
     inputs' strides on every call. Items may be numpy arrays, numpy scalars or Tensors
     (through their numpy view)."""
     shape = plan.packed.shape
@@ -587,8 +620,18 @@ def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
     length = shape[slab_axis] if slab_axis is not None else 0
     before = (slice(None),) * (slab_axis or 0)
 
+    rows = math.prod(shape[:axis])
+    row_bytes = math.prod(shape[axis:]) * dtype.itemsize
+    joins = _row_join_dtype(dtype)
+
     def run(tensors: Any) -> np.ndarray:
         arrays = [x.numpy() if type(x) is Tensor else x for x in tensors]
+        if joins:
+            threads = row_join_threads("pack", nbytes, rows, kernel.get_num_threads())
+            if threads:
+                out = _pack_row_join(arrays, shape, axis, dtype, rows, row_bytes, threads)
+                if out is not None:
+                    return out
         out = np.empty(shape, dtype)
         count = slab_threads(nbytes, length, kernel.get_num_threads()) if length else 1
         if count < 2:
@@ -620,6 +663,217 @@ def pack_slabs(shape: tuple[int, ...], axis: int, dtype: np.dtype,
         return None
     count = slab_threads(math.prod(shape) * dtype.itemsize, shape[slab_axis], threads)
     return (slab_axis, count) if count >= 2 else None
+
+
+# --------------------------------------------------------------------------- row assembly
+# Pack along a ``*`` and repeat inside a row, compiled (kernel/rowjoin.py): the output
+# viewed as (rows, row bytes), each row written once, in order, by one thread of the
+# kernel's pool, as the concatenation of segments (an input's part of the row; the
+# source row ``times`` over). numpy's copies in slabs write each input (each repeat) in
+# a pass of its own through the caches (docs/performance.md, "repeat and pack at two
+# threads" and "The row assembly"). Only exact, aligned, native-order ndarrays of a
+# plain dtype whose rows are one stride apart, each row's part contiguous; the runner
+# only once it is ready (numpy's ways until then, and with REARRANGE_JIT=off).
+
+ROW_JOIN = "row-join"           # the runner's family (kernel/rowjoin.FAMILY) and variant
+# Outputs from this many bytes are assembled by the runner at two threads or more
+# (bench/rowjoin_sweep.py --part sizes, docs/performance.md "The row assembly": at 1 MiB
+# 0.94-1.17x numpy.repeat, at 768 KiB 1.03-1.46x numpy.concatenate, at 4 MiB 1.6-1.9x,
+# at 192-256 KiB 0.4-0.7x: the pool's hand-off).
+ROW_JOIN_MIN_BYTES = 1 << 20
+# At one thread only pack's: it wrote 1.2-1.5x numpy.concatenate from 3 MiB, 1.0x at
+# 768 KiB; repeat's measured 0.8-1.1x numpy.repeat at every size (not taken).
+ROW_JOIN_ONE_THREAD_MIN_BYTES = 2 << 20
+# Fewer rows than this leave the threads' chunks unbalanced (and a row of a few
+# megabytes is numpy's memcpy anyway).
+ROW_JOIN_MIN_ROWS = 64
+# Segments shorter than this cost the runner more per segment than numpy's loops
+# (bench/rowjoin_sweep.py --part segments, 7 MiB out at two threads: pack of three
+# 4-byte columns 0.15-0.28x numpy.concatenate, from 8 bytes 1.3-3.3x; repeat of 8-byte
+# rows 2.1x numpy.repeat): numpy's ways keep them.
+ROW_JOIN_MIN_SEGMENT_BYTES = 8
+
+
+def row_join_threads(op: str, nbytes: int, rows: int, threads: int) -> int:
+    """The threads the row assembly runs ``op`` ("pack", "repeat") on for an output of
+    ``nbytes`` in ``rows`` rows at ``threads`` threads allowed; 0: numpy's way."""
+    if rows < ROW_JOIN_MIN_ROWS or nbytes <= 0:
+        return 0
+    if threads >= 2:
+        return threads if nbytes >= ROW_JOIN_MIN_BYTES else 0
+    return 1 if op == "pack" and nbytes >= ROW_JOIN_ONE_THREAD_MIN_BYTES else 0
+
+
+def _row_join_dtype(dtype: np.dtype) -> bool:
+    """Whether the runner may move this dtype's bytes: no objects (references, counted),
+    native byte order (the others keep numpy's ways, as every kernel copy does)."""
+    return not dtype.hasobject and dtype.isnative
+
+
+def _streaming(nbytes: int, block_bytes: int) -> str:
+    """explain's word on the stores (kernel/rowjoin.streams: the output's address
+    decides, which a plan does not know)."""
+    from ..kernel.rowjoin import NONTEMPORAL_MIN_BYTES
+    from ..kernel.plan import LINE
+
+    if nbytes < NONTEMPORAL_MIN_BYTES or block_bytes % LINE:
+        return ""
+    return ", whole lines as streaming stores where the result is 64-byte aligned"
+
+
+def _byte_strides(plan: Plan, view: Layout) -> tuple[int, ...]:
+    scale = plan.itemsize if plan.stride_unit == "elements" else 1
+    return tuple(s * scale for s in view.strides)
+
+
+@record
+class RepeatRows:
+    """A repeat's broadcast view as rows of the row assembly: ``rows`` output rows of
+    ``row_bytes``, row ``r`` the ``block_bytes`` at ``r * row_stride`` bytes from the
+    view's start, ``times`` over. Invariant: ``block_bytes * times == row_bytes``."""
+    rows: int
+    row_stride: int          # bytes (0: every row the same block)
+    block_bytes: int
+    times: int
+    row_bytes: int
+
+
+def repeat_rows(shape: tuple[int, ...], strides: tuple[int, ...],
+                itemsize: int) -> RepeatRows | None:
+    """A repeat's broadcast view (``strides`` in bytes) as rows of the row assembly, or
+    None where it is not one: its innermost axes (after size-1 ones are dropped) a
+    contiguous block, the stride-0 axes just outside it the block's repeats within a
+    row, and every axis outside those fused into one row stride. Where no axis is left
+    outside the repeats (``c -> r c``: the whole view one row) the repeats are the rows
+    (stride 0). None also where nothing repeats inside a row and nothing outside it
+    (a plain copy), or the innermost axis repeats (``c -> (c r)``: single elements, a
+    loop of another shape)."""
+    axes = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    if not axes or 0 in shape:
+        return None
+    block = itemsize
+    k = len(axes)
+    while k and axes[k - 1][1] == block:        # the contiguous block, innermost first
+        block *= axes[k - 1][0]
+        k -= 1
+    if block == itemsize and (k == len(axes)):
+        return None                             # the innermost axis repeats
+    times = 1
+    while k and axes[k - 1][1] == 0:            # its repeats within the row
+        times *= axes[k - 1][0]
+        k -= 1
+    outer = axes[:k]
+    if not outer:
+        if times == 1:
+            return None                         # a plain copy: the kernel's
+        rows, stride, times = times, 0, 1       # the repeats are the rows
+    else:
+        rows, stride = outer[-1]
+        for n, s in reversed(outer[:-1]):       # fused into one stride, or not rows
+            if s != stride * rows:
+                return None
+            rows *= n
+        if times == 1 and stride == block:
+            return None                         # a plain copy: the kernel's
+    return RepeatRows(rows, stride, block, times, block * times)
+
+
+def _repeat_join_rows(plan: Plan, source: Layout, dtype: np.dtype) -> RepeatRows | None:
+    """The rows of the row assembly a repeat's broadcast view ``source`` of ``dtype``
+    is, where the runner may take it at some size (:func:`repeat_rows`, a dtype it
+    moves, a view that starts where its input does, segments of
+    ``ROW_JOIN_MIN_SEGMENT_BYTES`` or more); None: never the runner's."""
+    if not _row_join_dtype(dtype) or source.offset:
+        return None
+    rows = repeat_rows(source.shape, _byte_strides(plan, source), dtype.itemsize)
+    return None if rows is None or rows.block_bytes < ROW_JOIN_MIN_SEGMENT_BYTES else rows
+
+
+def _repeat_row_join_runner(plan: Plan, sample: np.ndarray,
+                            source: Layout) -> Callable[[Any], Any] | None:
+    """The repeat as the row assembly where its broadcast view is rows of it
+    (:func:`repeat_rows`): ``x -> result``, or None from the runner for a call it does
+    not take (too small for the threads in force, a subclass, an unaligned input, the
+    runner not ready), which the caller then copies its way. None where no call could
+    be taken (the dtype, the layout)."""
+    dtype = sample.dtype
+    rows = _repeat_join_rows(plan, source, dtype)
+    if rows is None:
+        return None
+    nbytes = rows.rows * rows.row_bytes
+    merged = plan.output.shape
+
+    def run(x: np.ndarray) -> np.ndarray | None:
+        threads = row_join_threads("repeat", nbytes, rows.rows, kernel.get_num_threads())
+        if not threads or type(x) is not np.ndarray or not x.flags.aligned:
+            return None
+        from ..kernel import builds, rowjoin
+
+        runner = builds.runner_for(ROW_JOIN, rowjoin.UNIT)
+        if runner is None:          # not ready (compiling, loading) or kernels off
+            return None
+        out = np.empty(merged, dtype)
+        # the broadcast view starts where the input does (as strided_runner's)
+        base = x.__array_interface__["data"][0]
+        rowjoin.join_rows(runner, out.reshape(rows.rows, -1),
+                          [(base, rows.row_stride, rows.block_bytes, rows.times)], threads)
+        return out
+    return run
+
+
+def _pack_row_join(arrays: list[Any], shape: tuple[int, ...], axis: int, dtype: np.dtype,
+                   rows: int, row_bytes: int, threads: int) -> np.ndarray | None:
+    """The packed array by the row assembly, each input a segment of every row (its
+    part of the packed dim and the dims after it); None (nothing written) where an
+    input is not an exact, aligned ndarray of ``dtype`` whose dims before ``axis`` fuse
+    into one row stride and whose part of a row is contiguous (and, unless empty, of
+    ``ROW_JOIN_MIN_SEGMENT_BYTES`` or more), or the runner is not ready."""
+    segments = []
+    for x in arrays:
+        if type(x) is not np.ndarray or x.dtype != dtype or not x.flags.aligned:
+            return None
+        segment = _pack_segment(x.shape, x.strides, axis, dtype.itemsize)
+        if segment is None or 0 < segment[1] < ROW_JOIN_MIN_SEGMENT_BYTES:
+            return None
+        stride, nbytes = segment
+        segments.append((x.__array_interface__["data"][0], stride, nbytes, 1))
+    if sum(segment[2] for segment in segments) != row_bytes:
+        return None                 # (never: the plan checked the shapes)
+    from ..kernel import builds, rowjoin
+
+    runner = builds.runner_for(ROW_JOIN, rowjoin.UNIT)
+    if runner is None:
+        return None
+    out = np.empty(shape, dtype)
+    rowjoin.join_rows(runner, out.reshape(rows, row_bytes // dtype.itemsize), segments,
+                      threads)
+    return out
+
+
+def _pack_segment(shape: tuple[int, ...], strides: tuple[int, ...], axis: int,
+                  itemsize: int) -> tuple[int, int] | None:
+    """(row stride, bytes) of a pack input's part of each row: its dims from ``axis``
+    on contiguous, its dims before ``axis`` one stride apart (size-1 dims aside); None
+    where it is not so. A size-0 part is a segment of 0 bytes (whatever its strides:
+    numpy gives an empty array's dims any)."""
+    if 0 in shape[axis:]:
+        return 0, 0
+    nbytes = itemsize
+    for n, s in zip(reversed(shape[axis:]), reversed(strides[axis:])):
+        if n != 1 and s != nbytes:
+            return None
+        nbytes *= n
+    stride = None
+    count = 1
+    for n, s in zip(reversed(shape[:axis]), reversed(strides[:axis])):
+        if n == 1:
+            continue
+        if stride is None:
+            stride = s
+        elif s != stride * count:
+            return None
+        count *= n
+    return (nbytes if stride is None else stride), nbytes
 
 
 def lower_unpack(plan: Any) -> Runner:

@@ -119,7 +119,9 @@ def path_now(kernel: CopyKernel) -> str | None:
     for plans that never use compiled loops. Reads the state, changes nothing."""
     from .builds import describe
 
-    family = _families().get(kernel.variant)
+    from .rowjoin import FAMILY as ROW_JOIN     # (the row assembly: pack, repeat)
+
+    family = ROW_JOIN if kernel.variant == ROW_JOIN else _families().get(kernel.variant)
     return None if family is None else describe(family, kernel.unit_bytes, kernel.fallback)
 
 
