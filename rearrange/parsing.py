@@ -556,9 +556,10 @@ def _scan_names(text: str) -> Named | None:
     arrow and spaces (``Named``), found by splitting the text rather than by the token
     regex; None for any other text (numbers, ``...``, other characters or whitespace,
     malformed groups, a word that is no axis name: one that starts or ends with ``_``),
-    which the full scanner then reads: every name it gives is a valid axis name. Where it gives a result,
-    :func:`_scan` gives the same, with the positions it leaves out (a pattern made from
-    this keeps no positions: :func:`full_record` finds them when first needed).
+    which the full scanner then reads. So every name it gives is a valid axis name, and
+    where it gives a result :func:`_scan` gives the same, with the positions it leaves
+    out (a pattern made from this keeps none: :func:`full_record` finds them when first
+    needed).
 
     Why the same: in ASCII, a run of letters, digits and ``_`` that ``isidentifier``
     accepts is one ``\\w+`` token of the regex (not ``\\d+``: it does not start with a
