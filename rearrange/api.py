@@ -543,7 +543,13 @@ def explain(x_or_shape: Any, pattern: str, *, op: str = "rearrange", reduction: 
         from .packing import explain_pack
 
         _no_lengths(op, axes_lengths)
-        return explain_pack(x_or_shape, pattern, dtype=dtype)
+        plan = explain_pack(x_or_shape, pattern, dtype=dtype)
+        # numpy arrays and shapes (numpy's layout): the numpy backend's account of how the
+        # copy runs, as the call's runner decides it
+        if isinstance(x_or_shape, (list, tuple)) and all(
+                type(item) is np.ndarray or is_shape(item) for item in x_or_shape):
+            return ndarray.describe_pack(plan)
+        return plan
     if op == "unpack":
         from .packing import explain_unpack
 

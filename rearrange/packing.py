@@ -102,6 +102,9 @@ class PackPlan(JsonDump):
     axis_lengths: tuple[tuple[str, int], ...]   # the named axes
     steps: tuple[PackStep, ...]
     stride_unit: str = "elements"
+    # How the copy runs, where a backend says (numpy's pack: the row assembly, slabs or
+    # numpy's one call, at the thread count in force); None: not said.
+    how: str | None = None
 
     # ------------------------------------------------------------------ summary
 
@@ -158,6 +161,7 @@ class PackPlan(JsonDump):
             "copies": self.copies,
             "bytes_moved": self.bytes_moved,
             "steps": [step.to_dict() for step in self.steps],
+            **({"how": self.how} if self.how is not None else {}),
         }
 
     def to_svg(self) -> str:
@@ -274,6 +278,8 @@ def _format(plan: PackPlan) -> str:
             f"strides {_fmt(layout.strides):<{strides_width}}  "
             f"offset {layout.offset:<{offset_width}}  {note}".rstrip())
     lines += [f"  {'axes'.ljust(label_width)}{axes}", f"  {'result'.ljust(label_width)}{verdict}"]
+    if plan.how is not None:
+        lines.append(f"  {'runs'.ljust(label_width)}{plan.how}")
     if not plan.steps:
         lines.append("  (no steps: each result is the whole packed array)")
         return "\n".join(lines)

@@ -622,3 +622,42 @@ def test_runner_family():
         rowjoin.runner(2)
     with pytest.raises(ValueError, match="no 'rows' runner"):
         rowjoin.runner(1, "rows")
+
+
+PACKS = [   # (input shapes, pattern): both sides of the size, rows and segment rules
+    ([(32, 1024, 64), (32, 1024, 32), (32, 1024, 96)], "b t *"),     # 24 MiB: the runner
+    ([(4, 64, 64), (4, 64, 32)], "b t *"),                             # 96 KiB: numpy's
+    ([(64, 1024, 256), (64, 1024)], "b t *"),                          # a 4-byte segment
+    ([(2, 4096, 64), (2, 4096, 64)], "* c"),                           # 64 KiB, '* c'
+    ([(16, 256, 64), (16, 256, 2, 32)], "b t *"),                      # a split input
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_explain_of_a_pack_says_which_copy_runs(runner, joins, threads, threads_restored):
+    """explain of a pack names the row assembly exactly where the call then runs it (a
+    spy on the runner), and numpy's calls (in slabs or on one thread) elsewhere."""
+    kernel.set_num_threads(threads)
+    for shapes, pattern in PACKS:
+        parts = [np.ones(shape, np.float32) for shape in shapes]
+        joins.clear()
+        packed, _ = ra.pack(parts, pattern)
+        np.testing.assert_array_equal(packed, einops_pack(parts, pattern))
+        how = ra.explain(parts, pattern, op="pack").how
+        assert how is not None
+        assert ("row assembly" in how) == bool(joins), (shapes, how, joins)
+        if joins:
+            assert "until it is compiled, numpy." in how
+        elif "slabs" not in how:
+            assert "on one thread" in how
+    ra.set_jit_mode("off")
+    try:
+        how = ra.explain([np.ones(s, np.float32) for s in PACKS[0][0]], "b t *", op="pack").how
+    finally:
+        ra.set_jit_mode("eager")
+    assert "REARRANGE_JIT is off" in how and "until it is compiled" not in how
+
+
+def einops_pack(parts, pattern):
+    einops = pytest.importorskip("einops")
+    return einops.pack(parts, pattern)[0]

@@ -642,6 +642,53 @@ def lower_pack(plan: Any, dtype: np.dtype) -> Runner:
     return run
 
 
+def describe_pack(plan: Any) -> Any:
+    """The pack plan with how :func:`lower_pack`'s runner copies for inputs of these
+    layouts at the thread count in force (``plan.how``): the compiled row assembly and
+    what runs until it is compiled, or numpy's calls in slabs or in one call. The plan
+    as it is where a dtype is unknown. (A plan knows no addresses: the runner also
+    needs every input aligned, which arrays and shapes of a plain dtype are.)"""
+    if plan.op != "pack" or plan.dtype is None or None in plan.input_dtypes:
+        return plan
+    try:
+        dtype = np.dtype(plan.dtype)
+    except TypeError:       # a name numpy does not know (bfloat16)
+        return plan
+    shape, axis = plan.packed.shape, plan.axis
+    threads = kernel.get_num_threads()
+    nbytes = math.prod(shape) * dtype.itemsize
+    concatenated = all(split is None for _, split in packed_places(plan))
+    calls = ("numpy.concatenate" if concatenated
+             else "numpy.copyto of each input into its place")
+    slabs = pack_slabs(shape, axis, dtype, threads)
+    numpy_way = (f"{calls} in {slabs[1]} slabs along dim {slabs[0]}, one per thread"
+                 if slabs is not None else f"{calls}, on one thread")
+    rows = math.prod(shape[:axis])
+    joined = row_join_threads("pack", nbytes, rows, threads) if _row_join_dtype(dtype) else 0
+    segments = []
+    for layout, name, itemsize in zip(plan.inputs, plan.input_dtypes, plan.input_itemsizes):
+        scale = itemsize if plan.stride_unit == "elements" else 1
+        segment = (_pack_segment(layout.shape, tuple(s * scale for s in layout.strides), axis,
+                                 itemsize) if name == plan.dtype and not layout.offset else None)
+        if segment is None or 0 < segment[1] < ROW_JOIN_MIN_SEGMENT_BYTES:
+            joined = 0
+            break
+        segments.append(segment[1])
+    if not joined:
+        return dataclasses.replace(plan, how=numpy_way)
+    from ..kernel.modes import get_jit_mode   # (no numba: the mode is an environment word)
+
+    if get_jit_mode() == "off":
+        return dataclasses.replace(
+            plan, how=f"{numpy_way} (the compiled row assembly's case, but REARRANGE_JIT is off)")
+    row_bytes = math.prod(shape[axis:]) * dtype.itemsize
+    parts = " + ".join(f"{n:,}" for n in segments)
+    return dataclasses.replace(plan, how=(
+        f"the compiled row assembly ({ROW_JOIN}) on {joined} thread{'s' if joined > 1 else ''}: "
+        f"{rows:,} rows of {row_bytes:,} B, each its inputs' {parts} B, written once, in "
+        f"order; until it is compiled, {numpy_way}"))
+
+
 def pack_slab_axis(shape: tuple[int, ...], axis: int, dtype: np.dtype) -> int | None:
     """The dim along which a packed array of ``shape`` (packed along ``axis``) is cut
     into slabs, one per thread (:mod:`rearrange.slabs`): the outermost dim before the
