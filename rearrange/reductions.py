@@ -283,22 +283,39 @@ def _numpy_words(strategy: str, reduction: Any, shape: tuple[int, ...], reduced:
                  dim_names: tuple[str, ...]) -> str:
     """:func:`describe_strategy`'s words for one of numpy's own ways."""
     name = reduction if isinstance(reduction, str) else "the callable"
-    kept = len(shape) - reduced
+    strategy, axis = numpy_way(strategy, shape, strides, reduced, threads)
     if strategy == "window":
         return (f"numpy.{_WINDOW_UFUNCS[reduction].__name__} of the window's "
-                f"{math.prod(shape[kept:])} strided views, a pass over the output each")
+                f"{math.prod(shape[len(shape) - reduced:])} strided views, a pass over "
+                f"the output each")
+    if strategy == "partials":
+        return (f"numpy's {name} on {threads} parts of the input cut along "
+                f"{dim_names[axis]}, one a thread, combined by "
+                f"numpy.{_PARTIAL_UFUNCS[reduction].__name__}")
+    if strategy == "slabs":
+        return (f"numpy's {name} on slabs of the output along {dim_names[axis]}, on "
+                f"{threads} threads")
+    return f"numpy's {name} in one call"
+
+
+def numpy_way(strategy: str, shape: tuple[int, ...], strides: tuple[int, ...] | None,
+              reduced: int, threads: int) -> tuple[str, int | None]:
+    """One of numpy's own strategies as :func:`reduce_by_layout` runs it on a view of
+    ``shape`` and ``strides`` (elements or bytes: only their order counts):
+    ``("partials", the reduced axis cut)``, ``("window", the output axis its slabs cut,
+    or None)``, ``("slabs", the output axis cut)`` or ``("numpy", None)``: partial
+    results with no axis to cut run as slabs, slabs with none as numpy's one call."""
     if strategy == "partials":
         cut = _partial_axis(shape, strides, reduced, threads)
         if cut is not None:
-            return (f"numpy's {name} on {threads} parts of the input cut along "
-                    f"{dim_names[cut]}, one a thread, combined by "
-                    f"numpy.{_PARTIAL_UFUNCS[reduction].__name__}")
-        strategy = "slabs"         # (as reduce_by_layout falls back)
-    split = _slab_axis(shape, kept, threads) if threads > 1 else None
-    if strategy == "slabs" and split is not None:
-        return (f"numpy's {name} on slabs of the output along {dim_names[split]}, on "
-                f"{threads} threads")
-    return f"numpy's {name} in one call"
+            return "partials", cut
+        strategy = "slabs"
+    if strategy not in ("window", "slabs"):
+        return "numpy", None
+    split = _slab_axis(shape, len(shape) - reduced, threads) if threads > 1 else None
+    if strategy == "slabs" and split is None:
+        return "numpy", None
+    return strategy, split
 
 
 def _plan_without_rows(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
@@ -616,13 +633,12 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
                                       _element_strides(y))
         if strategy == "numpy":
             return getattr(y, reduction)(axis=axis)
+    strategy, split = numpy_way(strategy, y.shape, y.strides, len(axis), threads)
+    if strategy == "numpy":     # slabs with no axis to cut
+        return getattr(np.ndarray, reduction)(y, axis=axis)
     if strategy == "partials":
-        cut = _partial_axis(y.shape, y.strides, len(axis), threads)
-        if cut is not None:
-            return _reduce_in_parts(reduction, y, axis, cut, threads)
-        strategy = "slabs"
+        return _reduce_in_parts(reduction, y, axis, split, threads)
     kept = y.ndim - len(axis)
-    split = _slab_axis(y.shape, kept, threads) if threads > 1 else None
     if strategy == "window":
         first = y[(Ellipsis,) + (0,) * len(axis)]
         # (numpy's max of byte-swapped data is native, and a ufunc's dtype must be)
@@ -660,10 +676,9 @@ def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[i
         _in_slabs(window, y.shape[split] if split is not None else 1, threads
                   if split is not None and y.nbytes >= PARALLEL_MIN_BYTES else 1)
         return out
-    # slabs: numpy's own call on each part of the output
+    # slabs (along `split`: numpy_way resolved slabs without an axis to numpy's call):
+    # numpy's own call on each part of the output
     method = getattr(np.ndarray, reduction)
-    if split is None:
-        return method(y, axis=axis)
     dtype = method(y[(slice(None),) * split + (slice(0, 0),)], axis=axis).dtype
     out = np.empty_like(y[(Ellipsis,) + (0,) * len(axis)], dtype=dtype)
 

@@ -668,9 +668,10 @@ def describe_pack(plan: Any) -> Any:
     segments = []
     for layout, name, itemsize in zip(plan.inputs, plan.input_dtypes, plan.input_itemsizes):
         scale = itemsize if plan.stride_unit == "elements" else 1
-        segment = (_pack_segment(layout.shape, tuple(s * scale for s in layout.strides), axis,
-                                 itemsize) if name == plan.dtype and not layout.offset else None)
-        if segment is None or 0 < segment[1] < ROW_JOIN_MIN_SEGMENT_BYTES:
+        segment = (_joinable_segment(layout.shape, tuple(s * scale for s in layout.strides),
+                                     axis, itemsize)
+                   if name == plan.dtype and not layout.offset else None)
+        if segment is None:
             joined = 0
             break
         segments.append(segment[1])
@@ -879,8 +880,8 @@ def _pack_row_join(arrays: list[Any], shape: tuple[int, ...], axis: int, dtype: 
     for x in arrays:
         if type(x) is not np.ndarray or x.dtype != dtype or not x.flags.aligned:
             return None
-        segment = _pack_segment(x.shape, x.strides, axis, dtype.itemsize)
-        if segment is None or 0 < segment[1] < ROW_JOIN_MIN_SEGMENT_BYTES:
+        segment = _joinable_segment(x.shape, x.strides, axis, dtype.itemsize)
+        if segment is None:
             return None
         stride, nbytes = segment
         segments.append((x.__array_interface__["data"][0], stride, nbytes, 1))
@@ -895,6 +896,16 @@ def _pack_row_join(arrays: list[Any], shape: tuple[int, ...], axis: int, dtype: 
     rowjoin.join_rows(runner, out.reshape(rows, row_bytes // dtype.itemsize), segments,
                       threads)
     return out
+
+
+def _joinable_segment(shape: tuple[int, ...], strides: tuple[int, ...], axis: int,
+                      itemsize: int) -> tuple[int, int] | None:
+    """:func:`_pack_segment` where the runner takes it: empty, or of
+    ``ROW_JOIN_MIN_SEGMENT_BYTES`` or more (the one rule for the call and for explain)."""
+    segment = _pack_segment(shape, strides, axis, itemsize)
+    if segment is None or 0 < segment[1] < ROW_JOIN_MIN_SEGMENT_BYTES:
+        return None
+    return segment
 
 
 def _pack_segment(shape: tuple[int, ...], strides: tuple[int, ...], axis: int,
