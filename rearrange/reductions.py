@@ -752,24 +752,6 @@ def _sum_rows(reduction: str, y: np.ndarray, reduced: int, threads: int) -> np.n
     return out
 
 
-_layouts: dict[tuple, Any] = {}      # (function, shape, strides, reduced) -> its layout
-
-
-def _layout_of(function: Callable, y: np.ndarray, strides: tuple[int, ...],
-               reduced: int) -> Any:
-    """``function(y.shape, strides, reduced)`` (:func:`run_layout`, :func:`column_layout`),
-    remembered: it depends on nothing else, and a call repeats its array's layout."""
-    key = (function, y.shape, strides, reduced)
-    try:
-        return _layouts[key]
-    except KeyError:
-        pass
-    if len(_layouts) >= 256:
-        _layouts.clear()
-    layout = _layouts[key] = function(y.shape, strides, reduced)
-    return layout
-
-
 def _compiled_target(y: np.ndarray, reduced: int, describe: Callable, family: str
                      ) -> tuple[Any, Any, np.ndarray] | None:
     """What a compiled runner of ``family`` (kernel/rowmax.py) needs to reduce ``y`` over
@@ -783,10 +765,11 @@ def _compiled_target(y: np.ndarray, reduced: int, describe: Callable, family: st
     if (type(y) is not np.ndarray or y.dtype not in RUNS_DTYPES or not y.flags.aligned
             or strides is None or y.size == 0):
         return None
-    layout = _layout_of(describe, y, strides, reduced)
+    from .kernel import builds, runner_layout
+
+    layout = runner_layout(describe, y.shape, strides, reduced)
     if layout is None:
         return None
-    from .kernel import builds
 
     run = builds.runner_for(family, y.itemsize)
     if run is None:

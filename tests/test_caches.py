@@ -55,11 +55,18 @@ def _size(value: object) -> int:
     return getattr(info, "currsize", 0) if not isinstance(info, int) else 0
 
 
-def _one_round() -> None:
-    arrays = [np.arange(64 * 64 * 4, dtype=np.float32).reshape(64, 64, 4),
-              torch.zeros(64, 64, 4), ra.zeros(64, 64, 4)]
-    big = np.zeros((1024, 1024), np.float32)
+def _one_round(side: int = 64) -> None:
+    """Every operation once; ``side`` sets the shapes (a round of other shapes than the
+    last makes new entries even in a cache that ``cache_clear`` left full)."""
+    arrays = [np.arange(side * 64 * 4, dtype=np.float32).reshape(side, 64, 4),
+              torch.zeros(side, 64, 4), ra.zeros(side, 64, 4)]
+    big = np.zeros((16 * side, 1024), np.float32)
     ra.rearrange(big, "h w -> (w h)")          # a kernel-sized copy
+    # reductions planned by layout for the compiled runners: maxima over runs, windows,
+    # sums down columns (their layouts are planned whether or not the runner is ready)
+    ra.reduce(big.reshape(side, 128, 128), "a b c -> a", "max")
+    ra.reduce(big, "(h 2) (w 2) -> h w", "max")
+    ra.reduce(big.reshape(16, side, 1024), "a b c -> a c", "sum")
     for a in arrays:
         ra.rearrange(a, "a b c -> c b a")
         ra.rearrange(a, "a b c -> (c b) a")
@@ -83,7 +90,7 @@ def test_one_round_fills_four_caches_and_clear_empties_them() -> None:
     _one_round()                    # the first round also loads modules and registries
     ra.cache_clear()
     before = {key: _size(value) for key, (_, value) in _containers().items()}
-    _one_round()
+    _one_round(48)                  # new shapes: a cache cache_clear missed grows too
     grown = {key: (name, value) for key, (name, value) in _containers().items()
              if _size(value) > before.get(key, 0) and not name.startswith(_NOT_CACHES)
              and not name.startswith("rearrange.kernel.jit") and ".threads." not in name
