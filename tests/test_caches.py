@@ -78,6 +78,17 @@ def _one_round(side: int = 64) -> None:
         ra.einsum(a, a, "a (b c) d, a (b c) d -> a", b=4)
         ra.parse_shape(a, "a b c")
         ra.check_shape(a, "a b c")
+    # einx's families and the notation's concatenation, on numpy and torch
+    for a in arrays[:2]:
+        ra.add(a, a[0, 0], "a b c, c")
+        ra.softmax(a, "a [b] c")
+        ra.get_at(a, a[:2, 0, 0].long() if hasattr(a, "long") else np.array([1, 0]),
+                  "[a] b c, i -> i b c")
+        ra.rearrange((a, a), "a b c, a b d -> a b (c + d)")
+    # kernel-sized pack and repeat (the row assembly), and a notation concatenation
+    ra.pack([big, big], "a *")
+    ra.repeat(big, "a b -> a r b", r=2)
+    ra.rearrange((big, big), "a b, a c -> (b + c) a")
 
 
 # Module-level containers that grow but hold no results: registries filled once per
