@@ -1065,6 +1065,67 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
     return run
 
 
+# --------------------------------------------------------------------------- batched products
+# einsum's batched matrix products, compiled (kernel/gemm.py): float32 and float64 with a
+# short summed dim, each product's rows tiled in registers, B packed per panel of columns
+# on the kernel's pool — the attention einsum ``b h t d, b h s d -> b h t s`` at
+# (8, 8, 256, 64) 2.4-2.9 ms against numpy.matmul's 5.4-6.1 and torch's 2.4-5.8 at two
+# threads (docs/performance.md, "A batched product of our own"). Only exact, aligned,
+# native-order ndarrays whose strides are whole elements; the runner only once it is
+# ready (numpy.matmul until then, and with REARRANGE_JIT=off).
+
+GEMM = "gemm"                   # the runner's family (kernel/gemm.FAMILY)
+GEMM_DTYPES = ("float32", "float64")
+# The longest summed dim the runner takes (kernel/gemm.MAX_INNER, the same number: the
+# packed panel stays in cache, the sums in registers); numpy.matmul's BLAS beyond.
+GEMM_MAX_INNER = 512
+# Products with fewer multiply-adds than this stay numpy.matmul's (the pool's hand-off
+# and the per-call set-up against BLAS's small-matrix loops).
+GEMM_MIN_MULTIPLY_ADDS = 1 << 20
+# Rows and columns: a product narrower than half a register tile (kernel/gemm.tile_shape)
+# wastes most of its multiply-adds on padding.
+GEMM_MIN_ROWS = 4
+GEMM_MIN_COLUMNS = 16
+
+
+def compiled_product_takes(batch: int, m: int, k: int, n: int, dtype: Any) -> bool:
+    """Whether einsum's batched product of ``batch`` (M, K) @ (K, N) products of
+    ``dtype`` runs on the compiled runner (when it is ready): the one rule for the call
+    and for explain. The same at any thread count (measured ahead of numpy.matmul at
+    one thread and at two)."""
+    return np.dtype(dtype).name in GEMM_DTYPES and 1 <= k <= GEMM_MAX_INNER and \
+        m >= GEMM_MIN_ROWS and n >= GEMM_MIN_COLUMNS and \
+        batch * m * k * n >= GEMM_MIN_MULTIPLY_ADDS
+
+
+def _compiled_product(left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
+    """``left @ right`` (the product's operands: exact ndarrays, batch shapes equal) by
+    the compiled runner, a fresh C-contiguous array; None — nothing done — where the
+    runner does not take it (:func:`compiled_product_takes`, the operands' dtypes and
+    strides) or is not ready."""
+    dtype = left.dtype
+    if right.dtype != dtype or not dtype.isnative or dtype.name not in GEMM_DTYPES or \
+            left.ndim != right.ndim or left.ndim < 2 or \
+            left.shape[:-2] != right.shape[:-2] or \
+            not (left.flags.aligned and right.flags.aligned):
+        return None
+    *batch, m, k = left.shape
+    n = right.shape[-1]
+    if not compiled_product_takes(math.prod(batch), m, k, n, dtype):
+        return None
+    itemsize = dtype.itemsize
+    if any(s % itemsize for s in left.strides[-2:] + right.strides[-2:]):
+        return None
+    from ..kernel import builds, gemm
+
+    runner = builds.runner_for(GEMM, itemsize)
+    if runner is None:          # not ready (compiling, loading) or kernels off
+        return None
+    out = np.empty((*batch, m, n), dtype)
+    gemm.batched_product(runner, left, right, out, kernel.get_num_threads())
+    return out
+
+
 def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
                         ) -> Callable[[Any], np.ndarray]:
     from ..matmul import matmul_form     # (einsum's lowering only: not at import)
@@ -1080,8 +1141,12 @@ def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
 
     def contract(operands: Any) -> np.ndarray:
         left, right = operands
-        product = np.matmul(shaped(left, form.left_order, form.left_shape),
-                            shaped(right, form.right_order, form.right_shape))
+        exact = type(left) is np.ndarray and type(right) is np.ndarray   # no subclasses
+        left = shaped(left, form.left_order, form.left_shape)
+        right = shaped(right, form.right_order, form.right_shape)
+        product = _compiled_product(left, right) if exact else None
+        if product is None:
+            product = np.matmul(left, right)
         grouped = product.reshape(form.result_shape) if form.result_shape is not None \
             else product
         if form.output_order is None:
