@@ -36,6 +36,9 @@ unit 4 (float32) or 8 (float64); nothing here imports numba.
 
 from __future__ import annotations
 
+import ctypes
+import math
+
 import numpy as np
 
 from .abi import C_SCRATCH, C_SLOT, P_LEN, P_SCRATCH
@@ -88,7 +91,7 @@ def _scratch_bytes(k: int, itemsize: int) -> int:
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics, the loops'
 # chunk claims) and by _bind (this module's) before anything is compiled.
 _ld = _st = _ldb = _stb = _fetch_add = _home = _claim = _publish = _populate = None
-_product_tile = _product_columns = _product_rows = None
+_product_tile = _transpose_block = _product_columns = _product_rows = _product_lanes = None
 
 
 def _run_gemm(cp, d, s, itp, pp, tok):
@@ -98,6 +101,7 @@ def _run_gemm(cp, d, s, itp, pp, tok):
     b_inner, b_column, c_row = itp[G_B_INNER], itp[G_B_COLUMN], itp[G_C_ROW]
     panels, nt, item = itp[G_PANELS], itp[G_NT], itp[G_ITEM]
     nr = _product_columns(tok)              # NR elements (tile_shape's)
+    lanes = _product_lanes(tok)             # elements of a vector
     mr = _product_rows(tok)                 # MR rows
     chunks = _home(cp)
     _populate(cp)
@@ -117,11 +121,23 @@ def _run_gemm(cp, d, s, itp, pp, tok):
             first = p * nr
             cols = min(nr, n - first)
             # the panel: packed[kk * nr + j] = B[kk, first + j], zero past N
-            for kk in range(k):
+            source = b0 + first * b_column * item
+            whole = 0
+            if b_inner == 1 and b_column != 1:
+                # B's columns contiguous (B^T's rows: ``b h s d`` read as (d, s)): blocks
+                # of lanes x lanes transposed in registers, K's whole blocks
+                whole = k - k % lanes
+                for g in range(0, nr, lanes):
+                    inside = max(0, min(lanes, cols - g))
+                    for kk in range(0, whole, lanes):
+                        _transpose_block(slot + (kk * nr + g) * item, nr,
+                                         source + (g * b_column + kk) * item, b_column,
+                                         inside, tok)
+            for kk in range(whole, k):
                 row = kk * nr
-                source = b0 + (kk * b_inner + first * b_column) * item
+                at = source + kk * b_inner * item
                 for j in range(cols):
-                    _stb(slot, row + j, _ld(source, j * b_column, tok))
+                    _stb(slot, row + j, _ld(at, j * b_column, tok))
                 for j in range(cols, nr):
                     _stb(slot, row + j, tok)        # (tok: +0.0, the caller's)
             for i in range(0, m, mr):
@@ -282,8 +298,49 @@ def define_tile() -> dict:
             return context.get_dummy_value()
         return sig, codegen
 
-    return {"_product_tile": _product_tile, "_product_columns": constant_of(lambda u: tile_shape(u)[1]),
-            "_product_rows": constant_of(lambda u: tile_shape(u)[0])}
+    @intrinsic
+    def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, tok):
+        sig = types.void(*([types.int64] * 5), tok)
+
+        def codegen(context, builder, signature, args):
+            dst, dst_row, src, src_row, rows, _ = args
+            scalar = context.get_value_type(signature.args[-1])
+            itemsize = signature.args[-1].bitwidth // 8
+            lanes = VECTOR_BYTES // itemsize
+            vector = ir.VectorType(scalar, lanes)
+            size = ir.Constant(i64, itemsize)
+            zero = ir.Constant(vector, [ir.Constant(scalar, 0.0)] * lanes)
+            last = builder.sub(rows, ir.Constant(i64, 1))
+            block = []
+            for row in range(lanes):    # rows past ``rows`` are zeros (never read)
+                index = ir.Constant(i64, row)
+                inside = builder.icmp_signed("<", index, rows)
+                index = builder.select(inside, index, last)
+                at = builder.add(src, builder.mul(builder.mul(index, src_row), size))
+                value = builder.load(builder.inttoptr(at, vector.as_pointer()),
+                                     align=itemsize)
+                block.append(builder.select(inside, value, zero))
+            low = [x for pair in zip(range(lanes // 2), range(lanes, lanes + lanes // 2))
+                   for x in pair]
+            high = [x + lanes // 2 for x in low]
+            masks = [ir.Constant(ir.VectorType(i32, lanes), m) for m in (low, high)]
+            for _ in range(lanes.bit_length() - 1):     # log2(lanes) interleaving rounds
+                mixed = []
+                for row in range(lanes // 2):
+                    first, second = block[row], block[row + lanes // 2]
+                    mixed += [builder.shuffle_vector(first, second, mask) for mask in masks]
+                block = mixed
+            for row, value in enumerate(block):
+                at = builder.add(dst, builder.mul(builder.mul(ir.Constant(i64, row),
+                                                              dst_row), size))
+                builder.store(value, builder.inttoptr(at, vector.as_pointer()),
+                              align=VECTOR_BYTES)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    return {"_product_tile": _product_tile, "_transpose_block": _transpose_block, "_product_columns": constant_of(lambda u: tile_shape(u)[1]),
+            "_product_rows": constant_of(lambda u: tile_shape(u)[0]),
+            "_product_lanes": constant_of(lambda u: VECTOR_BYTES // u)}
 
 
 def streams(daddr: int, nbytes: int, n: int, itemsize: int) -> bool:
@@ -295,9 +352,13 @@ def streams(daddr: int, nbytes: int, n: int, itemsize: int) -> bool:
         (n * itemsize) % LINE == 0
 
 
-def _batch_offsets(shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
-    """The byte offsets of a batch's items (C order over ``shape``) from its first."""
-    offsets = np.zeros(shape, np.int64)
+def _item_addresses(base: int, shape: tuple[int, ...], strides: tuple[int, ...]
+                    ) -> np.ndarray:
+    """The addresses of a batch's items (C order over ``shape``; strides in bytes, any
+    sign, 0 for a broadcast dim) from the first's, ``base``."""
+    if len(shape) == 1:
+        return base + np.arange(shape[0], dtype=np.int64) * strides[0]
+    offsets = np.full(shape, base, np.int64)
     for axis, (count, stride) in enumerate(zip(shape, strides)):
         if count > 1 and stride:
             place = [1] * len(shape)
@@ -307,14 +368,14 @@ def _batch_offsets(shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarr
 
 
 def batched_product(run, left: np.ndarray, right: np.ndarray, out: np.ndarray,
-                    threads: int, streaming: bool | None = None) -> None:
+                    threads: int, streaming: bool = False) -> None:
     """``out[...] = left @ right`` by the compiled ``run`` (:func:`runner`, for their
     dtype) on ``threads`` threads (the kernel's pool): ``left`` (*batch, M, K),
     ``right`` (*batch, K, N), any strides that are whole elements (negative, zero),
     ``out`` a writeable C-contiguous (*batch, M, N) array of the same float dtype, not
-    overlapping either; the batch shapes equal. K <= :data:`MAX_INNER`. ``streaming``
-    (None: :func:`streams`' rule) says whether full tiles go out as non-temporal
-    stores."""
+    overlapping either; the batch shapes equal, K <= :data:`MAX_INNER`. ``streaming``:
+    the full tiles go out as non-temporal stores where :func:`streams` allows (measured
+    no faster for the attention product's 16 MiB: off by default)."""
     *batch, m, k = left.shape
     n = right.shape[-1]
     itemsize = out.itemsize
@@ -322,34 +383,38 @@ def batched_product(run, left: np.ndarray, right: np.ndarray, out: np.ndarray,
         return
     if k > MAX_INNER:
         raise ValueError(f"a summed dim of {k} (at most {MAX_INNER})")
-    if tuple(batch) != right.shape[:-2] or right.shape[-2] != k or \
+    batch = tuple(batch)
+    if batch != right.shape[:-2] or right.shape[-2] != k or \
             out.shape != (*batch, m, n) or not out.flags.c_contiguous:
         raise ValueError("the operands' shapes do not make the output's")
-    strides = [x.strides for x in (left, right)]
-    if any(s % itemsize for pair in strides for s in pair[-2:]):
+    a_row, a_inner = left.strides[-2:]
+    b_inner, b_column = right.strides[-2:]
+    if a_row % itemsize or a_inner % itemsize or b_inner % itemsize or \
+            b_column % itemsize:
         raise ValueError("strides that are not whole elements")
-    _, nr = tile_shape(itemsize)
-    panels = -(-n // nr)
-    count = int(np.prod(batch, dtype=np.int64))
-    words = np.empty(_HEAD + ITEM_WORDS * count, np.int64)
+    panels = -(-n // tile_shape(itemsize)[1])
+    count = math.prod(batch)
     daddr = out.__array_interface__["data"][0]
-    nt = streams(daddr, out.nbytes, n, itemsize) if streaming is None else streaming
-    words[:_HEAD] = (m, n, k, left.strides[-2] // itemsize, left.strides[-1] // itemsize,
-                     right.strides[-2] // itemsize, right.strides[-1] // itemsize, n,
-                     panels, int(nt), itemsize)
+    nt = streaming and streams(daddr, out.nbytes, n, itemsize)
+    words = np.empty(_HEAD + ITEM_WORDS * count, np.int64)
+    words[:_HEAD] = (m, n, k, a_row // itemsize, a_inner // itemsize, b_inner // itemsize,
+                     b_column // itemsize, n, panels, int(nt), itemsize)
     items = words[_HEAD:].reshape(count, ITEM_WORDS)
-    items[:, 0] = left.__array_interface__["data"][0] + \
-        _batch_offsets(tuple(batch), left.strides[:-2])
-    items[:, 1] = right.__array_interface__["data"][0] + \
-        _batch_offsets(tuple(batch), right.strides[:-2])
-    items[:, 2] = daddr + np.arange(count, dtype=np.int64) * (m * n * itemsize)
-    parameters = np.zeros(P_LEN, np.int64)
+    if batch:
+        items[:, 0] = _item_addresses(left.__array_interface__["data"][0], batch,
+                                      left.strides[:-2])
+        items[:, 1] = _item_addresses(right.__array_interface__["data"][0], batch,
+                                      right.strides[:-2])
+        items[:, 2] = daddr + np.arange(count, dtype=np.int64) * (m * n * itemsize)
+    else:
+        items[0] = (left.__array_interface__["data"][0],
+                    right.__array_interface__["data"][0], daddr)
+    parameters = (ctypes.c_int64 * P_LEN)()
     parameters[P_SCRATCH] = _scratch_bytes(k, itemsize)
     work = count * panels
     # A fresh destination streamed to has its pages populated first, split over the
     # threads (the row assembly's way).
     populate = out.nbytes if nt and untouched(daddr, out.nbytes) else 0
     execute((work, max(1, min(threads, work)), words, parameters, None,
-             words.__array_interface__["data"][0],
-             parameters.__array_interface__["data"][0], 1),
+             words.__array_interface__["data"][0], ctypes.addressof(parameters), 1),
             run, daddr, 0, populate)
