@@ -1076,26 +1076,39 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
 
 GEMM = "gemm"                   # the runner's family (kernel/gemm.FAMILY)
 GEMM_DTYPES = ("float32", "float64")
-# The longest summed dim the runner takes (kernel/gemm.MAX_INNER, the same number: the
-# packed panel stays in cache, the sums in registers); numpy.matmul's BLAS beyond.
+# The summed dims the runner takes: up to kernel/gemm.MAX_INNER (the same number: the
+# packed panel stays in cache, the sums in registers; numpy.matmul's BLAS beyond), from
+# 32 (K = 16: 0.76-0.92x numpy.matmul at one thread, each tile's stores and set-up
+# against 16 steps of sums).
 GEMM_MAX_INNER = 512
-# Products with fewer multiply-adds than this stay numpy.matmul's (the pool's hand-off
-# and the per-call set-up against BLAS's small-matrix loops).
-GEMM_MIN_MULTIPLY_ADDS = 1 << 20
-# Rows and columns: a product narrower than half a register tile (kernel/gemm.tile_shape)
-# wastes most of its multiply-adds on padding.
-GEMM_MIN_ROWS = 4
-GEMM_MIN_COLUMNS = 16
+GEMM_MIN_INNER = 32
+# Products with fewer multiply-adds than this stay numpy.matmul's: the call's set-up
+# (~25-40 us here) against BLAS's small-matrix loops (1M multiply-adds, (4, 64, 64, 64):
+# 0.64-0.69x; 4M, (16, 64, 64, 64): 1.13-1.38x).
+GEMM_MIN_MULTIPLY_ADDS = 1 << 22
+# Rows: fewer than this are mostly an edge tile (kernel/gemm: 6 rows a tile; (256, 8,
+# 64, 16): 0.31x). Columns: at least one whole panel (kernel/gemm.tile_shape's NR: 64
+# float32 on AVX-512), and the last panel's padding at most a quarter of the panels'
+# width: every column of a panel is computed, and an edge panel's part of C is copied
+# element by element ((2, 300, 100, 70): 0.69x; (64, 32, 64, 32): 0.67x).
+GEMM_MIN_ROWS = 16
+GEMM_MAX_PADDING = 0.25
 
 
 def compiled_product_takes(batch: int, m: int, k: int, n: int, dtype: Any) -> bool:
     """Whether einsum's batched product of ``batch`` (M, K) @ (K, N) products of
     ``dtype`` runs on the compiled runner (when it is ready): the one rule for the call
     and for explain. The same at any thread count (measured ahead of numpy.matmul at
-    one thread and at two)."""
-    return np.dtype(dtype).name in GEMM_DTYPES and 1 <= k <= GEMM_MAX_INNER and \
-        m >= GEMM_MIN_ROWS and n >= GEMM_MIN_COLUMNS and \
-        batch * m * k * n >= GEMM_MIN_MULTIPLY_ADDS
+    one thread and at two: docs/performance.md, "A batched product of our own")."""
+    dtype = np.dtype(dtype)
+    if dtype.name not in GEMM_DTYPES or not GEMM_MIN_INNER <= k <= GEMM_MAX_INNER or \
+            m < GEMM_MIN_ROWS or batch * m * k * n < GEMM_MIN_MULTIPLY_ADDS:
+        return False
+    from ..kernel.gemm import tile_shape     # (numpy only: no numba)
+
+    columns = tile_shape(dtype.itemsize)[1]
+    padded = -(-n // columns) * columns
+    return n >= columns and padded - n <= GEMM_MAX_PADDING * padded
 
 
 def _compiled_product(left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
