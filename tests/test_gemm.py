@@ -479,3 +479,50 @@ def test_einsum_on_either_side_of_the_rule(runners, batch, m, k, n, threads, tra
     _close(got, left, right if not transposed else np.swapaxes(right, -1, -2))
     assert len(calls) == int(compiled_product_takes(batch, m, k, n, dtype))
     assert math.prod((batch, m, n)) == got.size
+
+
+def _guarded(values: np.ndarray, at_end: bool, keep: list) -> np.ndarray:
+    """A C-contiguous copy of ``values`` in memory with an inaccessible page right
+    before it (``at_end`` False) or right after it: a read outside it faults."""
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    data_pages = -(-values.nbytes // page)
+    region = mmap.mmap(-1, (data_pages + 2) * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    for guard in (base, base + (data_pages + 1) * page):
+        assert libc.mprotect(guard, page, 0) == 0          # PROT_NONE
+    start = page + (data_pages * page - values.nbytes if at_end else 0)
+    view = np.frombuffer(region, np.uint8, values.nbytes, start).view(values.dtype)
+    view = view.reshape(values.shape)
+    view[...] = values
+    keep.append(region)
+    return view
+
+
+@pytest.mark.parametrize("at_end", [False, True])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_nothing_outside_the_operands_is_read(runners, at_end, transposed):
+    """Operands against inaccessible pages, in shapes with edge tiles, edge panels
+    (column groups wholly past N) and a K tail: the runner reads only their elements
+    (a stray read would fault the process)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("mprotect'ed guard pages: Linux")
+    rng = np.random.default_rng(15)
+    keep: list = []
+    for m, k, n in ((7, 19, 5), (13, 37, gemm.tile_shape(4)[1] + 3), (6, 16, 1)):
+        left = _guarded(_values(rng, (2, m, k), np.float32), at_end, keep)
+        right = _values(rng, (2, k, n), np.float32)
+        if transposed:      # B's columns contiguous: the in-register transposes
+            right = np.swapaxes(_guarded(np.ascontiguousarray(np.swapaxes(right, 1, 2)),
+                                         at_end, keep), 1, 2)
+        else:
+            right = _guarded(right, at_end, keep)
+        out = np.empty((2, m, n), np.float32)
+        gemm.batched_product(runners[4], left, right, out, 2)
+        _close(out, left, right)

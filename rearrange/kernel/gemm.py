@@ -128,11 +128,16 @@ def _run_gemm(cp, d, s, itp, pp, tok):
                 # of lanes x lanes transposed in registers, K's whole blocks
                 whole = k - k % lanes
                 for g in range(0, nr, lanes):
-                    inside = max(0, min(lanes, cols - g))
+                    inside = min(lanes, cols - g)   # B's columns in this group (<= 0: none)
                     for kk in range(0, whole, lanes):
-                        _transpose_block(slot + (kk * nr + g) * item, nr,
-                                         source + (g * b_column + kk) * item, b_column,
-                                         inside, tok)
+                        if inside > 0:
+                            _transpose_block(slot + (kk * nr + g) * item, nr,
+                                             source + (g * b_column + kk) * item, b_column,
+                                             inside, tok)
+                        else:               # past N: zeros, nothing of B read
+                            for t in range(kk, kk + lanes):
+                                for j in range(g, g + lanes):
+                                    _stb(slot, t * nr + j, tok)
             for kk in range(whole, k):
                 row = kk * nr
                 at = source + kk * b_inner * item
