@@ -526,3 +526,36 @@ def test_nothing_outside_the_operands_is_read(runners, at_end, transposed):
         out = np.empty((2, m, n), np.float32)
         gemm.batched_product(runners[4], left, right, out, 2)
         _close(out, left, right)
+
+
+def test_background_mode_uses_numpy_until_the_runner_is_ready(tmp_path):
+    """A fresh process, REARRANGE_JIT unset (background) and an empty cache: the first
+    products are numpy.matmul's (the caller's thread never compiles nor imports numba),
+    the runner is compiled out of the way, and once ready the products are its."""
+    build_tests = pytest.importorskip("test_jit_builds")
+    report = build_tests.run("""
+        from rearrange.kernel import gemm
+        ra.set_num_threads(2)
+        rng = np.random.default_rng(16)
+        q = rng.standard_normal((4, 2, 128, 64), dtype=np.float32)
+        k = rng.standard_normal((4, 2, 128, 64), dtype=np.float32)
+        want = np.einsum("bhtd,bhsd->bhts", q.astype(np.float64), k.astype(np.float64))
+        ran = []
+        real = gemm.batched_product
+        gemm.batched_product = lambda *a, **kw: (ran.append(1), real(*a, **kw))[1]
+
+        def close():
+            got = ra.einsum(q, k, "b h t d, b h s d -> b h t s")
+            return bool(np.allclose(got, want, rtol=1e-4, atol=1e-4))
+        first = [close(), close()]
+        numba_in_call = "numba" in sys.modules
+        status = [builds.status(gemm.FAMILY, 4)]
+        ran_before = len(ran)
+        assert K.wait(600)
+        status.append(builds.status(gemm.FAMILY, 4))
+        later = [close(), close()]
+        print(json.dumps({"close": first + later, "numba_in_call": numba_in_call,
+                          "status": status, "ran": [ran_before, len(ran)]}))
+    """, tmp_path / "cache")
+    assert report == {"close": [True] * 4, "numba_in_call": False,
+                      "status": ["compiling", "ready"], "ran": [0, 2]}
