@@ -1483,9 +1483,9 @@ def with_numpy_matmul(plan: EinsumPlan) -> EinsumPlan:
     how = form.describe(dict(plan.letters), "numpy")
     if _compiled_product_takes(plan, form):
         how += ("; in its place the compiled batched product (kernel/gemm.py: register "
-                "tiles, the summed axis inside each) once its runner is ready, for exact "
-                "ndarrays whose strides are whole elements (numpy.matmul until then and "
-                "with REARRANGE_JIT=off)")
+                "tiles, the summed axis inside each) once its runner is ready, for exact, "
+                "aligned, native-order ndarrays whose strides are whole elements "
+                "(numpy.matmul until then and with REARRANGE_JIT=off)")
     return with_engine(plan, "numpy.matmul", how)
 
 
