@@ -1482,17 +1482,19 @@ def with_numpy_matmul(plan: EinsumPlan) -> EinsumPlan:
         return plan
     how = form.describe(dict(plan.letters), "numpy")
     if _compiled_product_takes(plan, form):
-        how += ("; in its place the compiled batched product (kernel/gemm.py: register "
-                "tiles, the summed axis inside each) once its runner is ready, for exact, "
-                "aligned, native-order ndarrays whose strides are whole elements "
-                "(numpy.matmul until then and with REARRANGE_JIT=off)")
+        how += ("; where the kernel is built for AVX-512, in its place the compiled "
+                "batched product (kernel/gemm.py: register tiles, the summed axis inside "
+                "each) once its runner is ready, for exact, aligned, native-order "
+                "ndarrays whose strides are whole elements (numpy.matmul until then and "
+                "with REARRANGE_JIT=off)")
     return with_engine(plan, "numpy.matmul", how)
 
 
 def _compiled_product_takes(plan: EinsumPlan, form: Any) -> bool:
     """Whether the numpy lowering runs ``plan``'s batched product on the compiled runner
-    (backends/ndarray.compiled_product_takes, the call's own rule, on the plan's
-    sizes)."""
+    where the kernel is built for AVX-512 (backends/ndarray.compiled_product_takes, the
+    call's own rule, on the plan's sizes and 64-byte vectors: explain's words are the
+    same on every machine and name that condition)."""
     from .backends.ndarray import compiled_product_takes
 
     terms = plan.subscripts.split("->")[0].split(",")
@@ -1503,7 +1505,7 @@ def _compiled_product_takes(plan: EinsumPlan, form: Any) -> bool:
     def size(letters: str) -> int:
         return math.prod(sizes[c] for c in letters)
     return compiled_product_takes(size(form.batch), size(form.rows), size(form.inner),
-                                  size(form.columns), plan.dtype)
+                                  size(form.columns), plan.dtype, 64)   # AVX-512's
 
 
 def _numpy_name(dtype: str) -> str | None:

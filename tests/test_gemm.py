@@ -29,6 +29,17 @@ ATTENTION = "b h t d, b h s d -> b h t s"
 NR32 = gemm.tile_shape(4)[1]        # a panel's columns, float32 (64 on AVX-512)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def routed_on_any_build():
+    """einsum routes to the runner only where it is built for AVX-512's vectors
+    (ndarray.GEMM_MIN_VECTOR_BYTES); these tests route it on any build, so that the
+    runner and the routing are tested wherever they run (the gate itself:
+    test_routed_only_where_built_for_avx512)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(ndarray, "GEMM_MIN_VECTOR_BYTES", 0)
+        yield
+
+
 @pytest.fixture(scope="module")
 def runners():
     """The gemm runners (float32, float64), compiled or loaded here; skipped only where
@@ -246,10 +257,10 @@ CASES = [
     ((1, 256, 513, 256), False),                # K = 513: numpy's BLAS
     ((8, 16, 64, 512), True),                   # 16 rows
     ((8, 15, 64, 512), False),                  # 15 rows
-    ((4, 256, 64, NR32), True),                 # one whole panel
-    ((4, 512, 64, NR32 - 1), False),            # narrower than a panel
-    ((4, 256, 64, 2 * NR32 - NR32 // 2), True),  # a quarter of two panels padded
-    ((4, 256, 64, NR32 + 1), False),            # more than a quarter padded
+    ((64, 256, 64, NR32), True),                # one whole panel
+    ((64, 512, 64, NR32 - 1), False),           # narrower than a panel
+    ((64, 256, 64, 2 * NR32 - NR32 // 2), True),  # a quarter of two panels padded
+    ((64, 256, 64, NR32 + 1), False),           # more than a quarter padded
 ]
 
 
@@ -270,7 +281,9 @@ def test_each_threshold_both_sides(runners, products, restored, sizes, taken, th
     if taken:
         assert products[0][2] == threads
     text = str(ra.explain([left, right], "b t d, b s d -> b t s", op="einsum"))
-    assert ("compiled batched product (kernel/gemm.py" in text) is taken
+    # (explain's words: the rule for AVX-512's vectors, on every machine)
+    assert ("compiled batched product (kernel/gemm.py" in text) is \
+        compiled_product_takes(batch, m, k, n, np.float32, 64)
     assert "numpy.matmul: batch b, rows t, summed d, columns s" in text
 
 
@@ -534,7 +547,9 @@ def test_background_mode_uses_numpy_until_the_runner_is_ready(tmp_path):
     the runner is compiled out of the way, and once ready the products are its."""
     build_tests = pytest.importorskip("test_jit_builds")
     report = build_tests.run("""
+        from rearrange.backends import ndarray
         from rearrange.kernel import gemm
+        ndarray.GEMM_MIN_VECTOR_BYTES = 0       # routed on any build (as the module's)
         ra.set_num_threads(2)
         rng = np.random.default_rng(16)
         q = rng.standard_normal((4, 2, 128, 64), dtype=np.float32)
@@ -559,3 +574,18 @@ def test_background_mode_uses_numpy_until_the_runner_is_ready(tmp_path):
     """, tmp_path / "cache")
     assert report == {"close": [True] * 4, "numba_in_call": False,
                       "status": ["compiling", "ready"], "ran": [0, 2]}
+
+
+def test_routed_only_where_built_for_avx512(monkeypatch):
+    """The rule takes the attention product where the runners are built for 64-byte
+    vectors, never for 32-byte ones (AVX2: not measured ahead)."""
+    monkeypatch.setattr(ndarray, "GEMM_MIN_VECTOR_BYTES", 64)
+    assert compiled_product_takes(64, 256, 64, 256, np.float32, 64)
+    assert not compiled_product_takes(64, 256, 64, 256, np.float32, 32)
+    monkeypatch.setattr(kernel.plan, "VECTOR_BYTES", 32)       # the build's width
+    assert not compiled_product_takes(64, 256, 64, 256, np.float32)
+    monkeypatch.setattr(kernel.plan, "VECTOR_BYTES", 64)
+    assert compiled_product_takes(64, 256, 64, 256, np.float32)
+    text = str(ra.explain([(8, 8, 256, 64), (8, 8, 256, 64)], ATTENTION, op="einsum",
+                          dtype="float32"))
+    assert "where the kernel is built for AVX-512, in its place the compiled batched" in text

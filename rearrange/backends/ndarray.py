@@ -1093,20 +1093,32 @@ GEMM_MIN_MULTIPLY_ADDS = 1 << 22
 # element by element ((2, 300, 100, 70): 0.69x; (64, 32, 64, 32): 0.67x).
 GEMM_MIN_ROWS = 16
 GEMM_MAX_PADDING = 0.25
+# Only where the runners are built for 64-byte vectors (AVX-512: kernel/plan.VECTOR_BYTES),
+# where it was measured ahead. Built for AVX2 (``NUMBA_CPU_NAME=haswell`` on the same
+# machine: 6 x 2 tiles of 8 lanes) it ran the attention case in 6.22 ms at two threads
+# against numpy.matmul's 6.47 (whose BLAS still used AVX-512 there) and torch's 3.37: not
+# taken until measured on an AVX2 machine.
+GEMM_MIN_VECTOR_BYTES = 64
 
 
-def compiled_product_takes(batch: int, m: int, k: int, n: int, dtype: Any) -> bool:
+def compiled_product_takes(batch: int, m: int, k: int, n: int, dtype: Any,
+                           vector_bytes: int | None = None) -> bool:
     """Whether einsum's batched product of ``batch`` (M, K) @ (K, N) products of
-    ``dtype`` runs on the compiled runner (when it is ready): the one rule for the call
-    and for explain. The same at any thread count (measured ahead of numpy.matmul at
-    one thread and at two: docs/performance.md, "A batched product of our own")."""
+    ``dtype`` runs on the compiled runner (when it is ready), with the runners built for
+    ``vector_bytes``-byte vectors (None: this build's, kernel/plan.VECTOR_BYTES): the
+    one rule for the call and for explain (which asks it for AVX-512's, and says so).
+    The same at any thread count (measured ahead of numpy.matmul at one thread and at
+    two: docs/performance.md, "A batched product of our own")."""
+    if vector_bytes is None:
+        from ..kernel.plan import VECTOR_BYTES as vector_bytes
     dtype = np.dtype(dtype)
-    if dtype.name not in GEMM_DTYPES or not GEMM_MIN_INNER <= k <= GEMM_MAX_INNER or \
+    if vector_bytes < GEMM_MIN_VECTOR_BYTES or dtype.name not in GEMM_DTYPES or \
+            not GEMM_MIN_INNER <= k <= GEMM_MAX_INNER or \
             m < GEMM_MIN_ROWS or batch * m * k * n < GEMM_MIN_MULTIPLY_ADDS:
         return False
     from ..kernel.gemm import tile_shape     # (numpy only: no numba)
 
-    columns = tile_shape(dtype.itemsize)[1]
+    columns = tile_shape(dtype.itemsize, vector_bytes)[1]
     padded = -(-n // columns) * columns
     return n >= columns and padded - n <= GEMM_MAX_PADDING * padded
 

@@ -73,13 +73,14 @@ NONTEMPORAL_MIN_BYTES = 8 << 20
 ROW_TILE = 6            # MR: rows of a register tile
 
 
-def tile_shape(itemsize: int) -> tuple[int, int]:
+def tile_shape(itemsize: int, vector_bytes: int = VECTOR_BYTES) -> tuple[int, int]:
     """(MR, NR): the register tile's rows and columns for ``itemsize``-byte floats at the
-    runners' vector width (:data:`.plan.VECTOR_BYTES`): 6 rows of 4 vectors with 32
-    vector registers (AVX-512: 24 accumulators, 4 panel vectors, a broadcast), 6 of 2
-    with 16 (AVX2). The compiled tile and the Python side both read it."""
-    lanes = VECTOR_BYTES // itemsize
-    vectors = 4 if VECTOR_BYTES >= 64 else 2
+    runners' vector width (:data:`.plan.VECTOR_BYTES`, or ``vector_bytes``): 6 rows of 4
+    vectors with 32 vector registers (AVX-512: 24 accumulators, 4 panel vectors, a
+    broadcast), 6 of 2 with 16 (AVX2). The compiled tile and the Python side both read
+    it."""
+    lanes = vector_bytes // itemsize
+    vectors = 4 if vector_bytes >= 64 else 2
     return ROW_TILE, lanes * vectors
 
 
