@@ -1069,10 +1069,11 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
 # einsum's batched matrix products, compiled (kernel/gemm.py): float32 and float64 with a
 # short summed dim, each product's rows tiled in registers, B packed per panel of columns
 # on the kernel's pool — the attention einsum ``b h t d, b h s d -> b h t s`` at
-# (8, 8, 256, 64) 2.4-2.9 ms against numpy.matmul's 5.4-6.1 and torch's 2.4-5.8 at two
-# threads (docs/performance.md, "A batched product of our own"). Only exact, aligned,
-# native-order ndarrays whose strides are whole elements; the runner only once it is
-# ready (numpy.matmul until then, and with REARRANGE_JIT=off).
+# (8, 8, 256, 64) 2.46-2.57 ms against numpy.matmul's 5.3-5.5 and torch's 3.1-3.3 at
+# two threads (docs/performance.md, "A batched product of our own"). Where the kernel is
+# built for AVX-512, for exact, aligned, native-order ndarrays whose strides are whole
+# elements; the runner only once it is ready (numpy.matmul until then, and with
+# REARRANGE_JIT=off).
 
 GEMM = "gemm"                   # the runner's family (kernel/gemm.FAMILY)
 GEMM_DTYPES = ("float32", "float64")

@@ -153,10 +153,11 @@ def _run_gemm(cp, d, s, itp, pp, tok):
                 rows = min(mr, m - i)
                 a_at = a0 + i * a_row * item
                 if rows == mr and cols == nr:
-                    _product_tile(a_at, a_row, a_inner, slot, c0 + (i * c_row + first) * item,
-                          c_row, k, rows, nt, tok)
+                    _product_tile(a_at, a_row, a_inner, slot,
+                                  c0 + (i * c_row + first) * item, c_row, k, rows, nt, tok)
                 else:           # into the edge tile (nr a row), then its part of C
-                    _product_tile(a_at, a_row, a_inner, slot, edge, nr, k, rows, nt - nt, tok)
+                    _product_tile(a_at, a_row, a_inner, slot, edge, nr, k, rows, nt - nt,
+                                  tok)
                     for r in range(rows):
                         for j in range(cols):
                             _st(c0, (i + r) * c_row + first + j,
@@ -194,10 +195,11 @@ def _bind() -> None:
 
 
 def define_tile() -> dict:
-    """The register tile, as LLVM IR (numba cannot write a vector of floats):
+    """The register tile and the panel's transposes, as LLVM IR (numba cannot write a
+    vector of floats):
 
-    * ``_product_tile(a, a_row, a_inner, panel, c, c_row, k, rows, nt, tok)``: C's MR x NR tile at
-      address ``c`` (rows ``c_row`` elements apart) = the sum over ``kk < k`` of
+    * ``_product_tile(a, a_row, a_inner, panel, c, c_row, k, rows, nt, tok)``: C's MR x
+      NR tile at address ``c`` (rows ``c_row`` elements apart) = the sum over ``kk < k`` of
       A's column ``kk`` (row ``i`` at address ``a + (i * a_row + kk * a_inner)``
       elements, rows ``i >= rows`` read as row ``rows - 1``: never past A) times the
       packed panel's row ``kk`` (NR elements at ``panel + kk * NR`` elements, on a
@@ -205,8 +207,14 @@ def define_tile() -> dict:
       each element of A is loaded once and broadcast. ``nt`` nonzero: the rows are
       stored as non-temporal whole vectors (the caller vouches that they are aligned
       lines), else regular unaligned stores.
-    * ``_product_columns(tok)``, ``_product_rows(tok)``: NR and MR for ``tok``'s type
-      (:func:`tile_shape`)."""
+    * ``_transpose_block(dst, dst_row, src, src_row, rows, tok)``: the lanes x lanes
+      block whose row ``i`` is the lanes elements at ``src + i * src_row`` elements
+      (rows ``i >= rows`` zeros: the last row read in their place, never past it;
+      ``rows`` >= 1), transposed: its column
+      ``t`` stored as the vector at ``dst + t * dst_row`` elements (on a vector
+      boundary) — log2(lanes) rounds of interleaving shuffles in registers.
+    * ``_product_columns(tok)``, ``_product_rows(tok)``, ``_product_lanes(tok)``: NR, MR
+      and a vector's elements for ``tok``'s type (:func:`tile_shape`)."""
     from llvmlite import ir
     from numba.core import types
     from numba.extending import intrinsic
@@ -321,7 +329,7 @@ def define_tile() -> dict:
             zero = ir.Constant(vector, [ir.Constant(scalar, 0.0)] * lanes)
             last = builder.sub(rows, ir.Constant(i64, 1))
             block = []
-            for row in range(lanes):    # rows past ``rows`` are zeros (never read)
+            for row in range(lanes):    # rows past ``rows``: the last row again, zeroed
                 index = ir.Constant(i64, row)
                 inside = builder.icmp_signed("<", index, rows)
                 index = builder.select(inside, index, last)
@@ -347,7 +355,8 @@ def define_tile() -> dict:
             return context.get_dummy_value()
         return sig, codegen
 
-    return {"_product_tile": _product_tile, "_transpose_block": _transpose_block, "_product_columns": constant_of(lambda u: tile_shape(u)[1]),
+    return {"_product_tile": _product_tile, "_transpose_block": _transpose_block,
+            "_product_columns": constant_of(lambda u: tile_shape(u)[1]),
             "_product_rows": constant_of(lambda u: tile_shape(u)[0]),
             "_product_lanes": constant_of(lambda u: VECTOR_BYTES // u)}
 
