@@ -452,9 +452,9 @@ def test_through_sleeping_and_spinning_workers(runners, products, monkeypatch, r
     assert len(products) == 2
 
 
-def test_torch_and_dask_inputs_never_reach_it(runners, products, restored):
-    """Torch tensors and dask arrays have lowerings of their own: their products never
-    call the runner (their libraries' results)."""
+def test_torch_dask_and_array_api_inputs_never_reach_it(runners, products, restored):
+    """Torch tensors, dask arrays and array-API arrays have lowerings of their own:
+    their products never call the runner (their libraries' results)."""
     rng = np.random.default_rng(13)
     left, right = _values(rng, (16, 64, 64), np.float32), _values(rng, (16, 64, 64), np.float32)
     want = np.einsum("btd,bsd->bts", left, right)
@@ -464,6 +464,9 @@ def test_torch_and_dask_inputs_never_reach_it(runners, products, restored):
     da = pytest.importorskip("dask.array")
     got = ra.einsum(da.from_array(left, chunks=8), da.from_array(right, chunks=8),
                     "b t d, b s d -> b t s")
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+    xps = pytest.importorskip("array_api_strict")
+    got = ra.einsum(xps.asarray(left), xps.asarray(right), "b t d, b s d -> b t s")
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
     assert products == []
 

@@ -1128,7 +1128,9 @@ def _compiled_product(left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
     """``left @ right`` (the product's operands: exact ndarrays, batch shapes equal) by
     the compiled runner, a fresh C-contiguous array; None — nothing done — where the
     runner does not take it (:func:`compiled_product_takes`, the operands' dtypes and
-    strides) or is not ready."""
+    strides) or is not ready. Its values are numpy.matmul's within the rounding of a
+    K-term sum (each element summed in order, a fused multiply-add a step: not BLAS's
+    order, so not bit for bit)."""
     dtype = left.dtype
     if right.dtype != dtype or not dtype.isnative or dtype.name not in GEMM_DTYPES or \
             left.ndim != right.ndim or left.ndim < 2 or \
