@@ -1480,7 +1480,32 @@ def with_numpy_matmul(plan: EinsumPlan) -> EinsumPlan:
     form = matmul_form(plan)
     if form is None:
         return plan
-    return with_engine(plan, "numpy.matmul", form.describe(dict(plan.letters), "numpy"))
+    how = form.describe(dict(plan.letters), "numpy")
+    if _compiled_product_takes(plan, form):
+        how += ("; where the kernel is built for AVX-512, in its place the compiled "
+                "batched product (kernel/gemm.py: register tiles, the summed axis inside "
+                "each) once its runner is ready, for exact, aligned, native-order "
+                "ndarrays whose strides are whole elements (numpy.matmul until then and "
+                "with REARRANGE_JIT=off)")
+    return with_engine(plan, "numpy.matmul", how)
+
+
+def _compiled_product_takes(plan: EinsumPlan, form: Any) -> bool:
+    """Whether the numpy lowering runs ``plan``'s batched product on the compiled runner
+    where the kernel is built for AVX-512 (backends/ndarray.compiled_product_takes, the
+    call's own rule, on the plan's sizes and 64-byte vectors: explain's words are the
+    same on every machine and name that condition)."""
+    from .backends.ndarray import compiled_product_takes
+
+    terms = plan.subscripts.split("->")[0].split(",")
+    shapes = [layout.shape if prep is None else prep.plan.output.shape
+              for layout, prep in zip(plan.inputs, plan.preparations)]
+    sizes = {c: n for term, shape in zip(terms, shapes) for c, n in zip(term, shape)}
+
+    def size(letters: str) -> int:
+        return math.prod(sizes[c] for c in letters)
+    return compiled_product_takes(size(form.batch), size(form.rows), size(form.inner),
+                                  size(form.columns), plan.dtype, 64)   # AVX-512's
 
 
 def _numpy_name(dtype: str) -> str | None:

@@ -227,8 +227,8 @@ def test_concurrent_processes_compile_each_runner_once(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
     """``rearrange warmup --parallel 2`` on an empty cache: two workers share the twelve
-    copy runners, the pool's, the reductions' (row sums, row maxima, column sums) and the
-    row assembly's out and the command reports them all; it does not load them itself, so the
+    copy runners, the pool's, the reductions' (row sums, row maxima, column sums), the
+    row assembly's and einsum's batched products' out and the command reports them all; it does not load them itself, so the
     test is that a fresh process finds each on disk, compiles nothing, and copies
     through the kernel with numpy's results."""
     cache = tmp_path / "cache"
@@ -243,14 +243,15 @@ def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
                                       "row-max[float32]", "row-max[float64]",
                                       "column-sums[float32]", "column-sums[float64]",
                                       "window-max[float32]", "window-max[float64]",
-                                      "row-join[uint8]"])
+                                      "row-join[uint8]", "gemm[float32]", "gemm[float64]"])
     assert not workers_alive(cache)
     later = run(f"""
         on_disk = [builds.status(f, u) for f in ("rows", "transpose", "tiles")
                    for u in (1, 2, 4, 8)] + [builds.status(*builds.POOL_KEY)] + [
                    builds.status(f, u) for f in ("row-sums", "row-max", "column-sums",
                                                  "window-max")
-                   for u in (4, 8)] + [builds.status("row-join", 1)]
+                   for u in (4, 8)] + [builds.status("row-join", 1)] + [
+                   builds.status("gemm", u) for u in (4, 8)]
         for dtype, shape, pattern, family, unit in {FIRST_COPIES!r}:
             check(dtype, shape, pattern)        # numpy's, while a thread loads the runner
         assert K.wait(600)

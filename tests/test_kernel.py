@@ -1286,7 +1286,7 @@ def test_warmup_compiles_every_family_and_unit_size() -> None:
                          for u in (1, 2, 4, 8)} | {"pool[uint64]"} | {
         f"{family}[float{8 * u}]" for family in ("row-sums", "row-max", "column-sums",
                                                  "window-max")
-        for u in (4, 8)} | {"row-join[uint8]"}
+        for u in (4, 8)} | {"row-join[uint8]", "gemm[float32]", "gemm[float64]"}
     from rearrange.kernel import builds
 
     assert all(builds.status(family, u) == "ready"
@@ -1296,6 +1296,7 @@ def test_warmup_compiles_every_family_and_unit_size() -> None:
                for family in ("row-sums", "row-max", "column-sums", "window-max")
                for u in (4, 8))
     assert builds.status("row-join", 1) == "ready"
+    assert all(builds.status("gemm", u) == "ready" for u in (4, 8))
 
 
 # ---------------------------------------------------------------------- large

@@ -1065,6 +1065,95 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
     return run
 
 
+# --------------------------------------------------------------------------- batched products
+# einsum's batched matrix products, compiled (kernel/gemm.py): float32 and float64 with a
+# short summed dim, each product's rows tiled in registers, B packed per panel of columns
+# on the kernel's pool — the attention einsum ``b h t d, b h s d -> b h t s`` at
+# (8, 8, 256, 64) 2.46-2.57 ms against numpy.matmul's 5.3-5.5 and torch's 3.1-3.3 at
+# two threads (docs/performance.md, "A batched product of our own"). Where the kernel is
+# built for AVX-512, for exact, aligned, native-order ndarrays whose strides are whole
+# elements; the runner only once it is ready (numpy.matmul until then, and with
+# REARRANGE_JIT=off).
+
+GEMM = "gemm"                   # the runner's family (kernel/gemm.FAMILY)
+GEMM_DTYPES = ("float32", "float64")
+# The summed dims the runner takes: up to kernel/gemm.MAX_INNER (the same number: the
+# packed panel stays in cache, the sums in registers; numpy.matmul's BLAS beyond), from
+# 32 (K = 16: 0.76-0.92x numpy.matmul at one thread, each tile's stores and set-up
+# against 16 steps of sums).
+GEMM_MAX_INNER = 512
+GEMM_MIN_INNER = 32
+# Products with fewer multiply-adds than this stay numpy.matmul's: the call's set-up
+# (~25-40 us here) against BLAS's small-matrix loops (1M multiply-adds, (4, 64, 64, 64):
+# 0.64-0.69x; 4M, (16, 64, 64, 64): 1.13-1.38x).
+GEMM_MIN_MULTIPLY_ADDS = 1 << 22
+# Rows: fewer than this are mostly an edge tile (kernel/gemm: 6 rows a tile; (256, 8,
+# 64, 16): 0.31x). Columns: at least one whole panel (kernel/gemm.tile_shape's NR: 64
+# float32 on AVX-512), and the last panel's padding at most a quarter of the panels'
+# width: every column of a panel is computed, and an edge panel's part of C is copied
+# element by element ((2, 300, 100, 70): 0.69x; (64, 32, 64, 32): 0.67x).
+GEMM_MIN_ROWS = 16
+GEMM_MAX_PADDING = 0.25
+# Only where the runners are built for 64-byte vectors (AVX-512: kernel/plan.VECTOR_BYTES),
+# where it was measured ahead. Built for AVX2 (``NUMBA_CPU_NAME=haswell`` on the same
+# machine: 6 x 2 tiles of 8 lanes) it ran the attention case in 6.22 ms at two threads
+# against numpy.matmul's 6.47 (whose BLAS still used AVX-512 there) and torch's 3.37: not
+# taken until measured on an AVX2 machine.
+GEMM_MIN_VECTOR_BYTES = 64
+
+
+def compiled_product_takes(batch: int, m: int, k: int, n: int, dtype: Any,
+                           vector_bytes: int | None = None) -> bool:
+    """Whether einsum's batched product of ``batch`` (M, K) @ (K, N) products of
+    ``dtype`` runs on the compiled runner (when it is ready), with the runners built for
+    ``vector_bytes``-byte vectors (None: this build's, kernel/plan.VECTOR_BYTES): the
+    one rule for the call and for explain (which asks it for AVX-512's, and says so).
+    The same at any thread count (measured ahead of numpy.matmul at one thread and at
+    two: docs/performance.md, "A batched product of our own")."""
+    if vector_bytes is None:
+        from ..kernel.plan import VECTOR_BYTES as vector_bytes
+    dtype = np.dtype(dtype)
+    if vector_bytes < GEMM_MIN_VECTOR_BYTES or dtype.name not in GEMM_DTYPES or \
+            not GEMM_MIN_INNER <= k <= GEMM_MAX_INNER or \
+            m < GEMM_MIN_ROWS or batch * m * k * n < GEMM_MIN_MULTIPLY_ADDS:
+        return False
+    from ..kernel.gemm import tile_shape     # (numpy only: no numba)
+
+    columns = tile_shape(dtype.itemsize, vector_bytes)[1]
+    padded = -(-n // columns) * columns
+    return n >= columns and padded - n <= GEMM_MAX_PADDING * padded
+
+
+def _compiled_product(left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
+    """``left @ right`` (the product's operands: exact ndarrays, batch shapes equal) by
+    the compiled runner, a fresh C-contiguous array; None — nothing done — where the
+    runner does not take it (:func:`compiled_product_takes`, the operands' dtypes and
+    strides) or is not ready. Its values are numpy.matmul's within the rounding of a
+    K-term sum (each element summed in order, a fused multiply-add a step: not BLAS's
+    order, so not bit for bit)."""
+    dtype = left.dtype
+    if right.dtype != dtype or not dtype.isnative or dtype.name not in GEMM_DTYPES or \
+            left.ndim != right.ndim or left.ndim < 2 or \
+            left.shape[:-2] != right.shape[:-2] or \
+            not (left.flags.aligned and right.flags.aligned):
+        return None
+    *batch, m, k = left.shape
+    n = right.shape[-1]
+    if not compiled_product_takes(math.prod(batch), m, k, n, dtype):
+        return None
+    itemsize = dtype.itemsize
+    if any(s % itemsize for s in left.strides[-2:] + right.strides[-2:]):
+        return None
+    from ..kernel import builds, gemm
+
+    runner = builds.runner_for(GEMM, itemsize)
+    if runner is None:          # not ready (compiling, loading) or kernels off
+        return None
+    out = np.empty((*batch, m, n), dtype)
+    gemm.batched_product(runner, left, right, out, kernel.get_num_threads())
+    return out
+
+
 def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
                         ) -> Callable[[Any], np.ndarray]:
     from ..matmul import matmul_form     # (einsum's lowering only: not at import)
@@ -1080,8 +1169,12 @@ def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
 
     def contract(operands: Any) -> np.ndarray:
         left, right = operands
-        product = np.matmul(shaped(left, form.left_order, form.left_shape),
-                            shaped(right, form.right_order, form.right_shape))
+        exact = type(left) is np.ndarray and type(right) is np.ndarray   # no subclasses
+        left = shaped(left, form.left_order, form.left_shape)
+        right = shaped(right, form.right_order, form.right_shape)
+        product = _compiled_product(left, right) if exact else None
+        if product is None:
+            product = np.matmul(left, right)
         grouped = product.reshape(form.result_shape) if form.result_shape is not None \
             else product
         if form.output_order is None:

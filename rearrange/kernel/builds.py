@@ -177,11 +177,13 @@ class _FileLock:
 
 
 def _load(key: Key, compile: bool) -> Any:
-    from . import rowjoin, rowmax, rowsums
+    from . import gemm, rowjoin, rowmax, rowsums
     from .loops import runner        # (registers the loops: only where runners load)
 
     if key[0] == rowjoin.FAMILY:     # pack's and repeat's row assembly
         return rowjoin.runner(key[1], key[0], compile=compile)
+    if key[0] == gemm.FAMILY:        # einsum's batched products
+        return gemm.runner(key[1], key[0], compile=compile)
     if key[0] == rowsums.FAMILY:     # the reductions' runners, same machinery
         return rowsums.runner(key[1], key[0], compile=compile)
     if key[0] in (rowmax.FAMILY, rowmax.COLUMN_SUMS, rowmax.WINDOWS):
@@ -350,19 +352,21 @@ def build_everything(parallel: int = 1, load: bool = True, progress=None) -> lis
     called once at the start (name None) and as each runner is ready."""
     import time
 
+    from .gemm import FAMILY as GEMM, FLOAT_TOKENS as GEMM_TOKENS
     from .rowjoin import FAMILY as ROW_JOIN, UNIT as ROW_JOIN_UNIT
     from .rowmax import COLUMN_SUMS, FLOAT_DTYPES, FAMILY as ROW_MAX, WINDOWS
     from .rowsums import FAMILY as ROW_SUMS, FLOAT_TOKENS
 
     # the reductions' runners (.rowsums, .rowmax), named by the floats they read; pack's
-    # and repeat's row assembly (.rowjoin), one runner moving bytes
+    # and repeat's row assembly (.rowjoin), one runner moving bytes; einsum's batched
+    # products (.gemm), named by their floats
     keys = [(family, u) for family in _WARMUP_ORDER for u in UNIT_DTYPES] + [POOL_KEY] + \
         [(ROW_SUMS, u) for u in FLOAT_TOKENS] + \
         [(family, u) for family in (ROW_MAX, COLUMN_SUMS, WINDOWS) for u in FLOAT_DTYPES] + \
-        [(ROW_JOIN, ROW_JOIN_UNIT)]
+        [(ROW_JOIN, ROW_JOIN_UNIT)] + [(GEMM, u) for u in GEMM_TOKENS]
     tokens = {family: UNIT_DTYPES for family, _ in keys} | {
         ROW_SUMS: FLOAT_TOKENS, ROW_MAX: FLOAT_DTYPES, COLUMN_SUMS: FLOAT_DTYPES,
-        WINDOWS: FLOAT_DTYPES}
+        WINDOWS: FLOAT_DTYPES, GEMM: GEMM_TOKENS}
     names = {key: f"{key[0]}[{tokens[key[0]][key[1]].__name__}]" for key in keys}
     done: set[Key] = set()
 

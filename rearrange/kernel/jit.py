@@ -63,9 +63,9 @@ __all__ = ["UNIT_DTYPES", "jit", "materialise", "prepare", "compile_runner",
 UNIT_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 # The modules whose source the compiled runners depend on.
-_KERNEL_SOURCES = ("abi.py", "intrinsics.py", "jit.py", "loops.py", "mailbox.py",
-                   "numba_private.py", "pages.py", "plan.py", "rowjoin.py", "rowmax.py",
-                   "rowsums.py", "sealed.py")
+_KERNEL_SOURCES = ("abi.py", "gemm.py", "intrinsics.py", "jit.py", "loops.py",
+                   "mailbox.py", "numba_private.py", "pages.py", "plan.py", "rowjoin.py",
+                   "rowmax.py", "rowsums.py", "sealed.py")
 
 _build_lock = threading.RLock()
 _built = False

@@ -1,0 +1,438 @@
+"""Batched matrix products, compiled: ``C[b] = A[b] @ B[b]`` for float32 (and float64)
+with a short summed dim (K up to :data:`MAX_INNER`), each ``C[b]`` a fresh
+C-contiguous (M, N) matrix — the attention einsum ``b h t d, b h s d -> b h t s`` at
+(8, 8, 256, 64), which numpy's matmul (OpenBLAS) runs at ~35% of this machine's peak:
+with K = 64 OpenBLAS pays a packing pass, a beta = 0 pass over C and a thread sync per
+256 x 256 product (docs/performance.md, "A batched product of our own").
+
+The work is cut into *panels*: one batch item ``b`` and :func:`tile_shape`'s ``NR``
+columns of ``C[b]`` (a multiple of the vector width). The thread that claims a panel
+packs its K x NR part of ``B[b]`` into its own scratch memory (contiguous rows of NR
+elements, zero past N: read once, in L1 thereafter), then runs down the panel's rows
+``MR`` at a time: a register tile of MR x NR accumulators (MR x NV vectors), the whole
+sum over K inside it — each step one vector load per NV columns of the packed panel, one
+broadcast element of A per row (read in place through A's strides, any strides), and
+MR x NV fused multiply-adds — and the tile stored to C once. A tile that runs past M or
+N (the last rows, the last panel) is computed into an edge buffer in the scratch memory
+(A's row addresses clamped to its last row: nothing outside A is read) and only its
+part inside C copied out. Asked to (``streaming``, where :func:`streams` allows), the
+full tiles' rows go out as non-temporal stores (aligned whole lines: no
+read-for-ownership); measured no faster for the attention's 16 MiB, so off by default.
+
+Numerics: each element of C is a sum over K in order k = 0, 1, ..., each product added
+by a fused multiply-add where the CPU has one (``llvm.fmuladd``: LLVM fuses where the
+target has FMA) — not BLAS's order or blocking, so results equal numpy.matmul's within
+float rounding of a K-term sum (about K * eps * sum |a_k b_k|), not bit for bit.
+
+The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
+``run(cp, d, s, itp, pp, tok)``), with a float token: ``cp`` the control block
+(C_NWORK: the panels, batch-major), ``d`` and ``s`` unused (the batch items' addresses
+are in the parameters), ``itp`` the parameters (:data:`G_M` ..., then
+:data:`ITEM_WORDS` addresses per batch item), ``pp`` the parameter vector
+:func:`.threads.execute` reads (its P_SCRATCH: each thread's scratch bytes). It claims
+chunks of panels on the kernel's pool (:func:`.threads.execute`) as the other runners
+do. It is cached, loaded and compiled by :mod:`.builds` as the family :data:`FAMILY`,
+unit 4 (float32) or 8 (float64); nothing here imports numba.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+
+from .abi import C_SCRATCH, C_SLOT, P_LEN, P_SCRATCH
+from .pages import untouched
+from .plan import LINE, VECTOR_BYTES
+from .threads import execute
+
+__all__ = ["FAMILY", "FLOAT_TOKENS", "MAX_INNER", "NONTEMPORAL_MIN_BYTES", "runner",
+           "tile_shape", "streams", "batched_product"]
+
+FAMILY = "gemm"
+# The runner's unit size -> its data's type (the token it is compiled for).
+FLOAT_TOKENS = {4: np.float32, 8: np.float64}
+# The parameters at itp (int64): M, N, K; A's row and summed strides, B's summed and
+# column strides, C's row stride (elements: the caller checks they are whole elements);
+# panels per batch item; 1 for non-temporal stores of the full tiles; the element's
+# bytes; then ITEM_WORDS words per batch item.
+(G_M, G_N, G_K, G_A_ROW, G_A_INNER, G_B_INNER, G_B_COLUMN, G_C_ROW, G_PANELS, G_NT,
+ G_ITEM) = range(11)
+_HEAD = 11
+ITEM_WORDS = 3          # the addresses of A[b], B[b], C[b]
+# The longest summed dim: the packed panel (K x NR elements, 64 KiB of float32 at K = 256
+# on AVX-512) stays in L1/L2 while the panel's row tiles read it, and the sum stays in
+# registers (no blocking over K). Longer K goes to numpy's matmul.
+MAX_INNER = 512
+# Results this large may get their full tiles as non-temporal stores where C's rows
+# start on lines (:func:`streams`; only where the caller asks: batched_product's
+# ``streaming``, off by default — 2.32-4.76 ms against regular stores' 2.40-3.24 for
+# the attention's 16 MiB, five alternated samples each).
+NONTEMPORAL_MIN_BYTES = 8 << 20
+ROW_TILE = 6            # MR: rows of a register tile
+
+
+def tile_shape(itemsize: int, vector_bytes: int = VECTOR_BYTES) -> tuple[int, int]:
+    """(MR, NR): the register tile's rows and columns for ``itemsize``-byte floats at the
+    runners' vector width (:data:`.plan.VECTOR_BYTES`, or ``vector_bytes``): 6 rows of 4
+    vectors with 32 vector registers (AVX-512: 24 accumulators, 4 panel vectors, a
+    broadcast), 6 of 2 with 16 (AVX2). The compiled tile and the Python side both read
+    it."""
+    lanes = vector_bytes // itemsize
+    vectors = 4 if vector_bytes >= 64 else 2
+    return ROW_TILE, lanes * vectors
+
+
+def _scratch_bytes(k: int, itemsize: int) -> int:
+    """A thread's scratch memory: the packed panel (K x NR), then the edge tile (MR x
+    NR), each a whole number of lines."""
+    mr, nr = tile_shape(itemsize)
+    panel = -(-max(k, 1) * nr * itemsize // LINE) * LINE
+    return panel + -(-mr * nr * itemsize // LINE) * LINE
+
+
+# Placeholders: bound by jit.materialise() (the copy kernel's intrinsics, the loops'
+# chunk claims) and by _bind (this module's) before anything is compiled.
+_ld = _st = _ldb = _stb = _fetch_add = _home = _claim = _publish = _populate = None
+_product_tile = _transpose_block = _product_columns = _product_rows = _product_lanes = None
+
+
+def _run_gemm(cp, d, s, itp, pp, tok):
+    """One thread's share of the panels (see the module's docstring)."""
+    m, n, k = itp[G_M], itp[G_N], itp[G_K]
+    a_row, a_inner = itp[G_A_ROW], itp[G_A_INNER]
+    b_inner, b_column, c_row = itp[G_B_INNER], itp[G_B_COLUMN], itp[G_C_ROW]
+    panels, nt, item = itp[G_PANELS], itp[G_NT], itp[G_ITEM]
+    nr = _product_columns(tok)              # NR elements (tile_shape's)
+    lanes = _product_lanes(tok)             # elements of a vector
+    mr = _product_rows(tok)                 # MR rows
+    chunks = _home(cp)
+    _populate(cp)
+    done = m - m
+    slot = done - 1
+    while True:
+        lo, hi, chunks = _claim(cp, chunks)
+        if lo >= hi:
+            break
+        if slot < 0:                    # this thread's packed panel, then edge tile
+            slot = cp[C_SCRATCH] + _fetch_add(cp, C_SLOT, 1) * pp[P_SCRATCH]
+        edge = slot + max(k, 1) * nr * item     # (on a line: _scratch_bytes)
+        for w in range(lo, hi):
+            b, p = w // panels, w % panels
+            at = _HEAD + ITEM_WORDS * b
+            a0, b0, c0 = itp[at], itp[at + 1], itp[at + 2]
+            first = p * nr
+            cols = min(nr, n - first)
+            # the panel: packed[kk * nr + j] = B[kk, first + j], zero past N
+            source = b0 + first * b_column * item
+            whole = 0
+            if b_inner == 1 and b_column != 1:
+                # B's columns contiguous (B^T's rows: ``b h s d`` read as (d, s)): blocks
+                # of lanes x lanes transposed in registers, K's whole blocks
+                whole = k - k % lanes
+                for g in range(0, nr, lanes):
+                    inside = min(lanes, cols - g)   # B's columns in this group (<= 0: none)
+                    for kk in range(0, whole, lanes):
+                        if inside > 0:
+                            _transpose_block(slot + (kk * nr + g) * item, nr,
+                                             source + (g * b_column + kk) * item, b_column,
+                                             inside, tok)
+                        else:               # past N: zeros, nothing of B read
+                            for t in range(kk, kk + lanes):
+                                for j in range(g, g + lanes):
+                                    _stb(slot, t * nr + j, tok)
+            for kk in range(whole, k):
+                row = kk * nr
+                at = source + kk * b_inner * item
+                for j in range(cols):
+                    _stb(slot, row + j, _ld(at, j * b_column, tok))
+                for j in range(cols, nr):
+                    _stb(slot, row + j, tok)        # (tok: +0.0, the caller's)
+            for i in range(0, m, mr):
+                rows = min(mr, m - i)
+                a_at = a0 + i * a_row * item
+                if rows == mr and cols == nr:
+                    _product_tile(a_at, a_row, a_inner, slot,
+                                  c0 + (i * c_row + first) * item, c_row, k, rows, nt, tok)
+                else:           # into the edge tile (nr a row), then its part of C
+                    _product_tile(a_at, a_row, a_inner, slot, edge, nr, k, rows, nt - nt,
+                                  tok)
+                    for r in range(rows):
+                        for j in range(cols):
+                            _st(c0, (i + r) * c_row + first + j,
+                                _ldb(edge, r * nr + j, tok))
+        done += hi - lo
+    _publish(cp, done)
+
+
+def runner(u: int, family: str = FAMILY, compile: bool = True):
+    """The batched-product runner for ``u``-byte floats (loaded from the disk cache when
+    it is there): as :func:`.loops.runner`, which :mod:`.builds` calls it in place of."""
+    from . import jit as jit_module      # (looked up per call: tests wrap it)
+
+    if family != FAMILY:
+        raise ValueError(f"no {family!r} runner here")
+    if u not in FLOAT_TOKENS:
+        raise ValueError(f"no {family!r} runner for {u}-byte units")
+    _bind()
+    return jit_module.compile_runner(_run_gemm, u, compile, token=FLOAT_TOKENS[u])
+
+
+_bound = False          # the intrinsics and chunk claims are bound (by _bind)
+
+
+def _bind() -> None:
+    """Bind the loops' chunk claims and page population (numba's
+    dispatchers, once :func:`.jit.materialise` has wrapped them) and
+    :func:`define_tile` here, once (:func:`.jit.bind_once`)."""
+    from . import jit as jit_module
+    from . import loops
+
+    jit_module.bind_once(globals(), lambda: {
+        **define_tile(), "_home": loops._home, "_claim": loops._claim,
+        "_publish": loops._publish, "_populate": loops._populate})
+
+
+def define_tile() -> dict:
+    """The register tile and the panel's transposes, as LLVM IR (numba cannot write a
+    vector of floats):
+
+    * ``_product_tile(a, a_row, a_inner, panel, c, c_row, k, rows, nt, tok)``: C's MR x
+      NR tile at address ``c`` (rows ``c_row`` elements apart) = the sum over ``kk < k`` of
+      A's column ``kk`` (row ``i`` at address ``a + (i * a_row + kk * a_inner)``
+      elements, rows ``i >= rows`` read as row ``rows - 1``: never past A) times the
+      packed panel's row ``kk`` (NR elements at ``panel + kk * NR`` elements, on a
+      vector boundary). The MR x NV accumulators stay in registers for the whole sum;
+      each element of A is loaded once and broadcast. ``nt`` nonzero: the rows are
+      stored as non-temporal whole vectors (the caller vouches that they are aligned
+      lines), else regular unaligned stores.
+    * ``_transpose_block(dst, dst_row, src, src_row, rows, tok)``: the lanes x lanes
+      block whose row ``i`` is the lanes elements at ``src + i * src_row`` elements
+      (rows ``i >= rows`` zeros: the last row read in their place, never past it;
+      ``rows`` >= 1), transposed: its column
+      ``t`` stored as the vector at ``dst + t * dst_row`` elements (on a vector
+      boundary) — log2(lanes) rounds of interleaving shuffles in registers.
+    * ``_product_columns(tok)``, ``_product_rows(tok)``, ``_product_lanes(tok)``: NR, MR
+      and a vector's elements for ``tok``'s type (:func:`tile_shape`)."""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+
+    def constant_of(value_of):
+        @intrinsic
+        def constant(typingctx, tok):
+            def codegen(context, builder, signature, args):
+                return ir.Constant(i64, value_of(signature.args[0].bitwidth // 8))
+            return types.int64(tok), codegen
+        return constant
+
+    @intrinsic
+    def _product_tile(typingctx, a, a_row, a_inner, panel, c, c_row, k, rows, nt, tok):
+        sig = types.void(*([types.int64] * 9), tok)
+
+        def codegen(context, builder, signature, args):
+            a, a_row, a_inner, panel, c, c_row, k, rows, nt, _ = args
+            scalar = context.get_value_type(signature.args[-1])
+            itemsize = signature.args[-1].bitwidth // 8
+            mr, nr = tile_shape(itemsize)
+            lanes = VECTOR_BYTES // itemsize
+            nv = nr // lanes
+            vector = ir.VectorType(scalar, lanes)
+            module = builder.module
+            name = f"llvm.fmuladd.v{lanes}f{itemsize * 8}"
+            fmuladd = module.globals.get(name) or ir.Function(
+                module, ir.FunctionType(vector, [vector] * 3), name=name)
+            size = ir.Constant(i64, itemsize)
+
+            def address(base, elements):
+                return builder.add(base, builder.mul(elements, size))
+
+            def pointer(at, llty):
+                return builder.inttoptr(at, llty.as_pointer())
+
+            last = builder.sub(rows, ir.Constant(i64, 1))
+            a_rows = []
+            for i in range(mr):         # row i, clamped to the last row there is
+                index = ir.Constant(i64, i)
+                index = builder.select(builder.icmp_signed("<", index, rows), index, last)
+                a_rows.append(address(a, builder.mul(index, a_row)))
+            a_step = builder.mul(a_inner, size)
+            panel_step = ir.Constant(i64, nr * itemsize)
+            entry = builder.block
+            head = builder.append_basic_block("tile.head")
+            body = builder.append_basic_block("tile.body")
+            done = builder.append_basic_block("tile.done")
+            builder.branch(head)
+            builder.position_at_end(head)
+            kk = builder.phi(i64)
+            kk.add_incoming(ir.Constant(i64, 0), entry)
+            zero = ir.Constant(vector, [ir.Constant(scalar, 0.0)] * lanes)
+            sums = []
+            for _ in range(mr * nv):
+                acc = builder.phi(vector)
+                acc.add_incoming(zero, entry)
+                sums.append(acc)
+            builder.cbranch(builder.icmp_signed("<", kk, k), body, done)
+            builder.position_at_end(body)
+            row_at = builder.add(panel, builder.mul(kk, panel_step))
+            columns = [builder.load(pointer(builder.add(row_at, ir.Constant(
+                i64, j * VECTOR_BYTES)), vector), align=VECTOR_BYTES) for j in range(nv)]
+            a_offset = builder.mul(kk, a_step)
+            undefined = ir.Constant(vector, ir.Undefined)
+            splat = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
+            updated = []
+            for i in range(mr):
+                element = builder.load(pointer(builder.add(a_rows[i], a_offset), scalar),
+                                       align=itemsize)
+                broadcast = builder.shuffle_vector(
+                    builder.insert_element(undefined, element, ir.Constant(i32, 0)),
+                    undefined, splat)
+                for j in range(nv):
+                    updated.append(builder.call(fmuladd, [broadcast, columns[j],
+                                                          sums[i * nv + j]]))
+            for acc, value in zip(sums, updated):
+                acc.add_incoming(value, body)
+            kk.add_incoming(builder.add(kk, ir.Constant(i64, 1)), body)
+            builder.branch(head)
+            builder.position_at_end(done)
+            c_step = builder.mul(c_row, size)
+            streaming = builder.icmp_signed("!=", nt, ir.Constant(i64, 0))
+            line_mark = module.add_metadata([ir.Constant(i32, 1)])
+            with builder.if_else(streaming) as (nontemporal, regular):
+                for stream in (True, False):
+                    with (nontemporal if stream else regular):
+                        for i in range(mr):
+                            row = builder.add(c, builder.mul(ir.Constant(i64, i), c_step))
+                            for j in range(nv):
+                                store = builder.store(sums[i * nv + j], pointer(
+                                    builder.add(row, ir.Constant(i64, j * VECTOR_BYTES)),
+                                    vector), align=VECTOR_BYTES if stream else itemsize)
+                                if stream:
+                                    store.set_metadata("nontemporal", line_mark)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, tok):
+        sig = types.void(*([types.int64] * 5), tok)
+
+        def codegen(context, builder, signature, args):
+            dst, dst_row, src, src_row, rows, _ = args
+            scalar = context.get_value_type(signature.args[-1])
+            itemsize = signature.args[-1].bitwidth // 8
+            lanes = VECTOR_BYTES // itemsize
+            vector = ir.VectorType(scalar, lanes)
+            size = ir.Constant(i64, itemsize)
+            zero = ir.Constant(vector, [ir.Constant(scalar, 0.0)] * lanes)
+            last = builder.sub(rows, ir.Constant(i64, 1))
+            block = []
+            for row in range(lanes):    # rows past ``rows``: the last row again, zeroed
+                index = ir.Constant(i64, row)
+                inside = builder.icmp_signed("<", index, rows)
+                index = builder.select(inside, index, last)
+                at = builder.add(src, builder.mul(builder.mul(index, src_row), size))
+                value = builder.load(builder.inttoptr(at, vector.as_pointer()),
+                                     align=itemsize)
+                block.append(builder.select(inside, value, zero))
+            low = [x for pair in zip(range(lanes // 2), range(lanes, lanes + lanes // 2))
+                   for x in pair]
+            high = [x + lanes // 2 for x in low]
+            masks = [ir.Constant(ir.VectorType(i32, lanes), m) for m in (low, high)]
+            for _ in range(lanes.bit_length() - 1):     # log2(lanes) interleaving rounds
+                mixed = []
+                for row in range(lanes // 2):
+                    first, second = block[row], block[row + lanes // 2]
+                    mixed += [builder.shuffle_vector(first, second, mask) for mask in masks]
+                block = mixed
+            for row, value in enumerate(block):
+                at = builder.add(dst, builder.mul(builder.mul(ir.Constant(i64, row),
+                                                              dst_row), size))
+                builder.store(value, builder.inttoptr(at, vector.as_pointer()),
+                              align=VECTOR_BYTES)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    return {"_product_tile": _product_tile, "_transpose_block": _transpose_block,
+            "_product_columns": constant_of(lambda u: tile_shape(u)[1]),
+            "_product_rows": constant_of(lambda u: tile_shape(u)[0]),
+            "_product_lanes": constant_of(lambda u: VECTOR_BYTES // u)}
+
+
+def streams(daddr: int, nbytes: int, n: int, itemsize: int) -> bool:
+    """Whether a result of ``nbytes`` at ``daddr`` with rows of ``n`` elements gets its
+    full tiles as non-temporal stores: from :data:`NONTEMPORAL_MIN_BYTES`, the result
+    64-byte aligned and its rows whole lines (then every full tile's vectors are
+    aligned: NR elements are a whole number of vectors)."""
+    return nbytes >= NONTEMPORAL_MIN_BYTES and daddr % LINE == 0 and \
+        (n * itemsize) % LINE == 0
+
+
+def _item_addresses(base: int, shape: tuple[int, ...], strides: tuple[int, ...]
+                    ) -> np.ndarray:
+    """The addresses of a batch's items (C order over ``shape``; strides in bytes, any
+    sign, 0 for a broadcast dim) from the first's, ``base``."""
+    if len(shape) == 1:
+        return base + np.arange(shape[0], dtype=np.int64) * strides[0]
+    offsets = np.full(shape, base, np.int64)
+    for axis, (count, stride) in enumerate(zip(shape, strides)):
+        if count > 1 and stride:
+            place = [1] * len(shape)
+            place[axis] = count
+            offsets += (np.arange(count, dtype=np.int64) * stride).reshape(place)
+    return offsets.reshape(-1)
+
+
+def batched_product(run, left: np.ndarray, right: np.ndarray, out: np.ndarray,
+                    threads: int, streaming: bool = False) -> None:
+    """``out[...] = left @ right`` by the compiled ``run`` (:func:`runner`, for their
+    dtype) on ``threads`` threads (the kernel's pool): ``left`` (*batch, M, K),
+    ``right`` (*batch, K, N), any strides that are whole elements (negative, zero),
+    ``out`` a writeable C-contiguous (*batch, M, N) array of the same float dtype, not
+    overlapping either; the batch shapes equal, K <= :data:`MAX_INNER`. ``streaming``:
+    the full tiles go out as non-temporal stores where :func:`streams` allows (measured
+    no faster for the attention product's 16 MiB: off by default)."""
+    *batch, m, k = left.shape
+    n = right.shape[-1]
+    itemsize = out.itemsize
+    if out.size == 0:
+        return
+    if k > MAX_INNER:
+        raise ValueError(f"a summed dim of {k} (at most {MAX_INNER})")
+    batch = tuple(batch)
+    if batch != right.shape[:-2] or right.shape[-2] != k or \
+            out.shape != (*batch, m, n) or not out.flags.c_contiguous:
+        raise ValueError("the operands' shapes do not make the output's")
+    a_row, a_inner = left.strides[-2:]
+    b_inner, b_column = right.strides[-2:]
+    if a_row % itemsize or a_inner % itemsize or b_inner % itemsize or \
+            b_column % itemsize:
+        raise ValueError("strides that are not whole elements")
+    panels = -(-n // tile_shape(itemsize)[1])
+    count = math.prod(batch)
+    daddr = out.__array_interface__["data"][0]
+    nt = streaming and streams(daddr, out.nbytes, n, itemsize)
+    words = np.empty(_HEAD + ITEM_WORDS * count, np.int64)
+    words[:_HEAD] = (m, n, k, a_row // itemsize, a_inner // itemsize, b_inner // itemsize,
+                     b_column // itemsize, n, panels, int(nt), itemsize)
+    items = words[_HEAD:].reshape(count, ITEM_WORDS)
+    if batch:
+        items[:, 0] = _item_addresses(left.__array_interface__["data"][0], batch,
+                                      left.strides[:-2])
+        items[:, 1] = _item_addresses(right.__array_interface__["data"][0], batch,
+                                      right.strides[:-2])
+        items[:, 2] = daddr + np.arange(count, dtype=np.int64) * (m * n * itemsize)
+    else:
+        items[0] = (left.__array_interface__["data"][0],
+                    right.__array_interface__["data"][0], daddr)
+    parameters = (ctypes.c_int64 * P_LEN)()
+    parameters[P_SCRATCH] = _scratch_bytes(k, itemsize)
+    work = count * panels
+    # A fresh destination streamed to has its pages populated first, split over the
+    # threads (the row assembly's way).
+    populate = out.nbytes if nt and untouched(daddr, out.nbytes) else 0
+    execute((work, max(1, min(threads, work)), words, parameters, None,
+             words.__array_interface__["data"][0], ctypes.addressof(parameters), 1),
+            run, daddr, 0, populate)
