@@ -23,11 +23,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import numpy as np  # noqa: E402
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import interleaved, paired_ratio  # noqa: E402
+from timing import idle_workers_sleep, interleaved, paired_ratio  # noqa: E402
+
+idle_workers_sleep()                    # before numpy and torch are imported
+import numpy as np  # noqa: E402
 
 import rearrange as ra  # noqa: E402
 from rearrange.kernel import builds, rowmax  # noqa: E402

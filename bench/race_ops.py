@@ -24,15 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-if __name__ == "__main__":
-    # torch's idle OpenMP workers sleep (see bench/run.py): before torch is imported.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import numpy as np  # noqa: E402
-
 BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:   # imported from elsewhere (run.py puts it there itself)
     sys.path.insert(0, str(BENCH))
+
+if __name__ == "__main__":
+    # torch's and OpenBLAS's idle workers sleep (timing.IDLE_WORKERS_SLEEP): before
+    # numpy and torch are imported.
+    from timing import idle_workers_sleep
+    idle_workers_sleep()
+
+import numpy as np  # noqa: E402
 
 from timing import Timing, interleaved, paired_ratio  # noqa: E402
 

@@ -37,16 +37,17 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # run as `python bench/run.py` or imported by a test
     sys.path.insert(0, str(BENCH))
 
-# Idle OpenMP workers (torch's) spin for a while after each parallel call. On a shared
-# machine a spinning pool competes with the other jobs and with whichever contender runs
-# next (under load, torch's 2-thread copy of a 1 MiB permuted array took 2-4 ms here
-# instead of 40 us). So torch's idle workers sleep, unless --spin keeps the library's
-# default; sleeping costs each parallel region a wake-up (tens of us). rearrange's
-# workers spin 200 us after a copy and XLA's pool its own short while: both are their
-# libraries' defaults, bounded, and left as they are. This must be set before torch starts
-# its thread pool, hence before importing it.
+# Idle OpenMP workers (torch's) and OpenBLAS workers (numpy's) spin for a while after
+# each parallel call. On a shared machine a spinning pool competes with the other jobs
+# and with whichever contender runs next (under load, torch's 2-thread copy of a 1 MiB
+# permuted array took 2-4 ms here instead of 40 us). So their idle workers sleep
+# (timing.IDLE_WORKERS_SLEEP), unless --spin keeps the libraries' defaults; sleeping
+# costs each parallel region a wake-up (tens of us). This must be set before torch and
+# numpy start their thread pools, hence before importing them.
+from timing import idle_workers_sleep  # noqa: E402
+
 if "--spin" not in sys.argv:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    idle_workers_sleep()
 
 import numpy as np  # noqa: E402
 
@@ -149,6 +150,7 @@ def machine_info(libs: dict[str, Any]) -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "argv": sys.argv[1:],
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
+        "openblas_thread_timeout": os.environ.get("OPENBLAS_THREAD_TIMEOUT", "unset"),
     }
 
 
@@ -197,7 +199,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--render", type=Path, metavar="JSON",
                         help="no run: tables and plots again from a run's JSON, next to it")
     parser.add_argument("--spin", action="store_true",
-                        help="leave OMP_WAIT_POLICY unset: idle OpenMP workers spin (default: PASSIVE)")
+                        help="leave OMP_WAIT_POLICY and OPENBLAS_THREAD_TIMEOUT unset: idle OpenMP "
+                             "and OpenBLAS workers spin (default: they sleep)")
     return parser.parse_args(argv)
 
 

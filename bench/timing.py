@@ -21,12 +21,31 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 Call = Callable[[], Any]
+
+# What the libraries' idle workers do between a contender's calls, in every race: sleep.
+# torch's OpenMP workers (OMP_WAIT_POLICY) and numpy's OpenBLAS workers
+# (OPENBLAS_THREAD_TIMEOUT: 2**4 cycles, its least, instead of 2**28, ~0.1 s) otherwise
+# spin on after a call and take a core from whichever contender runs next (measured: 0.13
+# s of CPU by OpenBLAS in the 0.3 s after one matmul, 0 with the timeout; torch's
+# attention einsum after numpy's 5.9-7.2 ms, after its own 3.4-4.4). Neither library's
+# own calls were slower with it (numpy's attention matmul and chain einsum, medians of
+# three blocks, alternated: within the runs' noise). rearrange's workers spin 200 us
+# after a job, XLA's pool not measurably (0.0 s of CPU in the 0.3 s after a call): both
+# left as they are. Set before numpy and torch are imported (their pools read it once).
+IDLE_WORKERS_SLEEP = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
+
+
+def idle_workers_sleep() -> None:
+    """:data:`IDLE_WORKERS_SLEEP` into the environment (values the caller set stay)."""
+    for name, value in IDLE_WORKERS_SLEEP.items():
+        os.environ.setdefault(name, value)
 
 
 @dataclass
