@@ -380,6 +380,29 @@ def test_background_mode_pools_with_the_views_until_the_runner_is_ready(tmp_path
                       "status": ["compiling", "ready"], "ran": ["sum_windows"]}
 
 
+def test_jit_off_in_a_fresh_process_pools_with_the_views(tmp_path):
+    """``REARRANGE_JIT=off``: average pooling is the views' (numpy's bits), no runner is
+    asked for, numba is never imported, and explain says why."""
+    build_tests = pytest.importorskip("test_jit_builds")
+    report = build_tests.run("""
+        from rearrange.kernel import rowmax
+        ra.set_num_threads(2)
+        ran = []
+        real = rowmax.sum_windows
+        rowmax.sum_windows = lambda *a: (ran.append("sum_windows"), real(*a))[1]
+        x = np.random.default_rng(8).standard_normal((8, 32, 64, 64))
+        windows = x.reshape(8, 32, 32, 2, 32, 2).transpose(0, 1, 2, 4, 3, 5)
+        exact = [ra.reduce(x, "b c (h 2) (w 2) -> b c h w", r).tobytes()
+                 == getattr(windows, r)(axis=(4, 5)).tobytes() for r in ("sum", "mean")]
+        reason = ra.explain(x, "b c (h 2) (w 2) -> b c h w", op="reduce",
+                            reduction="mean").steps[-1].reason
+        print(json.dumps({"exact": exact, "ran": ran, "numba": "numba" in sys.modules,
+                          "off": "REARRANGE_JIT is off" in reason}))
+    """, tmp_path / "cache", mode="off")
+    assert report["exact"] == [True, True] and report["ran"] == []
+    assert not report["numba"] and report["off"], report
+
+
 def test_runner_family():
     with pytest.raises(ValueError, match="2-byte units"):
         rowmax.runner(2, rowmax.WINDOW_SUMS)
