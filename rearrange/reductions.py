@@ -153,7 +153,13 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 #   loop over a short window keeps (a window that is one contiguous run of 8 or more,
 #   where numpy's SIMD lanes choose, is left to the views). Wider windows (3x3) stay
 #   views: read one by one they were slower.
-#   All three runners: the copy kernel's rules (never compiled in the caller's thread by
+# * a sum or mean of float32 or float64 over the same windows (average pooling): the
+#   compiled window sums (kernel/rowmax.py, "window-sums", strategy "pool-sums"), only
+#   where the views would run and add in an order the runner repeats (_summed_windows:
+#   2 columns in the order "rows", a pair then the pairs; 1 column "flat"), then + 0.0
+#   and the mean's division as the views do: the views' result, bit for bit, each window
+#   row read once into the output row (4.5-7x the views at 98 MiB, 1.6-3x at 256 KiB).
+#   All the compiled runners: the copy kernel's rules (never compiled in the caller's thread by
 #   default, numpy's way until ready, exact aligned native ndarrays only, the layout
 #   re-checked on the array itself).
 
@@ -197,7 +203,7 @@ COLUMNS_MIN_WIDTH = 16
 # POOL_MIN_BYTES or more, whose rows' windows are 1 or 2 consecutive elements (read as
 # vectors: 2x2 1.5x the views at 128 KiB, 3-4x at 98 MiB). Wider windows (3x3, 2x3),
 # read one by one, were 0.6-0.8x the views up to 36 MiB of float32: the views' way.
-POOL_MIN_BYTES = 1 << 18
+POOL_MIN_BYTES = 1 << 18     # (the window sums' too: 1.6-3.0x the views there, at 1 and 2 threads)
 # The reductions combined from partial results, and how.
 _PARTIAL_UFUNCS = {"max": np.maximum, "min": np.minimum, "any": np.logical_or,
                    "all": np.logical_and}

@@ -12,6 +12,9 @@ the copy kernel's threads:
 * **window maxima** (:data:`WINDOWS`): maxima and minima over small windows whose rows
   are 1 or 2 consecutive elements (pooling, ``"b c (h 2) (w 2) -> b c h w"``): each
   window row read once as vectors into its output row (see :func:`_run_window_max`).
+* **window sums** (:data:`WINDOW_SUMS`): sums and means over the same windows (average
+  pooling) in the order rearrange/reductions.py's views add them, which is numpy's
+  (see :func:`_run_window_sums`).
 
 numpy reduces these layouts through its iterator (a per-channel maximum: one call of its
 inner loop a run, ~11% of its time at runs of 3136 and most of it at runs of 56), and
@@ -39,7 +42,8 @@ pool's workers call runners): ``cp`` the control block (its C_NWORK: the work un
 ``d`` the first output, ``s`` the input's first element, ``itp`` the parameters
 (:data:`P_OP` ..., :data:`Q_ROWS` ...), ``pp`` unused. Unit 4 reads float32, unit 8
 float64. They are cached, loaded and compiled by :mod:`.builds` as the families
-:data:`FAMILY`, :data:`COLUMN_SUMS` and :data:`WINDOWS`; nothing here imports numba.
+:data:`FAMILY`, :data:`COLUMN_SUMS`, :data:`WINDOWS` and :data:`WINDOW_SUMS`; nothing
+here imports numba.
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ _P_LEN = 7
 # 1 for a mean.
 (Q_ROWS, Q_WIDTH, Q_BLOCK, Q_ROW_STRIDE, Q_OUTER_STRIDE, Q_OUT_STRIDE, Q_MEAN) = range(7)
 COLUMN_BLOCK_BYTES = 16384      # a work unit's block of an output row (in L1 as it is summed)
-# The window maxima's parameters: the reduction, outputs in an output row, the stride
+# The window maxima's (and window sums') parameters: the reduction (OP_MAX / OP_MIN;
+# OP_SUM / OP_MEAN), outputs in an output row, the stride
 # between the output rows' first windows (input), the window's rows and their stride,
 # its columns (1 or 2: consecutive, a row's windows one after the other; elements).
 W_OP, W_WIDTH, W_OUTER_STRIDE, W_ROWS, W_ROW_STRIDE, W_COLS = range(6)
@@ -281,9 +286,9 @@ def _run_window_sums(cp, d, s, itp, pp, tok):
 
 
 def runner(u: int, family: str = FAMILY, compile: bool = True):
-    """The row-max (column-sums, window-max, window-sums) runner for ``u``-byte floats (loaded from the disk
-    cache when it is there): as :func:`.loops.runner`, which :mod:`.builds` calls it in
-    place of."""
+    """The row-max (column-sums, window-max, window-sums) runner for ``u``-byte floats
+    (loaded from the disk cache when it is there): as :func:`.loops.runner`, which
+    :mod:`.builds` calls it in place of."""
     from . import jit as jit_module      # (looked up per call: tests wrap it)
 
     runs = {FAMILY: _run_row_max, COLUMN_SUMS: _run_column_sums, WINDOWS: _run_window_max,
