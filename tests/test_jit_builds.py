@@ -243,13 +243,14 @@ def test_the_warmup_command_leaves_every_runner_on_disk(tmp_path: Path) -> None:
                                       "row-max[float32]", "row-max[float64]",
                                       "column-sums[float32]", "column-sums[float64]",
                                       "window-max[float32]", "window-max[float64]",
+                                      "window-sums[float32]", "window-sums[float64]",
                                       "row-join[uint8]", "gemm[float32]", "gemm[float64]"])
     assert not workers_alive(cache)
     later = run(f"""
         on_disk = [builds.status(f, u) for f in ("rows", "transpose", "tiles")
                    for u in (1, 2, 4, 8)] + [builds.status(*builds.POOL_KEY)] + [
                    builds.status(f, u) for f in ("row-sums", "row-max", "column-sums",
-                                                 "window-max")
+                                                 "window-max", "window-sums")
                    for u in (4, 8)] + [builds.status("row-join", 1)] + [
                    builds.status("gemm", u) for u in (4, 8)]
         for dtype, shape, pattern, family, unit in {FIRST_COPIES!r}:

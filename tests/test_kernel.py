@@ -1285,7 +1285,7 @@ def test_warmup_compiles_every_family_and_unit_size() -> None:
     assert set(done) == {f"{family}[uint{8 * u}]" for family in ("rows", "transpose", "tiles")
                          for u in (1, 2, 4, 8)} | {"pool[uint64]"} | {
         f"{family}[float{8 * u}]" for family in ("row-sums", "row-max", "column-sums",
-                                                 "window-max")
+                                                 "window-max", "window-sums")
         for u in (4, 8)} | {"row-join[uint8]", "gemm[float32]", "gemm[float64]"}
     from rearrange.kernel import builds
 
@@ -1293,7 +1293,8 @@ def test_warmup_compiles_every_family_and_unit_size() -> None:
                for family in ("rows", "transpose", "tiles") for u in (1, 2, 4, 8))
     assert builds.status(*builds.POOL_KEY) == "ready"
     assert all(builds.status(family, u) == "ready"
-               for family in ("row-sums", "row-max", "column-sums", "window-max")
+               for family in ("row-sums", "row-max", "column-sums", "window-max",
+                              "window-sums")
                for u in (4, 8))
     assert builds.status("row-join", 1) == "ready"
     assert all(builds.status("gemm", u) == "ready" for u in (4, 8))

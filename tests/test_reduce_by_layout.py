@@ -119,6 +119,7 @@ POOLS = [
     # (shape, pattern): both sides of the window's output threshold and size
     ((1, 4, 64, 64), "b c (h 2) (w 2) -> b c h w"),        # 4096 outputs: window
     ((1, 4, 62, 64), "b c (h 2) (w 2) -> b c h w"),        # 3968 outputs: numpy's
+    ((4, 16, 64, 64), "b c (h 2) (w 2) -> b c h w"),       # 1 MiB: the compiled pools
     ((2, 8, 64, 64), "b c (h 4) (w 4) -> b c h w"),        # 16 elements: window
     ((2, 3, 90, 90), "b c (h 3) (w 6) -> b c h w"),        # 18 elements: numpy's
     ((4, 64, 32, 32), "b c h w -> b h w"),                 # 262144 bytes: one thread
@@ -214,7 +215,8 @@ def test_slabs_widen_their_pool_with_the_thread_count():
 _WORDS = {"numpy": ("in one call",), "window": ("strided views",),
           "partials": ("parts of the input",), "slabs": ("slabs of the output", "in one call"),
           "rows": ("compiled row-sums runner",), "columns": ("compiled column-sums runner",),
-          "runs": ("compiled row-max runner",), "pool": ("compiled window-max runner",)}
+          "runs": ("compiled row-max runner",), "pool": ("compiled window-max runner",),
+          "pool-sums": ("compiled window-sums runner",)}
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -248,7 +250,7 @@ def test_explain_says_how_the_reduction_runs(threads, reduction, monkeypatch):
                                                       reduction=reduction).steps
                           if step.op == "reduce").reason
             assert any(words in reason for words in _WORDS[strategy]), (strategy, reason)
-            if strategy in ("rows", "columns", "runs", "pool"):
+            if strategy in ("rows", "columns", "runs", "pool", "pool-sums"):
                 assert "until it is compiled" in reason
         if threads == 2 or reduction in ("max", "sum", "mean"):
             assert len(seen) >= 2       # the cases straddle the thresholds

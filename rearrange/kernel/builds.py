@@ -186,7 +186,7 @@ def _load(key: Key, compile: bool) -> Any:
         return gemm.runner(key[1], key[0], compile=compile)
     if key[0] == rowsums.FAMILY:     # the reductions' runners, same machinery
         return rowsums.runner(key[1], key[0], compile=compile)
-    if key[0] in (rowmax.FAMILY, rowmax.COLUMN_SUMS, rowmax.WINDOWS):
+    if key[0] in (rowmax.FAMILY, rowmax.COLUMN_SUMS, rowmax.WINDOWS, rowmax.WINDOW_SUMS):
         return rowmax.runner(key[1], key[0], compile=compile)
     return runner(key[1], key[0], compile=compile)
 
@@ -354,7 +354,7 @@ def build_everything(parallel: int = 1, load: bool = True, progress=None) -> lis
 
     from .gemm import FAMILY as GEMM, FLOAT_TOKENS as GEMM_TOKENS
     from .rowjoin import FAMILY as ROW_JOIN, UNIT as ROW_JOIN_UNIT
-    from .rowmax import COLUMN_SUMS, FLOAT_DTYPES, FAMILY as ROW_MAX, WINDOWS
+    from .rowmax import COLUMN_SUMS, FLOAT_DTYPES, FAMILY as ROW_MAX, WINDOW_SUMS, WINDOWS
     from .rowsums import FAMILY as ROW_SUMS, FLOAT_TOKENS
 
     # the reductions' runners (.rowsums, .rowmax), named by the floats they read; pack's
@@ -362,11 +362,12 @@ def build_everything(parallel: int = 1, load: bool = True, progress=None) -> lis
     # products (.gemm), named by their floats
     keys = [(family, u) for family in _WARMUP_ORDER for u in UNIT_DTYPES] + [POOL_KEY] + \
         [(ROW_SUMS, u) for u in FLOAT_TOKENS] + \
-        [(family, u) for family in (ROW_MAX, COLUMN_SUMS, WINDOWS) for u in FLOAT_DTYPES] + \
+        [(family, u) for family in (ROW_MAX, COLUMN_SUMS, WINDOWS, WINDOW_SUMS)
+         for u in FLOAT_DTYPES] + \
         [(ROW_JOIN, ROW_JOIN_UNIT)] + [(GEMM, u) for u in GEMM_TOKENS]
     tokens = {family: UNIT_DTYPES for family, _ in keys} | {
         ROW_SUMS: FLOAT_TOKENS, ROW_MAX: FLOAT_DTYPES, COLUMN_SUMS: FLOAT_DTYPES,
-        WINDOWS: FLOAT_DTYPES, GEMM: GEMM_TOKENS}
+        WINDOWS: FLOAT_DTYPES, WINDOW_SUMS: FLOAT_DTYPES, GEMM: GEMM_TOKENS}
     names = {key: f"{key[0]}[{tokens[key[0]][key[1]].__name__}]" for key in keys}
     done: set[Key] = set()
 

@@ -12,6 +12,9 @@ the copy kernel's threads:
 * **window maxima** (:data:`WINDOWS`): maxima and minima over small windows whose rows
   are 1 or 2 consecutive elements (pooling, ``"b c (h 2) (w 2) -> b c h w"``): each
   window row read once as vectors into its output row (see :func:`_run_window_max`).
+* **window sums** (:data:`WINDOW_SUMS`): sums and means over the same windows (average
+  pooling) in the order rearrange/reductions.py's views add them, which is numpy's
+  (see :func:`_run_window_sums`).
 
 numpy reduces these layouts through its iterator (a per-channel maximum: one call of its
 inner loop a run, ~11% of its time at runs of 3136 and most of it at runs of 56), and
@@ -39,7 +42,8 @@ pool's workers call runners): ``cp`` the control block (its C_NWORK: the work un
 ``d`` the first output, ``s`` the input's first element, ``itp`` the parameters
 (:data:`P_OP` ..., :data:`Q_ROWS` ...), ``pp`` unused. Unit 4 reads float32, unit 8
 float64. They are cached, loaded and compiled by :mod:`.builds` as the families
-:data:`FAMILY`, :data:`COLUMN_SUMS` and :data:`WINDOWS`; nothing here imports numba.
+:data:`FAMILY`, :data:`COLUMN_SUMS`, :data:`WINDOWS` and :data:`WINDOW_SUMS`; nothing
+here imports numba.
 """
 
 from __future__ import annotations
@@ -52,16 +56,19 @@ import numpy as np
 from .abi import P_LEN
 from .threads import execute
 
-__all__ = ["FAMILY", "COLUMN_SUMS", "WINDOWS", "FLOAT_DTYPES", "OP_MAX", "OP_MIN",
-           "runner", "reduce_runs", "sum_columns", "reduce_windows"]
+__all__ = ["FAMILY", "COLUMN_SUMS", "WINDOWS", "WINDOW_SUMS", "FLOAT_DTYPES", "OP_MAX",
+           "OP_MIN", "OP_SUM", "OP_MEAN", "runner", "reduce_runs", "sum_columns",
+           "reduce_windows", "sum_windows"]
 
 FAMILY = "row-max"
 COLUMN_SUMS = "column-sums"     # the sums (and means) down columns of rows: same module
 WINDOWS = "window-max"          # the maxima (and minima) over small windows: pooling
+WINDOW_SUMS = "window-sums"     # the sums (and means) over the same windows: average pooling
 PREFETCH_LINES = 16     # cache lines of the next run's head prefetched (1 KiB)
 # The runner's unit size -> the floats it reads (its token is UNIT_DTYPES' unsigned type).
 FLOAT_DTYPES = {4: np.float32, 8: np.float64}
 OP_MAX, OP_MIN = 0, 1
+OP_SUM, OP_MEAN = 0, 1          # the window sums' W_OP
 # The parameters at itp (int64): the reduction, elements in a run, runs an output, the
 # stride between runs, between the outputs' first runs and between outputs (elements),
 # and the count of outputs whose zeros have both signs (the runner's, atomically).
@@ -73,7 +80,8 @@ _P_LEN = 7
 # 1 for a mean.
 (Q_ROWS, Q_WIDTH, Q_BLOCK, Q_ROW_STRIDE, Q_OUTER_STRIDE, Q_OUT_STRIDE, Q_MEAN) = range(7)
 COLUMN_BLOCK_BYTES = 16384      # a work unit's block of an output row (in L1 as it is summed)
-# The window maxima's parameters: the reduction, outputs in an output row, the stride
+# The window maxima's (and window sums') parameters: the reduction (OP_MAX / OP_MIN;
+# OP_SUM / OP_MEAN), outputs in an output row, the stride
 # between the output rows' first windows (input), the window's rows and their stride,
 # its columns (1 or 2: consecutive, a row's windows one after the other; elements).
 W_OP, W_WIDTH, W_OUTER_STRIDE, W_ROWS, W_ROW_STRIDE, W_COLS = range(6)
@@ -223,13 +231,68 @@ def _run_window_max(cp, d, s, itp, pp, tok):
     _publish(cp, done)
 
 
+def _run_window_sums(cp, d, s, itp, pp, tok):
+    """One thread's share of the window sums (:data:`WINDOW_SUMS`): work unit ``o`` is
+    the output row ``o`` (``W_WIDTH`` outputs), output ``j`` of it the sum (``W_OP``:
+    :data:`OP_SUM`) or mean (:data:`OP_MEAN`) of the window of ``W_ROWS`` rows
+    (``W_ROW_STRIDE`` apart) of ``W_COLS`` consecutive elements (1 or 2) at input
+    element ``o * W_OUTER_STRIDE + j * W_COLS``, in the views' order (the "window"
+    strategy of rearrange/reductions.py, numpy's for these layouts): each window row's
+    two elements added first (``a0 + a1``; a 1-column row is its element), then the
+    rows' partial sums one after the other into the output row (``((r0) + r1) + r2``),
+    which stays in L1 while the window's rows are taken in turn; then ``+ 0.0`` (a -0.0
+    sum becomes +0.0, as numpy's sums start from 0) and, for a mean, the division by
+    the window's element count in float64, rounded to the type (float32: the correctly
+    rounded quotient, as numpy's float32 division gives). Each add is in the data's
+    type: the same bits as the views, NaN and infinities propagating as they do."""
+    op, width, outer_stride = itp[W_OP], itp[W_WIDTH], itp[W_OUTER_STRIDE]
+    rows, row_stride, cols = itp[W_ROWS], itp[W_ROW_STRIDE], itp[W_COLS]
+    zero = _float_zero(tok)
+    divisor = np.float64(rows * cols)
+    chunks = _home(cp)
+    done = op - op
+    while True:
+        lo, hi, chunks = _claim(cp, chunks)
+        if lo >= hi:
+            break
+        for o in range(lo, hi):
+            source = o * outer_stride
+            into = o * width
+            if cols == 2:
+                for j in range(width):
+                    _stb(d, into + j, _ld(s, source + 2 * j, zero)
+                         + _ld(s, source + 2 * j + 1, zero))
+                for r in range(1, rows):
+                    at = source + r * row_stride
+                    for j in range(width):
+                        _stb(d, into + j, _ldb(d, into + j, zero)
+                             + (_ld(s, at + 2 * j, zero) + _ld(s, at + 2 * j + 1, zero)))
+            else:
+                for j in range(width):
+                    _stb(d, into + j, _ld(s, source + j, zero))
+                for r in range(1, rows):
+                    at = source + r * row_stride
+                    for j in range(width):
+                        _stb(d, into + j, _ldb(d, into + j, zero) + _ld(s, at + j, zero))
+            if op == OP_MEAN:
+                for j in range(width):
+                    _stb(d, into + j, _narrow(np.float64(_ldb(d, into + j, zero) + zero)
+                                              / divisor, zero))
+            else:
+                for j in range(width):
+                    _stb(d, into + j, _ldb(d, into + j, zero) + zero)
+        done += hi - lo
+    _publish(cp, done)
+
+
 def runner(u: int, family: str = FAMILY, compile: bool = True):
-    """The row-max (column-sums, window-max) runner for ``u``-byte floats (loaded from the disk
-    cache when it is there): as :func:`.loops.runner`, which :mod:`.builds` calls it in
-    place of."""
+    """The row-max (column-sums, window-max, window-sums) runner for ``u``-byte floats
+    (loaded from the disk cache when it is there): as :func:`.loops.runner`, which
+    :mod:`.builds` calls it in place of."""
     from . import jit as jit_module      # (looked up per call: tests wrap it)
 
-    runs = {FAMILY: _run_row_max, COLUMN_SUMS: _run_column_sums, WINDOWS: _run_window_max}
+    runs = {FAMILY: _run_row_max, COLUMN_SUMS: _run_column_sums, WINDOWS: _run_window_max,
+            WINDOW_SUMS: _run_window_sums}
     if family not in runs:
         raise ValueError(f"no {family!r} runner here")
     if u not in FLOAT_DTYPES:
@@ -573,6 +636,26 @@ def reduce_windows(run, out: np.ndarray, source: int, op: int, width: int,
         raise ValueError(f"windows of {cols} columns are not read as vectors")
     units = out.shape[0]
     params = _WindowParameters(op, width, outer_stride, rows, row_stride, cols)
+    unused, unused_address = _unused_parameters()
+    execute((units, max(1, min(threads, units)), params, unused, None,
+             ctypes.addressof(params), unused_address, 1),
+            run, out.__array_interface__["data"][0], source, 0)
+
+
+def sum_windows(run, out: np.ndarray, source: int, mean: bool, width: int,
+                outer_stride: int, rows: int, row_stride: int, cols: int,
+                threads: int) -> None:
+    """``out`` (a writeable C-contiguous (output rows, ``width``) array of the runner's
+    float type) = the sums (or means, ``mean``) over windows in the views' order (see
+    :func:`_run_window_sums`), by the compiled window-sums ``run`` on ``threads``
+    threads: output ``(o, j)`` adds the ``rows`` x ``cols`` elements (``cols`` 1 or 2)
+    at address ``source + (o * outer_stride + r * row_stride + j * cols + c) *
+    itemsize`` (strides in elements; the caller vouches for the memory)."""
+    if cols not in (1, 2):
+        raise ValueError(f"windows of {cols} columns are not summed here")
+    units = out.shape[0]
+    params = _WindowParameters(OP_MEAN if mean else OP_SUM, width, outer_stride, rows,
+                               row_stride, cols)
     unused, unused_address = _unused_parameters()
     execute((units, max(1, min(threads, units)), params, unused, None,
              ctypes.addressof(params), unused_address, 1),
