@@ -209,7 +209,7 @@ def _run_gemm(cp, d, s, itp, pp, tok):
                 # full tiles: rows [top, full), K in blocks of inner_block (the first
                 # block stores the tile, later ones add theirs to it, read back from C)
                 full = top + (bottom - top) // mr * mr if cols == nr else top
-                for kb in range(0, k, inner_block):
+                for kb in range(0, max(k, 1), inner_block):    # (K = 0: one, storing 0)
                     depth = min(inner_block, k - kb)
                     stream = nt if kb + depth >= k else nt - nt    # the last block's stores
                     for i in range(top, full, mr):
