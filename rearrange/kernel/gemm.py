@@ -115,7 +115,8 @@ def blocking(count: int, panels: int, m: int, k: int, itemsize: int, threads: in
     row_block = max(mr, ROW_BLOCK_BYTES // (depth * itemsize) // mr * mr)
     wanted = -(-UNITS_PER_THREAD * threads // (count * column_blocks))
     if wanted > 1:
-        row_block = min(row_block, max(mr, -(-m // wanted // mr) * mr))
+        # (whole tiles, rounded down: at least ``wanted`` blocks, or one a tile)
+        row_block = min(row_block, max(mr, -(-m // wanted) // mr * mr))
     row_block = min(row_block, m)
     inner_blocks = -(-depth // INNER_BLOCK)
     return block_panels, row_block, -(-depth // inner_blocks)
