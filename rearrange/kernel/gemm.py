@@ -35,11 +35,11 @@ K-term sum (about K * eps * sum |a_k b_k|), not bit for bit.
 
 The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
 ``run(cp, d, s, itp, pp, tok)``), with a float token: ``cp`` the control block
-(C_NWORK: the units, batch-major, then column block, then row block), ``d`` and ``s`` unused (the batch items' addresses
-are in the parameters), ``itp`` the parameters (:data:`G_M` ..., then
-:data:`ITEM_WORDS` addresses per batch item), ``pp`` the parameter vector
-:func:`.threads.execute` reads (its P_SCRATCH: each thread's scratch bytes). It claims
-chunks of panels on the kernel's pool (:func:`.threads.execute`) as the other runners
+(C_NWORK: the units, batch-major, then column block, then row block), ``d`` and ``s``
+unused (the batch items' addresses are in the parameters), ``itp`` the parameters
+(:data:`G_M` ..., then :data:`ITEM_WORDS` addresses per batch item), ``pp`` the
+parameter vector :func:`.threads.execute` reads (its P_SCRATCH: each thread's scratch
+bytes). It claims chunks of units on the kernel's pool (:func:`.threads.execute`) as the other runners
 do. It is cached, loaded and compiled by :mod:`.builds` as the family :data:`FAMILY`,
 unit 4 (float32) or 8 (float64); nothing here imports numba.
 """
@@ -56,8 +56,8 @@ from .pages import untouched
 from .plan import LINE, VECTOR_BYTES
 from .threads import execute
 
-__all__ = ["FAMILY", "FLOAT_TOKENS", "MAX_INNER", "NONTEMPORAL_MIN_BYTES", "runner", "blocking",
-           "tile_shape", "streams", "batched_product"]
+__all__ = ["FAMILY", "FLOAT_TOKENS", "MAX_INNER", "NONTEMPORAL_MIN_BYTES", "runner",
+           "blocking", "tile_shape", "streams", "batched_product"]
 
 FAMILY = "gemm"
 # The runner's unit size -> its data's type (the token it is compiled for).
