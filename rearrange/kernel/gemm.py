@@ -39,8 +39,8 @@ The runner follows the copy kernel's calling convention (:func:`.jit.compile_run
 unused (the batch items' addresses are in the parameters), ``itp`` the parameters
 (:data:`G_M` ..., then :data:`ITEM_WORDS` addresses per batch item), ``pp`` the
 parameter vector :func:`.threads.execute` reads (its P_SCRATCH: each thread's scratch
-bytes). It claims chunks of units on the kernel's pool (:func:`.threads.execute`) as the other runners
-do. It is cached, loaded and compiled by :mod:`.builds` as the family :data:`FAMILY`,
+bytes). It claims chunks of units on the kernel's pool (:func:`.threads.execute`) as
+the other runners do. It is cached, loaded and compiled by :mod:`.builds` as the family :data:`FAMILY`,
 unit 4 (float32) or 8 (float64); nothing here imports numba.
 """
 
