@@ -40,8 +40,8 @@ unused (the batch items' addresses are in the parameters), ``itp`` the parameter
 (:data:`G_M` ..., then :data:`ITEM_WORDS` addresses per batch item), ``pp`` the
 parameter vector :func:`.threads.execute` reads (its P_SCRATCH: each thread's scratch
 bytes). It claims chunks of units on the kernel's pool (:func:`.threads.execute`) as
-the other runners do. It is cached, loaded and compiled by :mod:`.builds` as the family :data:`FAMILY`,
-unit 4 (float32) or 8 (float64); nothing here imports numba.
+the other runners do. It is cached, loaded and compiled by :mod:`.builds` as the family
+:data:`FAMILY`, unit 4 (float32) or 8 (float64); nothing here imports numba.
 """
 
 from __future__ import annotations
