@@ -116,7 +116,8 @@ def _close(got, left, right) -> None:
     assert np.all(np.abs(got - want) <= 4 * max(left.shape[-1], 1) * eps * bound + 1e-30)
 
 
-@pytest.mark.parametrize("k", [1, 127, 128, 129, 255, 256, 257, 383, 384, 385, 511, 512])
+@pytest.mark.parametrize("k", [1, 127, 128, 129, 255, 256, 257, 383, 384, 385, 511, 512,
+                               513, 1023, 1024])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_k_blocks_edges(runners, k, threads):
     """K just below, at and above each multiple of the K block (INNER_BLOCK: the tile
@@ -274,9 +275,10 @@ def test_summed_and_column_bounds_through_the_chain(runners, products, restored,
     assert ("path step 2 " in text) is (len(runs) == 1)
 
 
-@pytest.mark.parametrize("k,taken", [(512, True), (513, False)])
+@pytest.mark.parametrize("k,taken", [(1024, True), (1025, False)])
 def test_longest_summed_dim_through_the_chain(runners, products, restored, k, taken):
-    """A step summing K = 512 runs on the runner, 513 on numpy.einsum (GEMM_MAX_INNER)."""
+    """A step summing K = 1024 runs on the runner, 1025 on numpy.einsum
+    (GEMM_MAX_INNER)."""
     rng = np.random.default_rng(k)
     x, y, z = _values(rng, (512, k)), _values(rng, (k, 128)), _values(rng, (128, 128))
     got = ra.einsum(x, y, z, "i j, j k, k l -> i l")

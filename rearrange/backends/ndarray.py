@@ -1175,11 +1175,12 @@ def _compiled_step(subscripts: str, left: Any, right: Any) -> np.ndarray | None:
 
 GEMM = "gemm"                   # the runner's family (kernel/gemm.FAMILY)
 GEMM_DTYPES = ("float32", "float64")
-# The summed dims the runner takes: up to kernel/gemm.MAX_INNER (the same number: the
-# packed panel stays in cache, the sums in registers; numpy.matmul's BLAS beyond), from
-# 32 (K = 16: 0.76-0.92x numpy.matmul at one thread, each tile's stores and set-up
-# against 16 steps of sums).
-GEMM_MAX_INNER = 512
+# The summed dims the runner takes: up to kernel/gemm.MAX_INNER (the same number: K in
+# blocks that keep the packed panel's part in L1; (1, 4096, 1024, 256) 1.11x and (8, 256,
+# 1024, 256) 1.28x numpy.matmul at two threads, (1, 4096, 2048, 256) 1.12x at one: not
+# taken beyond 1024, not measured at two threads), from 32 (K = 16: 0.76-0.92x
+# numpy.matmul at one thread, each tile's stores and set-up against 16 steps of sums).
+GEMM_MAX_INNER = 1024
 GEMM_MIN_INNER = 32
 # Products with fewer multiply-adds than this stay numpy.matmul's: the call's set-up
 # (~25-40 us here) against BLAS's small-matrix loops (1M multiply-adds, (4, 64, 64, 64):

@@ -73,9 +73,10 @@ FLOAT_TOKENS = {4: np.float32, 8: np.float64}
 _HEAD = 16
 ITEM_WORDS = 3          # the addresses of A[b], B[b], C[b]
 # The longest summed dim: a thread's packed panels (K x NR elements each, 64 KiB of
-# float32 at K = 256 on AVX-512) stay in L2, a K block of the one being read in L1.
-# Longer K goes to numpy's matmul (not measured beyond).
-MAX_INNER = 512
+# float32 at K = 256 on AVX-512, 256 KiB at 1024) stay in L2, a K block of the one being
+# read in L1. Measured ahead of numpy.matmul to here (docs/performance.md, "The chain's
+# product"); longer K goes to numpy's matmul.
+MAX_INNER = 1024
 # Results this large may get their full tiles as non-temporal stores where C's rows
 # start on lines (:func:`streams`; only where the caller asks: batched_product's
 # ``streaming``, off by default — 2.32-4.76 ms against regular stores' 2.40-3.24 for
