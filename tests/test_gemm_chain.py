@@ -400,3 +400,28 @@ def test_off_not_ready_and_subclasses(runners, products, monkeypatch, restored):
     assert products == []
     ra.einsum(a, m1, m2, CHAIN)
     assert len(products) == 2
+
+
+class _OldReshape(np.ndarray):
+    """An array whose reshape has no ``copy=`` keyword, as numpy's before 2.1."""
+
+    def reshape(self, *shape, **options):
+        if options:
+            raise TypeError("reshape() got an unexpected keyword argument 'copy'")
+        return super().reshape(*shape)
+
+
+@pytest.mark.parametrize("old", [False, True])
+def test_view_as_gives_views_or_none(old):
+    """A grouping the strides allow: a view of the same memory, with numpy's reshape
+    values; one that needs a copy: None — with numpy's copy= keyword and without."""
+    from rearrange.backends.ndarray import _view_as
+
+    x = np.arange(4 * 8 * 16, dtype=np.float32).reshape(4, 8, 16)
+    if old:
+        x = x.view(_OldReshape)
+    grouped = _view_as(x, (32, 16))
+    assert grouped is not None and np.shares_memory(grouped, x)
+    np.testing.assert_array_equal(np.asarray(grouped), np.asarray(x).reshape(32, 16))
+    assert _view_as(x.swapaxes(0, 1), (32, 16)) is None
+    assert x.shape == (4, 8, 16)

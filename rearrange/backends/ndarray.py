@@ -1137,6 +1137,22 @@ def step_product(subscripts: str, left_shape: tuple[int, ...],
                        length(columns), tuple(sizes[c] for c in out), transposed)
 
 
+def _view_as(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``x`` reshaped to ``shape`` as a view of its strides, or None where only a copy
+    could have that shape."""
+    try:
+        return x.reshape(shape, copy=False)
+    except ValueError:
+        return None
+    except TypeError:           # numpy < 2.1: no copy= keyword
+        view = x.view()
+        try:
+            view.shape = shape      # in place: refused where a copy would be needed
+        except AttributeError:
+            return None
+        return view
+
+
 def _compiled_step(subscripts: str, left: Any, right: Any) -> np.ndarray | None:
     """The step ``left,right->out`` by the compiled batched product, a fresh C-contiguous
     array in the output's letter order; None (nothing done) where it is not a batched
@@ -1150,12 +1166,9 @@ def _compiled_step(subscripts: str, left: Any, right: Any) -> np.ndarray | None:
     if form is None or not compiled_product_takes(
             math.prod(form.batch), form.rows, form.inner, form.columns, left.dtype):
         return None
-    try:        # views only: a reshape that would copy raises
-        a = left.transpose(form.left_order).reshape(
-            (*form.batch, form.rows, form.inner), copy=False)
-        b = right.transpose(form.right_order).reshape(
-            (*form.batch, form.inner, form.columns), copy=False)
-    except ValueError:
+    a = _view_as(left.transpose(form.left_order), (*form.batch, form.rows, form.inner))
+    b = _view_as(right.transpose(form.right_order), (*form.batch, form.inner, form.columns))
+    if a is None or b is None:
         return None
     if form.transposed:
         a, b = b.swapaxes(-1, -2), a.swapaxes(-1, -2)
