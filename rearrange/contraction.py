@@ -1474,9 +1474,11 @@ def with_numpy_matmul(plan: EinsumPlan) -> EinsumPlan:
     path would contract through BLAS too): numpy.einsum's optimize path hands a product
     with batch axes to its own C loop, one thread, ~10x slower than BLAS (#39). Numerics
     are BLAS's, as they are on numpy's optimize path."""
-    if plan.path is None or len(plan.inputs) != 2 or plan.dtype not in _BLAS_DTYPES \
+    if plan.path is None or plan.dtype not in _BLAS_DTYPES \
             or any(d != plan.dtype for d in plan.input_dtypes):
         return plan
+    if len(plan.inputs) != 2:
+        return _with_compiled_steps(plan)
     form = matmul_form(plan)
     if form is None:
         return plan
@@ -1488,6 +1490,47 @@ def with_numpy_matmul(plan: EinsumPlan) -> EinsumPlan:
                 "ndarrays whose strides are whole elements (numpy.matmul until then and "
                 "with REARRANGE_JIT=off)")
     return with_engine(plan, "numpy.matmul", how)
+
+
+def _with_compiled_steps(plan: EinsumPlan) -> EinsumPlan:
+    """``plan`` with its contraction's words naming the steps of numpy's path that the
+    numpy lowering runs on the compiled batched product where the kernel is built for
+    AVX-512 (backends/ndarray: the path run step by step, ``step_product`` and
+    ``compiled_product_takes`` on each two-operand step, at 64-byte vectors: the same
+    words on every machine); ``plan`` itself where there is none."""
+    from .backends.ndarray import (PAIRWISE_MIN_BYTES, compiled_product_takes,
+                                   pairwise_steps, step_product)
+
+    if math.prod(plan.contraction.shape) * (plan.itemsize or 0) < PAIRWISE_MIN_BYTES:
+        return plan
+    steps = pairwise_steps(plan.subscripts, plan.path)
+    if steps is None:
+        return plan
+    terms = plan.subscripts.split("->")[0].split(",")
+    shapes = [layout.shape if prep is None else prep.plan.output.shape
+              for layout, prep in zip(plan.inputs, plan.preparations)]
+    sizes = {c: n for term, shape in zip(terms, shapes) for c, n in zip(term, shape)}
+    taken = []
+    for number, (positions, subscripts, _) in enumerate(steps, 1):
+        if len(positions) != 2:
+            continue
+        left, right = subscripts.split("->")[0].split(",")
+        form = step_product(subscripts, tuple(sizes[c] for c in left),
+                            tuple(sizes[c] for c in right))
+        if form is not None and compiled_product_takes(
+                math.prod(form.batch), form.rows, form.inner, form.columns, plan.dtype,
+                64):                                    # AVX-512's
+            taken.append(f"{number} {subscripts!r}")
+    if not taken:
+        return plan
+    words = (f"; path step{'s' if len(taken) > 1 else ''} {', '.join(taken)}: where the "
+             "kernel is built for AVX-512, by the compiled batched product (kernel/gemm.py:"
+             " register tiles, K in blocks) once its runner is ready, for exact, aligned, "
+             "native-order ndarrays whose grouped axes are views and whose strides are "
+             "whole elements (numpy.einsum until then and with REARRANGE_JIT=off)")
+    steps_out = tuple(dataclasses.replace(step, reason=step.reason + words)
+                      if step.op == "einsum" else step for step in plan.steps)
+    return dataclasses.replace(plan, steps=steps_out)
 
 
 def _compiled_product_takes(plan: EinsumPlan, form: Any) -> bool:

@@ -185,8 +185,8 @@ def test_streams_on_both_sides_of_each_rule():
 
 
 def test_batched_product_refuses_what_it_cannot_take(runners):
-    left, right = np.zeros((2, 8, 600), np.float32), np.zeros((2, 600, 64), np.float32)
-    with pytest.raises(ValueError, match="summed dim of 600"):
+    left, right = np.zeros((2, 8, 1100), np.float32), np.zeros((2, 1100, 64), np.float32)
+    with pytest.raises(ValueError, match="summed dim of 1100"):
         gemm.batched_product(runners[4], left, right, np.empty((2, 8, 64), np.float32), 1)
     with pytest.raises(ValueError, match="shapes"):
         gemm.batched_product(runners[4], left[:, :, :64], right[:, :64, :32],
@@ -253,8 +253,8 @@ CASES = [
     ((15, 64, 64, 64), False),                  # just below
     ((8, 128, 32, 128), True),                  # K = 32: the shortest sum taken
     ((16, 128, 31, 128), False),                # K = 31
-    ((1, 256, 512, 256), True),                 # K = 512: the longest
-    ((1, 256, 513, 256), False),                # K = 513: numpy's BLAS
+    ((1, 256, 1024, 256), True),                # K = 1024: the longest
+    ((1, 256, 1025, 256), False),               # K = 1025: numpy's BLAS
     ((8, 16, 64, 512), True),                   # 16 rows
     ((8, 15, 64, 512), False),                  # 15 rows
     ((64, 256, 64, NR32), True),                # one whole panel

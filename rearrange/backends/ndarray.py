@@ -1044,7 +1044,11 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
     step's two operands are taken in the order in which numpy's batched matmul writes the
     product in the output's order (a C-contiguous array, no copy after): learnt on the
     first call of this runner (one layout of the inputs: the same order every call),
-    switched when the product came back permuted."""
+    switched when the product came back permuted. A two-operand step that is a batched
+    matrix product the compiled runner takes (:func:`step_product`,
+    :func:`compiled_product_takes`) runs there instead, its result a fresh C-contiguous
+    array in the step's letter order (numpy.einsum where it does not: runner not ready,
+    REARRANGE_JIT=off, subclasses, other dtypes, strides a reshape cannot view)."""
     swap = [False]
     # a step's own path: all its operands at once (numpy then skips the path search)
     whole = {len(taken): ["einsum_path", tuple(range(len(taken)))] for taken, _, _ in steps}
@@ -1053,16 +1057,123 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
         arrays = list(operands)
         for k, (taken, subscripts, swapped) in enumerate(steps):
             taken_arrays = [arrays.pop(i) for i in taken]
-            last = k == len(steps) - 1
-            if last and swap[0]:
-                subscripts, taken_arrays = swapped, taken_arrays[::-1]
-            result = np.einsum(subscripts, *taken_arrays, optimize=whole[len(taken)])
+            result = None
+            if len(taken) == 2:
+                result = _compiled_step(subscripts, *taken_arrays)
+            if result is None:
+                last = k == len(steps) - 1
+                if last and swap[0]:
+                    subscripts, taken_arrays = swapped, taken_arrays[::-1]
+                result = np.einsum(subscripts, *taken_arrays, optimize=whole[len(taken)])
+                if last and len(taken) == 2 and type(result) is np.ndarray and \
+                        not result.flags.c_contiguous:
+                    swap[0] = not swap[0]
             arrays.append(result)
-        if len(steps[-1][0]) == 2 and type(result) is np.ndarray and \
-                not result.flags.c_contiguous:
-            swap[0] = not swap[0]
         return result
     return run
+
+
+@record
+class StepProduct:
+    """A two-operand einsum step ``left,right->out`` as one batched matrix product: the
+    left operand's axes permuted to (batch, rows, summed) and its rows grouped into M,
+    its summed letters into K; the right's to (batch, summed, columns), N its columns'
+    product. ``transposed``: the output's letters are (batch, columns, rows), so the
+    product is computed as right^T @ left^T, which writes them in that order.
+
+    Invariant: every letter is in both operands or in the output (none summed within
+    one operand), once per term, with one length in both operands (no size-1
+    broadcast), and the output is batch + rows + columns or batch + columns + rows: the
+    product's C-contiguous (*batch, M, N) array is the step's result in its letter order,
+    reshaped without a copy."""
+
+    left_order: tuple[int, ...]
+    right_order: tuple[int, ...]
+    batch: tuple[int, ...]          # the batch letters' lengths, in the output's order
+    rows: int                       # M: the rows' letters' lengths multiplied
+    inner: int                      # K
+    columns: int                    # N
+    out_shape: tuple[int, ...]      # the step's result, in its letters' order
+    transposed: bool
+
+
+def step_product(subscripts: str, left_shape: tuple[int, ...],
+                 right_shape: tuple[int, ...]) -> StepProduct | None:
+    """``left,right->out`` on operands of these shapes as a batched matrix product
+    (:class:`StepProduct`), or None where it is not one: the same letters analysis as
+    rearrange/matmul.py's ``matmul_form``, on a step's subscripts and shapes."""
+    terms, out = subscripts.split("->")
+    if "." in subscripts or terms.count(",") != 1:
+        return None
+    left, right = terms.split(",")
+    if len(left) != len(left_shape) or len(right) != len(right_shape) or \
+            len(set(left)) != len(left) or len(set(right)) != len(right) or \
+            len(set(out)) != len(out):
+        return None
+    sizes: dict[str, int] = {}
+    for term, shape in ((left, left_shape), (right, right_shape)):
+        for letter, size in zip(term, shape):
+            if sizes.setdefault(letter, size) != size:
+                return None
+    if any(c not in sizes for c in out) or \
+            any((c in left) != (c in right) and c not in out for c in sizes):
+        return None
+    batch = "".join(c for c in out if c in left and c in right)
+    rows = "".join(c for c in out if c in left and c not in right)
+    columns = "".join(c for c in out if c in right and c not in left)
+    inner = "".join(c for c in left if c not in out)
+    if out == batch + rows + columns:
+        transposed = False
+    elif out == batch + columns + rows:
+        transposed = True
+    else:
+        return None
+
+    def length(letters: str) -> int:
+        return math.prod(sizes[c] for c in letters)
+    return StepProduct(tuple(left.index(c) for c in batch + rows + inner),
+                       tuple(right.index(c) for c in batch + inner + columns),
+                       tuple(sizes[c] for c in batch), length(rows), length(inner),
+                       length(columns), tuple(sizes[c] for c in out), transposed)
+
+
+def _view_as(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``x`` reshaped to ``shape`` as a view of its strides, or None where only a copy
+    could have that shape."""
+    try:
+        return x.reshape(shape, copy=False)
+    except ValueError:
+        return None
+    except TypeError:           # numpy < 2.1: no copy= keyword
+        view = x.view()
+        try:
+            view.shape = shape      # in place: refused where a copy would be needed
+        except AttributeError:
+            return None
+        return view
+
+
+def _compiled_step(subscripts: str, left: Any, right: Any) -> np.ndarray | None:
+    """The step ``left,right->out`` by the compiled batched product, a fresh C-contiguous
+    array in the output's letter order; None (nothing done) where it is not a batched
+    matrix product (:func:`step_product`), the operands are not exact ndarrays of one
+    dtype, a grouping of rows or summed letters is not a view of an operand's strides,
+    or :func:`_compiled_product` does not take it."""
+    if type(left) is not np.ndarray or type(right) is not np.ndarray or \
+            left.dtype != right.dtype or left.dtype.name not in GEMM_DTYPES:
+        return None
+    form = step_product(subscripts, left.shape, right.shape)
+    if form is None or not compiled_product_takes(
+            math.prod(form.batch), form.rows, form.inner, form.columns, left.dtype):
+        return None
+    a = _view_as(left.transpose(form.left_order), (*form.batch, form.rows, form.inner))
+    b = _view_as(right.transpose(form.right_order), (*form.batch, form.inner, form.columns))
+    if a is None or b is None:
+        return None
+    if form.transposed:
+        a, b = b.swapaxes(-1, -2), a.swapaxes(-1, -2)
+    product = _compiled_product(a, b)
+    return None if product is None else product.reshape(form.out_shape)
 
 
 # --------------------------------------------------------------------------- batched products
@@ -1077,11 +1188,12 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
 
 GEMM = "gemm"                   # the runner's family (kernel/gemm.FAMILY)
 GEMM_DTYPES = ("float32", "float64")
-# The summed dims the runner takes: up to kernel/gemm.MAX_INNER (the same number: the
-# packed panel stays in cache, the sums in registers; numpy.matmul's BLAS beyond), from
-# 32 (K = 16: 0.76-0.92x numpy.matmul at one thread, each tile's stores and set-up
-# against 16 steps of sums).
-GEMM_MAX_INNER = 512
+# The summed dims the runner takes: up to kernel/gemm.MAX_INNER (the same number: K in
+# blocks that keep the packed panel's part in L1; (1, 4096, 1024, 256) 1.11x and (8, 256,
+# 1024, 256) 1.28x numpy.matmul at two threads, (1, 4096, 2048, 256) 1.12x at one: not
+# taken beyond 1024, not measured at two threads), from 32 (K = 16: 0.76-0.92x
+# numpy.matmul at one thread, each tile's stores and set-up against 16 steps of sums).
+GEMM_MAX_INNER = 1024
 GEMM_MIN_INNER = 32
 # Products with fewer multiply-adds than this stay numpy.matmul's: the call's set-up
 # (~25-40 us here) against BLAS's small-matrix loops (1M multiply-adds, (4, 64, 64, 64):

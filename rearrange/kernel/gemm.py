@@ -5,34 +5,43 @@ C-contiguous (M, N) matrix — the attention einsum ``b h t d, b h s d -> b h t 
 with K = 64 OpenBLAS pays a packing pass, a beta = 0 pass over C and a thread sync per
 256 x 256 product (docs/performance.md, "A batched product of our own").
 
-The work is cut into *panels*: one batch item ``b`` and :func:`tile_shape`'s ``NR``
-columns of ``C[b]`` (a multiple of the vector width). The thread that claims a panel
-packs its K x NR part of ``B[b]`` into its own scratch memory (contiguous rows of NR
-elements, zero past N: read once, in L1 thereafter), then runs down the panel's rows
-``MR`` at a time: a register tile of MR x NR accumulators (MR x NV vectors), the whole
-sum over K inside it — each step one vector load per NV columns of the packed panel, one
-broadcast element of A per row (read in place through A's strides, any strides), and
-MR x NV fused multiply-adds — and the tile stored to C once. A tile that runs past M or
-N (the last rows, the last panel) is computed into an edge buffer in the scratch memory
-(A's row addresses clamped to its last row: nothing outside A is read) and only its
-part inside C copied out. Asked to (``streaming``, where :func:`streams` allows), the
-full tiles' rows go out as non-temporal stores (aligned whole lines: no
-read-for-ownership); measured no faster for the attention's 16 MiB, so off by default.
+The work is cut into *units*: one batch item ``b``, a block of its rows (whole register
+tiles, or all its rows) and a block of *panels* — :func:`tile_shape`'s ``NR`` columns of
+``C[b]`` each (a multiple of the vector width); :func:`blocking` sizes the blocks. The
+thread that claims a unit packs the K x NR part of ``B[b]`` of each of the block's panels
+into its own scratch memory (contiguous rows of NR elements, zero past N), unless they
+are the panels it packed for its previous unit, then runs panel by panel down the row
+block's rows ``MR`` at a time: a register tile of MR x NR accumulators (MR x NV
+vectors) — each step one vector load per NV columns of the packed panel, one broadcast
+element of A per row (read in place through A's strides, any strides), and MR x NV
+fused multiply-adds, two steps an iteration. K runs in blocks of at most
+:data:`INNER_BLOCK` steps, all the row block's tiles through one block before the next,
+so that the block's part of the panel (32 KiB of float32) stays in L1 while the tiles
+read it and the row block's part of A in L2 across the panels: the first block stores
+the tile to C, each later one starts from the tile read back from C and stores it again.
+A tile that runs past M or N (the last rows, the last panel) is computed in one go over
+the whole K into an edge buffer in the scratch memory (A's row addresses clamped to its
+last row: nothing outside A is read) and only its part inside C copied out. Asked to
+(``streaming``, where :func:`streams` allows), the full tiles' last K block goes out as
+non-temporal stores (aligned whole lines: no read-for-ownership); measured no faster for
+the attention's 16 MiB, so off by default.
 
 Numerics: each element of C is a sum over K in order k = 0, 1, ..., each product added
 by a fused multiply-add where the CPU has one (``llvm.fmuladd``: LLVM fuses where the
-target has FMA) — not BLAS's order or blocking, so results equal numpy.matmul's within
-float rounding of a K-term sum (about K * eps * sum |a_k b_k|), not bit for bit.
+target has FMA) — the K blocks do not change it (a partial sum is stored to C and read
+back exactly, and the next block goes on adding in order), nor does the thread count —
+not BLAS's order or blocking, so results equal numpy.matmul's within float rounding of a
+K-term sum (about K * eps * sum |a_k b_k|), not bit for bit.
 
 The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
 ``run(cp, d, s, itp, pp, tok)``), with a float token: ``cp`` the control block
-(C_NWORK: the panels, batch-major), ``d`` and ``s`` unused (the batch items' addresses
-are in the parameters), ``itp`` the parameters (:data:`G_M` ..., then
-:data:`ITEM_WORDS` addresses per batch item), ``pp`` the parameter vector
-:func:`.threads.execute` reads (its P_SCRATCH: each thread's scratch bytes). It claims
-chunks of panels on the kernel's pool (:func:`.threads.execute`) as the other runners
-do. It is cached, loaded and compiled by :mod:`.builds` as the family :data:`FAMILY`,
-unit 4 (float32) or 8 (float64); nothing here imports numba.
+(C_NWORK: the units, batch-major, then column block, then row block), ``d`` and ``s``
+unused (the batch items' addresses are in the parameters), ``itp`` the parameters
+(:data:`G_M` ..., then :data:`ITEM_WORDS` addresses per batch item), ``pp`` the
+parameter vector :func:`.threads.execute` reads (its P_SCRATCH: each thread's scratch
+bytes). It claims chunks of units on the kernel's pool (:func:`.threads.execute`) as
+the other runners do. It is cached, loaded and compiled by :mod:`.builds` as the family
+:data:`FAMILY`, unit 4 (float32) or 8 (float64); nothing here imports numba.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ from .plan import LINE, VECTOR_BYTES
 from .threads import execute
 
 __all__ = ["FAMILY", "FLOAT_TOKENS", "MAX_INNER", "NONTEMPORAL_MIN_BYTES", "runner",
-           "tile_shape", "streams", "batched_product"]
+           "blocking", "tile_shape", "streams", "batched_product"]
 
 FAMILY = "gemm"
 # The runner's unit size -> its data's type (the token it is compiled for).
@@ -56,15 +65,18 @@ FLOAT_TOKENS = {4: np.float32, 8: np.float64}
 # The parameters at itp (int64): M, N, K; A's row and summed strides, B's summed and
 # column strides, C's row stride (elements: the caller checks they are whole elements);
 # panels per batch item; 1 for non-temporal stores of the full tiles; the element's
-# bytes; then ITEM_WORDS words per batch item.
+# bytes; panels per column block, column blocks; rows per row block, row blocks; steps
+# per K block (:func:`blocking`); then ITEM_WORDS words per batch item.
 (G_M, G_N, G_K, G_A_ROW, G_A_INNER, G_B_INNER, G_B_COLUMN, G_C_ROW, G_PANELS, G_NT,
- G_ITEM) = range(11)
-_HEAD = 11
+ G_ITEM, G_BLOCK_PANELS, G_COLUMN_BLOCKS, G_ROW_BLOCK, G_ROW_BLOCKS,
+ G_INNER_BLOCK) = range(16)
+_HEAD = 16
 ITEM_WORDS = 3          # the addresses of A[b], B[b], C[b]
-# The longest summed dim: the packed panel (K x NR elements, 64 KiB of float32 at K = 256
-# on AVX-512) stays in L1/L2 while the panel's row tiles read it, and the sum stays in
-# registers (no blocking over K). Longer K goes to numpy's matmul.
-MAX_INNER = 512
+# The longest summed dim: a thread's packed panels (K x NR elements each, 64 KiB of
+# float32 at K = 256 on AVX-512, 256 KiB at 1024) stay in L2, a K block of the one being
+# read in L1. Measured ahead of numpy.matmul to here (docs/performance.md, "The chain's
+# product"); longer K goes to numpy's matmul.
+MAX_INNER = 1024
 # Results this large may get their full tiles as non-temporal stores where C's rows
 # start on lines (:func:`streams`; only where the caller asks: batched_product's
 # ``streaming``, off by default — 2.32-4.76 ms against regular stores' 2.40-3.24 for
@@ -84,12 +96,53 @@ def tile_shape(itemsize: int, vector_bytes: int = VECTOR_BYTES) -> tuple[int, in
     return ROW_TILE, lanes * vectors
 
 
-def _scratch_bytes(k: int, itemsize: int) -> int:
-    """A thread's scratch memory: the packed panel (K x NR), then the edge tile (MR x
-    NR), each a whole number of lines."""
+# Blocking (a product with a long K or many rows, e.g. einsum's chain ``b i j, j k, k l``
+# at (64, 256, 256): one (16384, 256) @ (256, 256) product): the work unit is a block of
+# rows of one batch item against a block of column panels; the thread that claims it packs
+# the block's panels (unless they are the ones it packed last) and runs its rows' tiles
+# panel by panel, K in blocks of at most INNER_BLOCK steps, so that the block of the
+# panel a tile reads (INNER_BLOCK x NR: 32 KiB of float32) stays in L1 across the row
+# block's tiles, and the row block's part of A (ROW_BLOCK_BYTES) in L2 across the panels.
+# (Measured at one thread on (1, 16384, 256, 256), ratio to torch.matmul in the same
+# process, alternated blocks: no blocking 0.70-0.75x; K blocks of 128 with 96-row blocks
+# 0.91, with the k loop unrolled by two 1.00-1.01x; blocks of 64 or 256 steps, 96- or
+# 192-row blocks within those runs' noise, 0.96-1.03x.)
+INNER_BLOCK = 128
+ROW_BLOCK_BYTES = 192 << 10
+# The packed panels of a column block: at most this many bytes (all of B's N = 256
+# columns at K = 256 float32: 256 KiB), at least one panel.
+PACK_BYTES = 512 << 10
+# Work units: at least this many a thread where the rows allow (blocks of rows cut
+# smaller), for the threads to share even a single product.
+UNITS_PER_THREAD = 4
+
+
+def blocking(count: int, panels: int, m: int, k: int, itemsize: int, threads: int
+             ) -> tuple[int, int, int]:
+    """(panels a column block, rows a row block, steps a K block) for ``count`` products
+    of ``m`` rows, ``panels`` panels and a summed dim of ``k`` on ``threads`` threads. The
+    K blocks are equal (K = 256: two of 128, K = 160: two of 80); a row block a whole
+    number of tiles, or all the rows."""
+    mr, nr = tile_shape(itemsize)
+    depth = max(k, 1)
+    block_panels = max(1, min(panels, PACK_BYTES // (depth * nr * itemsize)))
+    column_blocks = -(-panels // block_panels)
+    row_block = max(mr, ROW_BLOCK_BYTES // (depth * itemsize) // mr * mr)
+    wanted = -(-UNITS_PER_THREAD * threads // (count * column_blocks))
+    if wanted > 1:
+        # (whole tiles, rounded down: at least ``wanted`` blocks, or one a tile)
+        row_block = min(row_block, max(mr, -(-m // wanted) // mr * mr))
+    row_block = min(row_block, m)
+    inner_blocks = -(-depth // INNER_BLOCK)
+    return block_panels, row_block, -(-depth // inner_blocks)
+
+
+def _scratch_bytes(k: int, itemsize: int, block_panels: int = 1) -> int:
+    """A thread's scratch memory: the packed panels (block_panels of K x NR), then the
+    edge tile (MR x NR), each a whole number of lines."""
     mr, nr = tile_shape(itemsize)
     panel = -(-max(k, 1) * nr * itemsize // LINE) * LINE
-    return panel + -(-mr * nr * itemsize // LINE) * LINE
+    return block_panels * panel + -(-mr * nr * itemsize // LINE) * LINE
 
 
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics, the loops'
@@ -99,69 +152,97 @@ _product_tile = _transpose_block = _product_columns = _product_rows = _product_l
 
 
 def _run_gemm(cp, d, s, itp, pp, tok):
-    """One thread's share of the panels (see the module's docstring)."""
+    """One thread's share of the work units (see the module's docstring)."""
     m, n, k = itp[G_M], itp[G_N], itp[G_K]
     a_row, a_inner = itp[G_A_ROW], itp[G_A_INNER]
     b_inner, b_column, c_row = itp[G_B_INNER], itp[G_B_COLUMN], itp[G_C_ROW]
     panels, nt, item = itp[G_PANELS], itp[G_NT], itp[G_ITEM]
+    block_panels, column_blocks = itp[G_BLOCK_PANELS], itp[G_COLUMN_BLOCKS]
+    row_block, row_blocks = itp[G_ROW_BLOCK], itp[G_ROW_BLOCKS]
+    inner_block = itp[G_INNER_BLOCK]
     nr = _product_columns(tok)              # NR elements (tile_shape's)
     lanes = _product_lanes(tok)             # elements of a vector
     mr = _product_rows(tok)                 # MR rows
+    panel_bytes = max(k, 1) * nr * item     # a packed panel (a whole number of lines)
+    per_item = column_blocks * row_blocks
     chunks = _home(cp)
     _populate(cp)
     done = m - m
     slot = done - 1
+    # the column block whose panels are in this thread's scratch (none yet)
+    packed_item = packed_block = slot
     while True:
         lo, hi, chunks = _claim(cp, chunks)
         if lo >= hi:
             break
-        if slot < 0:                    # this thread's packed panel, then edge tile
+        if slot < 0:                    # this thread's packed panels, then edge tile
             slot = cp[C_SCRATCH] + _fetch_add(cp, C_SLOT, 1) * pp[P_SCRATCH]
-        edge = slot + max(k, 1) * nr * item     # (on a line: _scratch_bytes)
+        edge = slot + block_panels * panel_bytes    # (on a line: _scratch_bytes)
         for w in range(lo, hi):
-            b, p = w // panels, w % panels
+            b, rest = w // per_item, w % per_item
+            block, r = rest // row_blocks, rest % row_blocks
             at = _HEAD + ITEM_WORDS * b
             a0, b0, c0 = itp[at], itp[at + 1], itp[at + 2]
-            first = p * nr
-            cols = min(nr, n - first)
-            # the panel: packed[kk * nr + j] = B[kk, first + j], zero past N
-            source = b0 + first * b_column * item
-            whole = 0
-            if b_inner == 1 and b_column != 1:
-                # B's columns contiguous (B^T's rows: ``b h s d`` read as (d, s)): blocks
-                # of lanes x lanes transposed in registers, K's whole blocks
-                whole = k - k % lanes
-                for g in range(0, nr, lanes):
-                    inside = min(lanes, cols - g)   # B's columns in this group (<= 0: none)
-                    for kk in range(0, whole, lanes):
-                        if inside > 0:
-                            _transpose_block(slot + (kk * nr + g) * item, nr,
-                                             source + (g * b_column + kk) * item, b_column,
-                                             inside, tok)
-                        else:               # past N: zeros, nothing of B read
-                            for t in range(kk, kk + lanes):
-                                for j in range(g, g + lanes):
-                                    _stb(slot, t * nr + j, tok)
-            for kk in range(whole, k):
-                row = kk * nr
-                at = source + kk * b_inner * item
-                for j in range(cols):
-                    _stb(slot, row + j, _ld(at, j * b_column, tok))
-                for j in range(cols, nr):
-                    _stb(slot, row + j, tok)        # (tok: +0.0, the caller's)
-            for i in range(0, m, mr):
-                rows = min(mr, m - i)
-                a_at = a0 + i * a_row * item
-                if rows == mr and cols == nr:
-                    _product_tile(a_at, a_row, a_inner, slot,
-                                  c0 + (i * c_row + first) * item, c_row, k, rows, nt, tok)
-                else:           # into the edge tile (nr a row), then its part of C
-                    _product_tile(a_at, a_row, a_inner, slot, edge, nr, k, rows, nt - nt,
-                                  tok)
-                    for r in range(rows):
+            p_lo = block * block_panels
+            p_hi = min(panels, p_lo + block_panels)
+            if b != packed_item or block != packed_block:
+                packed_item, packed_block = b, block
+                for p in range(p_lo, p_hi):
+                    # panel p at its place: packed[kk * nr + j] = B[kk, first + j], zero
+                    # past N
+                    packed = slot + (p - p_lo) * panel_bytes
+                    cols = min(nr, n - p * nr)
+                    source = b0 + p * nr * b_column * item
+                    whole = 0
+                    if b_inner == 1 and b_column != 1:
+                        # B's columns contiguous (B^T's rows: ``b h s d`` read as (d, s)):
+                        # blocks of lanes x lanes transposed in registers, K's whole blocks
+                        whole = k - k % lanes
+                        for g in range(0, nr, lanes):
+                            inside = min(lanes, cols - g)   # B's columns here (<= 0: none)
+                            for kk in range(0, whole, lanes):
+                                if inside > 0:
+                                    _transpose_block(packed + (kk * nr + g) * item, nr,
+                                                     source + (g * b_column + kk) * item,
+                                                     b_column, inside, tok)
+                                else:               # past N: zeros, nothing of B read
+                                    for t in range(kk, kk + lanes):
+                                        for j in range(g, g + lanes):
+                                            _stb(packed, t * nr + j, tok)
+                    for kk in range(whole, k):
+                        row = kk * nr
+                        at = source + kk * b_inner * item
                         for j in range(cols):
-                            _st(c0, (i + r) * c_row + first + j,
-                                _ldb(edge, r * nr + j, tok))
+                            _stb(packed, row + j, _ld(at, j * b_column, tok))
+                        for j in range(cols, nr):
+                            _stb(packed, row + j, tok)      # (tok: +0.0, the caller's)
+            top = r * row_block
+            bottom = min(m, top + row_block)
+            for p in range(p_lo, p_hi):
+                panel = slot + (p - p_lo) * panel_bytes
+                first = p * nr
+                cols = min(nr, n - first)
+                # full tiles: rows [top, full), K in blocks of inner_block (the first
+                # block stores the tile, later ones add theirs to it, read back from C)
+                full = top + (bottom - top) // mr * mr if cols == nr else top
+                for kb in range(0, max(k, 1), inner_block):    # (K = 0: one, storing 0)
+                    depth = min(inner_block, k - kb)
+                    stream = nt if kb + depth >= k else nt - nt    # the last block's stores
+                    for i in range(top, full, mr):
+                        _product_tile(a0 + (i * a_row + kb * a_inner) * item, a_row,
+                                      a_inner, panel + kb * nr * item,
+                                      c0 + (i * c_row + first) * item, c_row, depth, mr,
+                                      stream, kb, tok)
+                for i in range(full, bottom, mr):
+                    # into the edge tile (nr a row, the whole K at once), then its part
+                    # of C
+                    rows = min(mr, bottom - i)
+                    _product_tile(a0 + i * a_row * item, a_row, a_inner, panel, edge, nr,
+                                  k, rows, nt - nt, nt - nt, tok)
+                    for q in range(rows):
+                        for j in range(cols):
+                            _st(c0, (i + q) * c_row + first + j,
+                                _ldb(edge, q * nr + j, tok))
         done += hi - lo
     _publish(cp, done)
 
@@ -230,11 +311,12 @@ def define_tile() -> dict:
         return constant
 
     @intrinsic
-    def _product_tile(typingctx, a, a_row, a_inner, panel, c, c_row, k, rows, nt, tok):
-        sig = types.void(*([types.int64] * 9), tok)
+    def _product_tile(typingctx, a, a_row, a_inner, panel, c, c_row, k, rows, nt, add,
+                      tok):
+        sig = types.void(*([types.int64] * 10), tok)
 
         def codegen(context, builder, signature, args):
-            a, a_row, a_inner, panel, c, c_row, k, rows, nt, _ = args
+            a, a_row, a_inner, panel, c, c_row, k, rows, nt, add, _ = args
             scalar = context.get_value_type(signature.args[-1])
             itemsize = signature.args[-1].bitwidth // 8
             mr, nr = tile_shape(itemsize)
@@ -261,44 +343,79 @@ def define_tile() -> dict:
                 a_rows.append(address(a, builder.mul(index, a_row)))
             a_step = builder.mul(a_inner, size)
             panel_step = ir.Constant(i64, nr * itemsize)
+            c_step = builder.mul(c_row, size)
             entry = builder.block
+            reload = builder.append_basic_block("tile.reload")
             head = builder.append_basic_block("tile.head")
             body = builder.append_basic_block("tile.body")
             done = builder.append_basic_block("tile.done")
+            builder.cbranch(builder.icmp_signed("!=", add, ir.Constant(i64, 0)), reload,
+                            head)
+            builder.position_at_end(reload)     # add: the sums start from C's tile
+            loaded = []
+            for i in range(mr):
+                row = builder.add(c, builder.mul(ir.Constant(i64, i), c_step))
+                for j in range(nv):
+                    loaded.append(builder.load(pointer(builder.add(
+                        row, ir.Constant(i64, j * VECTOR_BYTES)), vector), align=itemsize))
             builder.branch(head)
             builder.position_at_end(head)
             kk = builder.phi(i64)
             kk.add_incoming(ir.Constant(i64, 0), entry)
+            kk.add_incoming(ir.Constant(i64, 0), reload)
             zero = ir.Constant(vector, [ir.Constant(scalar, 0.0)] * lanes)
             sums = []
-            for _ in range(mr * nv):
+            for index in range(mr * nv):
                 acc = builder.phi(vector)
                 acc.add_incoming(zero, entry)
+                acc.add_incoming(loaded[index], reload)
                 sums.append(acc)
-            builder.cbranch(builder.icmp_signed("<", kk, k), body, done)
-            builder.position_at_end(body)
-            row_at = builder.add(panel, builder.mul(kk, panel_step))
-            columns = [builder.load(pointer(builder.add(row_at, ir.Constant(
-                i64, j * VECTOR_BYTES)), vector), align=VECTOR_BYTES) for j in range(nv)]
-            a_offset = builder.mul(kk, a_step)
             undefined = ir.Constant(vector, ir.Undefined)
             splat = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
-            updated = []
-            for i in range(mr):
-                element = builder.load(pointer(builder.add(a_rows[i], a_offset), scalar),
-                                       align=itemsize)
-                broadcast = builder.shuffle_vector(
-                    builder.insert_element(undefined, element, ir.Constant(i32, 0)),
-                    undefined, splat)
-                for j in range(nv):
-                    updated.append(builder.call(fmuladd, [broadcast, columns[j],
-                                                          sums[i * nv + j]]))
+
+            def step(kk, sums):
+                """The sums after step kk: A's column kk times the panel's row kk."""
+                row_at = builder.add(panel, builder.mul(kk, panel_step))
+                columns = [builder.load(pointer(builder.add(row_at, ir.Constant(
+                    i64, j * VECTOR_BYTES)), vector), align=VECTOR_BYTES)
+                    for j in range(nv)]
+                a_offset = builder.mul(kk, a_step)
+                updated = []
+                for i in range(mr):
+                    element = builder.load(pointer(builder.add(a_rows[i], a_offset),
+                                                   scalar), align=itemsize)
+                    broadcast = builder.shuffle_vector(
+                        builder.insert_element(undefined, element, ir.Constant(i32, 0)),
+                        undefined, splat)
+                    for j in range(nv):
+                        updated.append(builder.call(fmuladd, [broadcast, columns[j],
+                                                              sums[i * nv + j]]))
+                return updated
+            # two steps an iteration while two remain, then the last one if K is odd
+            # (the order of the sum is k = 0, 1, ... either way)
+            one = ir.Constant(i64, 1)
+            tail = builder.append_basic_block("tile.tail")
+            last_step = builder.append_basic_block("tile.last")
+            builder.cbranch(builder.icmp_signed("<", builder.add(kk, one), k), body, tail)
+            builder.position_at_end(body)
+            updated = step(builder.add(kk, one), step(kk, sums))
             for acc, value in zip(sums, updated):
                 acc.add_incoming(value, body)
-            kk.add_incoming(builder.add(kk, ir.Constant(i64, 1)), body)
+            kk.add_incoming(builder.add(kk, ir.Constant(i64, 2)), body)
             builder.branch(head)
+            builder.position_at_end(tail)
+            builder.cbranch(builder.icmp_signed("<", kk, k), last_step, done)
+            builder.position_at_end(last_step)
+            finished = step(kk, sums)
+            builder.branch(done)
             builder.position_at_end(done)
-            c_step = builder.mul(c_row, size)
+            results = []
+            for acc, value in zip(sums, finished):
+                result = builder.phi(vector)
+                result.add_incoming(acc, tail)
+                result.add_incoming(value, last_step)
+                results.append(result)
+            sums = results
             streaming = builder.icmp_signed("!=", nt, ir.Constant(i64, 0))
             line_mark = module.add_metadata([ir.Constant(i32, 1)])
             with builder.if_else(streaming) as (nontemporal, regular):
@@ -415,8 +532,12 @@ def batched_product(run, left: np.ndarray, right: np.ndarray, out: np.ndarray,
     daddr = out.__array_interface__["data"][0]
     nt = streaming and streams(daddr, out.nbytes, n, itemsize)
     words = np.empty(_HEAD + ITEM_WORDS * count, np.int64)
+    block_panels, row_block, inner_block = blocking(count, panels, m, k, itemsize, threads)
+    column_blocks = -(-panels // block_panels)
+    row_blocks = -(-m // row_block)
     words[:_HEAD] = (m, n, k, a_row // itemsize, a_inner // itemsize, b_inner // itemsize,
-                     b_column // itemsize, n, panels, int(nt), itemsize)
+                     b_column // itemsize, n, panels, int(nt), itemsize, block_panels,
+                     column_blocks, row_block, row_blocks, inner_block)
     items = words[_HEAD:].reshape(count, ITEM_WORDS)
     if batch:
         items[:, 0] = _item_addresses(left.__array_interface__["data"][0], batch,
@@ -428,8 +549,8 @@ def batched_product(run, left: np.ndarray, right: np.ndarray, out: np.ndarray,
         items[0] = (left.__array_interface__["data"][0],
                     right.__array_interface__["data"][0], daddr)
     parameters = (ctypes.c_int64 * P_LEN)()
-    parameters[P_SCRATCH] = _scratch_bytes(k, itemsize)
-    work = count * panels
+    parameters[P_SCRATCH] = _scratch_bytes(k, itemsize, block_panels)
+    work = count * column_blocks * row_blocks
     # A fresh destination streamed to has its pages populated first, split over the
     # threads (the row assembly's way).
     populate = out.nbytes if nt and untouched(daddr, out.nbytes) else 0
