@@ -776,12 +776,8 @@ def _sum_rows(reduction: str, y: np.ndarray, reduced: int, threads: int) -> np.n
     moving = [k for k in range(y.ndim - 1) if y.shape[k] > 1]
     row_stride = y.strides[moving[-1]] if moving else n * y.itemsize
     source = y.__array_interface__["data"][0]      # the first row's (strides positive)
-
-    def part(lo: int, hi: int) -> None:
-        rowsums.sum_rows(run, sums, source, row_stride, n, lo, hi)
-        if reduction == "mean":         # as numpy's mean divides its sum
-            np.true_divide(sums[lo:hi], np.intp(n), out=sums[lo:hi], casting="unsafe")
-    _in_slabs(part, sums.size, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+    rowsums.sum_rows(run, sums, source, row_stride, n, reduction == "mean",
+                     threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     return out
 
 

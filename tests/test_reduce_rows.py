@@ -145,7 +145,7 @@ def runners():
 def _sum_rows(run, x: np.ndarray) -> np.ndarray:
     out = np.empty(x.shape[0], x.dtype)
     rowsums.sum_rows(run, out, x.__array_interface__["data"][0], x.strides[0], x.shape[1],
-                     0, x.shape[0])
+                     False, 1)
     return out
 
 
