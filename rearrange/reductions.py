@@ -120,7 +120,9 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 #   numpy's inner loop is called once a row, and costs ~40 ns a row of 56 floats
 #   whatever the adds cost. The compiled row-sums runner (kernel/rowsums.py) adds each
 #   row in numpy's own pairwise order (the same bits) with nothing between the rows, on
-#   the kernel's thread count (slabs of rows, as above). Same rules as the copy kernel:
+#   the kernel's pool (chunks of rows claimed by its threads, the mean divided in the
+#   runner; until 2026-11-28 slabs of rows on a ThreadPoolExecutor, whose hand-off cost
+#   27-45 us and whose halves waited on a worker woken late). Same rules as the copy kernel:
 #   the runner is never compiled in the caller's thread by default (kernel/builds.py:
 #   until it is ready, or where numba cannot run, the reduction is planned without it
 #   and numpy's calls run), exact ndarrays only, rows re-checked on the array itself
@@ -217,7 +219,7 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
     runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views),
     ``"slabs"`` (numpy's call on slabs of the output, in threads), ``"partials"``
     (numpy's call on parts of the input, combined), ``"rows"`` (the compiled row sums,
-    in slabs of rows), ``"columns"`` (the compiled column sums), ``"runs"`` (the
+    on the kernel's pool), ``"columns"`` (the compiled column sums), ``"runs"`` (the
     compiled row maxima), ``"pool"`` (the compiled window maxima) or ``"pool-sums"``
     (the compiled window sums: only where the views would run, in the views' order,
     so that their result is the views'); for the compiled
