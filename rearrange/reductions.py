@@ -750,9 +750,28 @@ def _in_slabs(work: Callable[[int, int], None], length: int, threads: int) -> No
 
 def _element_strides(y: np.ndarray) -> tuple[int, ...] | None:
     """``y``'s strides in elements; None where one is not a whole number of them."""
-    if any(stride % y.itemsize for stride in y.strides):
-        return None
-    return tuple(stride // y.itemsize for stride in y.strides)
+    itemsize = y.itemsize
+    strides = y.strides
+    elements = tuple([stride // itemsize for stride in strides])
+    for stride, element in zip(strides, elements):
+        if element * itemsize != stride:
+            return None
+    return elements
+
+
+_kernel_modules: list = []      # [(builds, rowmax, rowsums, runner_layout)], see _kernel
+
+
+def _kernel() -> tuple:
+    """The kernel's modules the compiled strategies call: ``(builds, rowmax, rowsums,
+    runner_layout)``, imported by the first of them, not at ``import rearrange`` (as a
+    function-level import would, which costs ~1 us a call: a tenth of a compiled
+    reduction's Python). Modules, not values: a test's monkeypatch of their attributes
+    is seen."""
+    if not _kernel_modules:
+        from .kernel import builds, rowmax, rowsums, runner_layout
+        _kernel_modules.append((builds, rowmax, rowsums, runner_layout))
+    return _kernel_modules[0]
 
 
 def _sum_rows(reduction: str, y: np.ndarray, reduced: int, threads: int) -> np.ndarray | None:
@@ -767,8 +786,7 @@ def _sum_rows(reduction: str, y: np.ndarray, reduced: int, threads: int) -> np.n
             or not y.flags.aligned or strides is None or y.size == 0
             or not _contiguous_rows(y.shape, strides)):
         return None
-    from .kernel import builds, rowsums
-
+    builds, _, rowsums, _ = _kernel()
     run = builds.runner_for(rowsums.FAMILY, y.itemsize)
     if run is None:
         return None
@@ -796,8 +814,7 @@ def _compiled_target(y: np.ndarray, reduced: int, describe: Callable, family: st
     if (type(y) is not np.ndarray or y.dtype not in RUNS_DTYPES or not y.flags.aligned
             or strides is None or y.size == 0):
         return None
-    from .kernel import builds, runner_layout
-
+    builds, _, _, runner_layout = _kernel()
     layout = runner_layout(describe, y.shape, strides, reduced)
     if layout is None:
         return None
@@ -825,8 +842,7 @@ def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
     kept = y.ndim - reduced
     if reduction not in ("max", "min") or kept == 0:  # (a whole reduction: numpy's scalar)
         return None
-    from .kernel import rowmax
-
+    rowmax = _kernel()[1]
     target = _compiled_target(y, reduced, run_layout, rowmax.FAMILY)
     if target is None:
         return None
@@ -850,8 +866,7 @@ def _reduce_windows(reduction: str, y: np.ndarray, reduced: int,
     itself; the runner not ready)."""
     if reduction not in ("max", "min"):
         return None
-    from .kernel import rowmax
-
+    rowmax = _kernel()[1]
     target = _compiled_target(y, reduced, _vector_window_layout, rowmax.WINDOWS)
     if target is None:
         return None
@@ -872,8 +887,7 @@ def _sum_windows(reduction: str, y: np.ndarray, reduced: int,
     on the array itself; the runner not ready)."""
     if reduction not in ("sum", "mean"):
         return None
-    from .kernel import rowmax
-
+    rowmax = _kernel()[1]
     target = _compiled_target(y, reduced, _summed_windows, rowmax.WINDOW_SUMS)
     if target is None:
         return None
@@ -893,8 +907,7 @@ def _sum_columns(reduction: str, y: np.ndarray, reduced: int,
     checked on the array itself; the runner not ready)."""
     if reduction not in ("sum", "mean"):
         return None
-    from .kernel import rowmax
-
+    rowmax = _kernel()[1]
     target = _compiled_target(y, reduced, column_layout, rowmax.COLUMN_SUMS)
     if target is None:
         return None
