@@ -426,8 +426,9 @@ def test_partials_keep_the_input(two_threads):
 
 
 def test_a_runner_token_is_its_units_width():
-    """compile_runner's float tokens (the row sums'): a token must be the unit's width,
-    checked before numba is asked for anything."""
+    """compile_runner's tokens (float ones are gemm's; the row sums' since they run on
+    the pool are unsigned): a token must be the unit's width, checked before numba is
+    asked for anything."""
     from rearrange.kernel import jit
 
     with pytest.raises(ValueError, match="float64 token for 4-byte units"):

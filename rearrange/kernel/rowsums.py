@@ -53,7 +53,7 @@ from .threads import execute
 __all__ = ["FAMILY", "FLOAT_TOKENS", "runner", "pairwise_program", "sum_rows"]
 
 FAMILY = "row-sums"
-# The runner's unit size -> its data's type (the token it is compiled for).
+# The runner's unit size -> its data's type (its token is the unsigned type as wide).
 FLOAT_TOKENS = {4: np.float32, 8: np.float64}
 # The call's parameters, at itp (int64): elements in a row, the source's row stride and
 # the destination's stride (in elements), leaves in the program, 1 for a mean.
