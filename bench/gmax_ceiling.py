@@ -10,8 +10,10 @@ The ceiling is the fastest read of the same bytes at two threads this machine gi
 the faster (by median) of the compiled run maxima (kernel/rowmax.py) over one
 contiguous half of the input a thread (two outputs) and numpy's maximum of a
 contiguous half in each of two threads, the cheapest work per byte of the three. Each case's table gives
-every contender's median, its rate (bytes read per second) and ours over it, paired
-(> 1: ours is faster); a reduction that reads every byte once cannot beat the ceiling,
+every contender's median, its rate (bytes read per second), its time over ours, paired
+(> 1: ours is faster; until 2026-11-28 the column was ours over it, < 1 where ours was
+faster, under this same heading's claim) and the ceiling's time over its (its share of
+the ceiling's speed); a reduction that reads every byte once cannot beat the ceiling,
 so a contender at 1.0x of it has nothing left to win but the rest of its call.
 """
 from __future__ import annotations
@@ -105,11 +107,11 @@ def race(name: str, x: np.ndarray, run, rounds: int, min_sample: float, use_jax:
                   key=lambda t: t.median)
     gb = x.nbytes / 1e9
     print(f"\n{name}: ra.reduce(x, {pattern!r}, {reduction!r}), x {x.shape} float32")
-    print(f"{'contender':22s} {'ms':>8s} {'GB/s':>7s} {'ours/it (paired)':>18s} "
+    print(f"{'contender':22s} {'ms':>8s} {'GB/s':>7s} {'it/ours (paired)':>18s} "
           f"{'of ceiling':>11s}")
-    for contender, t in timings.items():
+    for contender, t in timings.items():     # (paired_ratio(a, b): a's time over b's)
         print(f"{contender:22s} {t.median * 1e3:8.3f} {gb / t.median:7.1f} "
-              f"{paired_ratio(ours, t):18.3f} {1 / paired_ratio(t, ceiling):11.3f}")
+              f"{paired_ratio(t, ours):18.3f} {1 / paired_ratio(t, ceiling):11.3f}")
 
 
 def main() -> None:

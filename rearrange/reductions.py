@@ -120,7 +120,9 @@ def reduce_values(reduction: Any, y: np.ndarray, axis: tuple[int, ...]) -> Any:
 #   numpy's inner loop is called once a row, and costs ~40 ns a row of 56 floats
 #   whatever the adds cost. The compiled row-sums runner (kernel/rowsums.py) adds each
 #   row in numpy's own pairwise order (the same bits) with nothing between the rows, on
-#   the kernel's thread count (slabs of rows, as above). Same rules as the copy kernel:
+#   the kernel's pool (chunks of rows claimed by its threads, the mean divided in the
+#   runner; until 2026-11-28 slabs of rows on a ThreadPoolExecutor, whose hand-off cost
+#   27-45 us and whose halves waited on a worker woken late). Same rules as the copy kernel:
 #   the runner is never compiled in the caller's thread by default (kernel/builds.py:
 #   until it is ready, or where numba cannot run, the reduction is planned without it
 #   and numpy's calls run), exact ndarrays only, rows re-checked on the array itself
@@ -217,7 +219,7 @@ def plan_by_layout(reduction: Any, shape: tuple[int, ...], dtype: np.dtype,
     runs: ``"numpy"`` (its own call), ``"window"`` (ufunc over the window's views),
     ``"slabs"`` (numpy's call on slabs of the output, in threads), ``"partials"``
     (numpy's call on parts of the input, combined), ``"rows"`` (the compiled row sums,
-    in slabs of rows), ``"columns"`` (the compiled column sums), ``"runs"`` (the
+    on the kernel's pool), ``"columns"`` (the compiled column sums), ``"runs"`` (the
     compiled row maxima), ``"pool"`` (the compiled window maxima) or ``"pool-sums"``
     (the compiled window sums: only where the views would run, in the views' order,
     so that their result is the views'); for the compiled
@@ -748,9 +750,28 @@ def _in_slabs(work: Callable[[int, int], None], length: int, threads: int) -> No
 
 def _element_strides(y: np.ndarray) -> tuple[int, ...] | None:
     """``y``'s strides in elements; None where one is not a whole number of them."""
-    if any(stride % y.itemsize for stride in y.strides):
-        return None
-    return tuple(stride // y.itemsize for stride in y.strides)
+    itemsize = y.itemsize
+    strides = y.strides
+    elements = tuple([stride // itemsize for stride in strides])
+    for stride, element in zip(strides, elements):
+        if element * itemsize != stride:
+            return None
+    return elements
+
+
+_kernel_modules: list = []      # [(builds, rowmax, rowsums, runner_layout)], see _kernel
+
+
+def _kernel() -> tuple:
+    """The kernel's modules the compiled strategies call: ``(builds, rowmax, rowsums,
+    runner_layout)``, imported by the first of them, not at ``import rearrange`` (as a
+    function-level import would, which costs ~1 us a call: a tenth of a compiled
+    reduction's Python). Modules, not values: a test's monkeypatch of their attributes
+    is seen."""
+    if not _kernel_modules:
+        from .kernel import builds, rowmax, rowsums, runner_layout
+        _kernel_modules.append((builds, rowmax, rowsums, runner_layout))
+    return _kernel_modules[0]
 
 
 def _sum_rows(reduction: str, y: np.ndarray, reduced: int, threads: int) -> np.ndarray | None:
@@ -765,8 +786,7 @@ def _sum_rows(reduction: str, y: np.ndarray, reduced: int, threads: int) -> np.n
             or not y.flags.aligned or strides is None or y.size == 0
             or not _contiguous_rows(y.shape, strides)):
         return None
-    from .kernel import builds, rowsums
-
+    builds, _, rowsums, _ = _kernel()
     run = builds.runner_for(rowsums.FAMILY, y.itemsize)
     if run is None:
         return None
@@ -776,12 +796,8 @@ def _sum_rows(reduction: str, y: np.ndarray, reduced: int, threads: int) -> np.n
     moving = [k for k in range(y.ndim - 1) if y.shape[k] > 1]
     row_stride = y.strides[moving[-1]] if moving else n * y.itemsize
     source = y.__array_interface__["data"][0]      # the first row's (strides positive)
-
-    def part(lo: int, hi: int) -> None:
-        rowsums.sum_rows(run, sums, source, row_stride, n, lo, hi)
-        if reduction == "mean":         # as numpy's mean divides its sum
-            np.true_divide(sums[lo:hi], np.intp(n), out=sums[lo:hi], casting="unsafe")
-    _in_slabs(part, sums.size, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+    rowsums.sum_rows(run, sums, source, row_stride, n, reduction == "mean",
+                     threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     return out
 
 
@@ -798,8 +814,7 @@ def _compiled_target(y: np.ndarray, reduced: int, describe: Callable, family: st
     if (type(y) is not np.ndarray or y.dtype not in RUNS_DTYPES or not y.flags.aligned
             or strides is None or y.size == 0):
         return None
-    from .kernel import builds, runner_layout
-
+    builds, _, _, runner_layout = _kernel()
     layout = runner_layout(describe, y.shape, strides, reduced)
     if layout is None:
         return None
@@ -827,8 +842,7 @@ def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
     kept = y.ndim - reduced
     if reduction not in ("max", "min") or kept == 0:  # (a whole reduction: numpy's scalar)
         return None
-    from .kernel import rowmax
-
+    rowmax = _kernel()[1]
     target = _compiled_target(y, reduced, run_layout, rowmax.FAMILY)
     if target is None:
         return None
@@ -852,8 +866,7 @@ def _reduce_windows(reduction: str, y: np.ndarray, reduced: int,
     itself; the runner not ready)."""
     if reduction not in ("max", "min"):
         return None
-    from .kernel import rowmax
-
+    rowmax = _kernel()[1]
     target = _compiled_target(y, reduced, _vector_window_layout, rowmax.WINDOWS)
     if target is None:
         return None
@@ -874,8 +887,7 @@ def _sum_windows(reduction: str, y: np.ndarray, reduced: int,
     on the array itself; the runner not ready)."""
     if reduction not in ("sum", "mean"):
         return None
-    from .kernel import rowmax
-
+    rowmax = _kernel()[1]
     target = _compiled_target(y, reduced, _summed_windows, rowmax.WINDOW_SUMS)
     if target is None:
         return None
@@ -895,8 +907,7 @@ def _sum_columns(reduction: str, y: np.ndarray, reduced: int,
     checked on the array itself; the runner not ready)."""
     if reduction not in ("sum", "mean"):
         return None
-    from .kernel import rowmax
-
+    rowmax = _kernel()[1]
     target = _compiled_target(y, reduced, column_layout, rowmax.COLUMN_SUMS)
     if target is None:
         return None

@@ -145,7 +145,7 @@ def runners():
 def _sum_rows(run, x: np.ndarray) -> np.ndarray:
     out = np.empty(x.shape[0], x.dtype)
     rowsums.sum_rows(run, out, x.__array_interface__["data"][0], x.strides[0], x.shape[1],
-                     0, x.shape[0])
+                     False, 1)
     return out
 
 
@@ -177,6 +177,51 @@ def test_the_rows_strategy_equals_numpy(runners, reduction, x, threads, shape):
         expected = getattr(y, reduction)(axis=axis)
         got = reduce_by_layout("rows", reduction, y, axis, threads)
     _bits_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [5, 56, 128, 300])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_runner_on_the_pool_sums_and_divides_as_numpy(runners, dtype, n, threads):
+    """The runner called directly on the kernel's threads (chunks of rows claimed by
+    each), a sum and a mean per thread count: numpy's bits, rows of every program shape
+    (short, one block, split), an odd row count (the quads' and pairs' remainders),
+    NaN, inf and -0.0 among them; the input untouched."""
+    rng = np.random.default_rng(n * 10 + threads)
+    x = (rng.standard_normal((4099, n)) * 100).astype(dtype)
+    x[5, 2] = np.nan
+    x[7, :] = -0.0
+    x[11, 1] = np.inf
+    before = x.copy()
+    address = x.__array_interface__["data"][0]
+    for mean in (False, True):
+        got = np.empty(x.shape[0], dtype)
+        rowsums.sum_rows(runners[x.itemsize], got, address, x.strides[0], n, mean, threads)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            expected = x.mean(axis=1) if mean else x.sum(axis=1)
+        _bits_equal(got, expected)
+    assert x.tobytes() == before.tobytes()
+
+
+def test_the_rows_strategy_passes_the_threads_on_both_sides_of_the_size(runners, monkeypatch):
+    """Through reduce_by_layout at 2 threads: an input of at least PARALLEL_MIN_BYTES on
+    the pool's two threads, a smaller one on the caller's alone; numpy's bits each,
+    sums and means."""
+    seen = []
+    real = rowsums.sum_rows
+    monkeypatch.setattr(rowsums, "sum_rows", lambda *args: (seen.append(args[-2:]),
+                                                            real(*args)))
+    rows = -(-reductions.PARALLEL_MIN_BYTES // (4 * 56))     # the fewest at two threads
+    rng = np.random.default_rng(9)
+    for count, threads in ((rows, 2), (rows - 1, 1)):
+        x = rng.standard_normal((count, 56)).astype(np.float32)
+        assert (x.nbytes >= reductions.PARALLEL_MIN_BYTES) is (threads == 2)
+        for reduction in ("sum", "mean"):
+            seen.clear()
+            got = reduce_by_layout("rows", reduction, x, (1,), 2)
+            _bits_equal(got, getattr(x, reduction)(axis=1))
+            assert seen == [(reduction == "mean", threads)]
 
 
 def test_rows_the_runner_cannot_take_keep_numpys_call(runners, monkeypatch):
@@ -381,8 +426,9 @@ def test_partials_keep_the_input(two_threads):
 
 
 def test_a_runner_token_is_its_units_width():
-    """compile_runner's float tokens (the row sums'): a token must be the unit's width,
-    checked before numba is asked for anything."""
+    """compile_runner's tokens (float ones are gemm's; the row sums' since they run on
+    the pool are unsigned): a token must be the unit's width, checked before numba is
+    asked for anything."""
     from rearrange.kernel import jit
 
     with pytest.raises(ValueError, match="float64 token for 4-byte units"):

@@ -28,10 +28,14 @@ eight accumulators: :func:`define_block_sums`); rows of one block each are summe
 (then two) at a time, so that their chains of vector adds overlap.
 
 The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
-``run(cp, d, s, itp, pp, tok)``), with a float token: ``cp`` the call's parameters
-(:data:`P_ROWS` ...), ``d`` the address of the first sum (written every ``P_DSTRIDE``
-elements), ``s`` the address of the first row's first element, ``itp`` the program,
-``pp`` unused, ``tok`` +0.0 of the data's type. It is cached, loaded and compiled by
+``run(cp, d, s, itp, pp, tok)``, an unsigned-integer token of the unit's width, as the
+pool's workers call runners), and runs on the kernel's threads (:func:`.threads.execute`)
+as the runners of :mod:`.rowmax` do: ``cp`` the control block (its C_NWORK: the rows),
+from which each thread claims chunks of rows, ``d`` the address of the first sum
+(written every ``P_DSTRIDE`` elements), ``s`` the address of the first row's first
+element, ``itp`` the call's parameters (:data:`P_N` ...), ``pp`` the program. (Until
+2026-11-28 the rows were cut in slabs handed to a ThreadPoolExecutor, 27-45 us a
+hand-off, the halves fixed beforehand.) It is cached, loaded and compiled by
 :mod:`.builds` as the family :data:`FAMILY`, unit 4 (float32) or 8 (float64); nothing
 here imports numba.
 """
@@ -43,14 +47,17 @@ import threading
 
 import numpy as np
 
+from .abi import P_LEN
+from .threads import execute
+
 __all__ = ["FAMILY", "FLOAT_TOKENS", "runner", "pairwise_program", "sum_rows"]
 
 FAMILY = "row-sums"
-# The runner's unit size -> its data's type (the token it is compiled for).
+# The runner's unit size -> its data's type (its token is the unsigned type as wide).
 FLOAT_TOKENS = {4: np.float32, 8: np.float64}
-# The call's parameters, at cp (int64): rows to sum, elements in a row, the source's row
-# stride and the destination's stride (in elements), leaves in the program.
-P_ROWS, P_N, P_SSTRIDE, P_DSTRIDE, P_LEAVES = range(5)
+# The call's parameters, at itp (int64): elements in a row, the source's row stride and
+# the destination's stride (in elements), leaves in the program, 1 for a mean.
+P_N, P_SSTRIDE, P_DSTRIDE, P_LEAVES, P_MEAN = range(5)
 # The deepest stack of partial sums a program may need: numpy's recursion halves a row
 # at each level, so 2**62 elements need fewer.
 STACK_SLOTS = 64
@@ -59,50 +66,69 @@ BLOCK = 128                 # numpy's PW_BLOCKSIZE: rows this long are one leaf
 # Placeholders: bound by jit.materialise() (the copy kernel's intrinsics) and by
 # _bind_block_sum (this module's) before anything is compiled.
 _ld = _st = _ldb = _stb = _stack_bytes = _block_sum = _block_sum_pair = _block_sum_quad = None
+_home = _claim = _publish = _float_zero = _narrow = None
 
 
 def _run_row_sums(cp, d, s, itp, pp, tok):
-    """Sum ``cp[P_ROWS]`` rows of ``cp[P_N]`` elements (see the module's docstring)."""
-    rows, sstride, dstride, leaves = cp[P_ROWS], cp[P_SSTRIDE], cp[P_DSTRIDE], cp[P_LEAVES]
-    zero = tok                   # +0.0, the reduction's identity
-    negative_zero = -tok         # the start of a short leaf, as numpy's
+    """One thread's share of the row sums (see the module's docstring): work unit ``r``
+    is row ``r``, its sum written at ``d[r * itp[P_DSTRIDE]]``; chunks of rows claimed
+    from the control block ``cp`` (the copies' claims); a mean divided as numpy's mean
+    divides its sum (in float64, rounded to the type) once the chunk's sums are in."""
+    n, sstride, dstride = itp[P_N], itp[P_SSTRIDE], itp[P_DSTRIDE]
+    leaves, mean = itp[P_LEAVES], itp[P_MEAN]
+    zero = _float_zero(tok)      # +0.0 of the data's type, the reduction's identity
+    negative_zero = -zero        # the start of a short leaf, as numpy's
+    divisor = np.float64(n)
     stack = _stack_bytes(STACK_SLOTS * 8)       # partial sums of the leaves before
-    if leaves == 1 and itp[1] >= 8:     # one block a row (8 to 128): no partial sums
-        m = itp[1]
-        row = rows - rows
-        while row + 3 < rows:       # four rows at a time: four chains of adds
-            a, b, c, e = _block_sum_quad(s, row * sstride, m, sstride, tok)
-            _st(d, row * dstride, zero + a)
-            _st(d, (row + 1) * dstride, zero + b)
-            _st(d, (row + 2) * dstride, zero + c)
-            _st(d, (row + 3) * dstride, zero + e)
-            row += 4
-        while row + 1 < rows:       # two rows at a time: two chains of adds
-            first, second = _block_sum_pair(s, row * sstride, (row + 1) * sstride, m, tok)
-            _st(d, row * dstride, zero + first)
-            _st(d, (row + 1) * dstride, zero + second)
-            row += 2
-        if row < rows:
-            _st(d, row * dstride, zero + _block_sum(s, row * sstride, m, tok))
-        return
-    for row in range(rows):
-        base = row * sstride
-        depth = rows - rows      # (a runtime zero: an int64 like the others)
-        for leaf in range(leaves):
-            start = base + itp[3 * leaf]
-            m = itp[3 * leaf + 1]
-            if m < 8:
-                v = negative_zero
-                for i in range(m):
-                    v += _ld(s, start + i, tok)
-            else:
-                v = _block_sum(s, start, m, tok)
-            for _ in range(itp[3 * leaf + 2]):   # left (the stack's top) + right
-                depth -= 1
-                v = _ldb(stack, depth, tok) + v
-            _stb(stack, depth, v)
-            depth += 1
-        _st(d, row * dstride, zero + _ldb(stack, 0, tok))
+    chunks = _home(cp)
+    done = n - n
+    while True:
+        lo, hi, chunks = _claim(cp, chunks)
+        if lo >= hi:
+            break
+        if leaves == 1 and pp[1] >= 8:      # one block a row (8 to 128): no partial sums
+            m = pp[1]
+            row = lo
+            while row + 3 < hi:     # four rows at a time: four chains of adds
+                a, b, c, e = _block_sum_quad(s, row * sstride, m, sstride, zero)
+                _st(d, row * dstride, zero + a)
+                _st(d, (row + 1) * dstride, zero + b)
+                _st(d, (row + 2) * dstride, zero + c)
+                _st(d, (row + 3) * dstride, zero + e)
+                row += 4
+            while row + 1 < hi:     # two rows at a time: two chains of adds
+                first, second = _block_sum_pair(s, row * sstride, (row + 1) * sstride, m,
+                                                zero)
+                _st(d, row * dstride, zero + first)
+                _st(d, (row + 1) * dstride, zero + second)
+                row += 2
+            if row < hi:
+                _st(d, row * dstride, zero + _block_sum(s, row * sstride, m, zero))
+        else:
+            for row in range(lo, hi):
+                base = row * sstride
+                depth = n - n        # (a runtime zero: an int64 like the others)
+                for leaf in range(leaves):
+                    start = base + pp[3 * leaf]
+                    m = pp[3 * leaf + 1]
+                    if m < 8:
+                        v = negative_zero
+                        for i in range(m):
+                            v += _ld(s, start + i, zero)
+                    else:
+                        v = _block_sum(s, start, m, zero)
+                    for _ in range(pp[3 * leaf + 2]):   # left (the stack's top) + right
+                        depth -= 1
+                        v = _ldb(stack, depth, zero) + v
+                    _stb(stack, depth, v)
+                    depth += 1
+                _st(d, row * dstride, zero + _ldb(stack, 0, zero))
+        if mean:
+            for row in range(lo, hi):
+                _st(d, row * dstride, _narrow(np.float64(_ld(d, row * dstride, zero))
+                                              / divisor, zero))
+        done += hi - lo
+    _publish(cp, done)
 
 
 def runner(u: int, family: str = FAMILY, compile: bool = True):
@@ -112,8 +138,11 @@ def runner(u: int, family: str = FAMILY, compile: bool = True):
 
     if family != FAMILY:
         raise ValueError(f"no {family!r} runner here")
+    if u not in FLOAT_TOKENS:
+        raise ValueError(f"no {family!r} runner for {u}-byte units")
     _bind_block_sum()
-    return jit_module.compile_runner(_run_row_sums, u, compile, token=FLOAT_TOKENS[u])
+    # (the unsigned token of the unit's width, as the pool's workers call runners)
+    return jit_module.compile_runner(_run_row_sums, u, compile)
 
 
 _bound = False          # the intrinsics are bound (by _bind_block_sum)
@@ -121,10 +150,14 @@ _bound = False          # the intrinsics are bound (by _bind_block_sum)
 
 def _bind_block_sum() -> None:
     """Define this module's intrinsics (:func:`define_block_sums`) and bind them here,
-    once (:func:`.jit.bind_once`)."""
+    with the loops' chunk claims (numba's dispatchers, once :func:`.jit.materialise` has
+    wrapped them), once (:func:`.jit.bind_once`)."""
     from . import jit as jit_module
+    from . import loops
 
-    jit_module.bind_once(globals(), define_block_sums)
+    jit_module.bind_once(globals(), lambda: {
+        **define_block_sums(), "_home": loops._home, "_claim": loops._claim,
+        "_publish": loops._publish})
 
 
 def define_block_sums() -> dict:
@@ -257,13 +290,36 @@ def define_block_sums() -> dict:
             return context.make_tuple(builder, signature.return_type, sums)
         return sig, codegen
 
+    @intrinsic
+    def _float_zero(typingctx, tok):
+        """+0.0 of the float type as wide as ``tok`` (an unsigned token: 4 or 8 bytes)."""
+        ftype = types.float32 if tok.bitwidth == 32 else types.float64
+
+        def codegen(context, builder, signature, args):
+            return ir.Constant(context.get_value_type(ftype), 0.0)
+        return ftype(tok), codegen
+
+    @intrinsic
+    def _narrow(typingctx, value, zero):
+        """``value`` (a float64) rounded to ``zero``'s float type (as numpy casts)."""
+        def codegen(context, builder, signature, args):
+            if signature.args[1].bitwidth == 64:
+                return args[0]
+            return builder.fptrunc(args[0], context.get_value_type(signature.args[1]))
+        return zero(types.float64, zero), codegen
+
     return {"_block_sum": _block_sum, "_block_sum_pair": _block_sum_pair,
-            "_block_sum_quad": _block_sum_quad}
+            "_block_sum_quad": _block_sum_quad, "_float_zero": _float_zero,
+            "_narrow": _narrow}
 
 
 _programs: dict[int, tuple[np.ndarray, int]] = {}
 _programs_lock = threading.Lock()
-_Parameters = ctypes.c_int64 * 5        # P_ROWS ... P_LEAVES
+_Parameters = ctypes.c_int64 * 5        # P_N ... P_MEAN
+# The parameter vector threads.execute reads for its scratch memory (none); the runner
+# reads its own at itp.
+_NO_SCRATCH = np.zeros(P_LEN, np.int64)
+_NO_SCRATCH.flags.writeable = False
 
 
 def pairwise_program(n: int) -> np.ndarray:
@@ -304,17 +360,21 @@ def _program(n: int) -> tuple[np.ndarray, int]:
     return entry
 
 
-def sum_rows(run, sums: np.ndarray, source: int, row_stride: int, n: int, lo: int,
-             hi: int) -> None:
-    """``sums[lo:hi]`` = the sums of rows ``lo`` to ``hi`` as numpy adds them, by the
-    compiled ``run`` (:func:`runner`, for ``sums``' dtype): row ``r`` is the ``n``
-    contiguous elements at address ``source + r * row_stride`` (bytes; the caller
+def sum_rows(run, sums: np.ndarray, source: int, row_stride: int, n: int, mean: bool,
+             threads: int) -> None:
+    """``sums`` = the sums (or, ``mean``, the means) of its ``sums.size`` rows as numpy
+    adds (and divides) them, by the compiled ``run`` (:func:`runner`, for ``sums``'
+    dtype) on ``threads`` threads (the kernel's pool, :func:`.threads.execute`: the
+    caller's thread takes the chunks of rows the workers have not): row ``r`` is the
+    ``n`` contiguous elements at address ``source + r * row_stride`` (bytes; the caller
     vouches for them), ``sums`` a writeable 1-d array. The runner releases the GIL."""
-    if hi <= lo:
+    rows = sums.size
+    if rows == 0:
         return
     program, address = _program(n)
     itemsize = sums.itemsize
-    params = _Parameters(hi - lo, n, row_stride // itemsize, sums.strides[0] // itemsize,
-                         len(program) // 3)
-    destination = sums.__array_interface__["data"][0] + lo * sums.strides[0]
-    run(params, destination, source + lo * row_stride, address, address, 0.0)
+    params = _Parameters(n, row_stride // itemsize, sums.strides[0] // itemsize,
+                         len(program) // 3, int(mean))
+    execute((rows, max(1, min(threads, rows)), params, _NO_SCRATCH, None,
+             ctypes.addressof(params), address, 1),
+            run, sums.__array_interface__["data"][0], source, 0)
