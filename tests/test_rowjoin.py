@@ -539,9 +539,11 @@ def test_a_fresh_destination_is_populated_then_streamed(runner, monkeypatch):
     numpy's result both times. (Linux: mincore tells.)"""
     if not sys.platform.startswith("linux"):
         pytest.skip("fresh pages are told by Linux's mincore")
+    from rearrange.kernel import threads
+
     populated = []
-    real = rowjoin.execute
-    monkeypatch.setattr(rowjoin, "execute",
+    real = threads.execute         # (the row assembly's jobs go through execute_units)
+    monkeypatch.setattr(threads, "execute",
                         lambda low, run, d, s, populate: (populated.append(populate),
                                                           real(low, run, d, s, populate))[1])
     rng = np.random.default_rng(14)

@@ -54,7 +54,7 @@ import numpy as np
 from .abi import C_SCRATCH, C_SLOT, P_LEN, P_SCRATCH
 from .pages import untouched
 from .plan import LINE, VECTOR_BYTES
-from .threads import execute
+from .threads import execute_units
 
 __all__ = ["FAMILY", "FLOAT_TOKENS", "MAX_INNER", "NONTEMPORAL_MIN_BYTES", "runner",
            "blocking", "tile_shape", "streams", "batched_product"]
@@ -554,6 +554,5 @@ def batched_product(run, left: np.ndarray, right: np.ndarray, out: np.ndarray,
     # A fresh destination streamed to has its pages populated first, split over the
     # threads (the row assembly's way).
     populate = out.nbytes if nt and untouched(daddr, out.nbytes) else 0
-    execute((work, max(1, min(threads, work)), words, parameters, None,
-             words.__array_interface__["data"][0], ctypes.addressof(parameters), 1),
-            run, daddr, 0, populate)
+    execute_units(run, work, threads, words, words.__array_interface__["data"][0], daddr,
+                  populate_bytes=populate, pp=parameters)

@@ -33,7 +33,7 @@ import numpy as np
 
 from .pages import untouched
 from .plan import LINE
-from .threads import execute
+from .threads import execute_units
 
 __all__ = ["FAMILY", "UNIT", "SEGMENT_WORDS", "NONTEMPORAL_MIN_BYTES", "runner",
            "streams", "join_rows"]
@@ -202,20 +202,6 @@ def _parameters(row_bytes: int, nt: bool, segments: list[tuple[int, int, int, in
     return (ctypes.c_int64 * len(words))(*words)
 
 
-_unused: list = []      # [the int64 parameter vector execute() reads (no scratch), its address]
-
-
-def _unused_parameters() -> tuple:
-    """The parameter vector :func:`.threads.execute` reads (its scratch size: none) and
-    its address: the runner reads its own at ``itp``, never this one."""
-    if not _unused:
-        from .abi import P_LEN
-
-        unused = np.zeros(P_LEN, np.int64)
-        _unused.extend((unused, unused.__array_interface__["data"][0]))
-    return _unused[0], _unused[1]
-
-
 def streams(daddr: int, nbytes: int, segments: list[tuple[int, int, int, int]]) -> bool:
     """Whether an output of ``nbytes`` at ``daddr`` made of ``segments`` gets its lines
     as streaming stores: from :data:`NONTEMPORAL_MIN_BYTES`, and only where every
@@ -253,7 +239,5 @@ def join_rows(run, out: np.ndarray, segments: list[tuple[int, int, int, int]],
     # over the threads, then streamed to (the transposes' way: .kernel's docstring).
     populate = out.nbytes if nt and untouched(daddr, out.nbytes) else 0
     params = _parameters(row_bytes, nt, segments)
-    unused, unused_address = _unused_parameters()
-    execute((rows, max(1, min(threads, rows)), params, unused, None,
-             ctypes.addressof(params), unused_address, 1),
-            run, daddr, 0, populate)
+    execute_units(run, rows, threads, params, ctypes.addressof(params), daddr,
+                  populate_bytes=populate)

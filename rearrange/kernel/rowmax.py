@@ -53,8 +53,7 @@ import math
 
 import numpy as np
 
-from .abi import P_LEN
-from .threads import execute
+from .threads import execute_units
 
 __all__ = ["FAMILY", "COLUMN_SUMS", "WINDOWS", "WINDOW_SUMS", "FLOAT_DTYPES", "OP_MAX",
            "OP_MIN", "OP_SUM", "OP_MEAN", "runner", "reduce_runs", "sum_columns",
@@ -574,18 +573,6 @@ def define_run_extremes() -> dict:
 
 
 _Parameters = ctypes.c_int64 * _P_LEN
-_unused: list = []      # [the int64 parameter vector execute() reads (no scratch), its address]
-
-
-def _unused_parameters() -> tuple:
-    """The parameter vector :func:`.threads.execute` reads (its scratch size: none) and
-    its address: the runners read theirs at ``itp``, never this one."""
-    if not _unused:
-        unused = np.zeros(P_LEN, np.int64)
-        _unused.extend((unused, unused.__array_interface__["data"][0]))
-    return _unused[0], _unused[1]
-
-
 def reduce_runs(run, out: np.ndarray, source: int, op: int, n: int, count: int,
                 rstride: int, ostride: int, threads: int) -> int:
     """``out`` (a writeable 1-d view of the outputs, of the runner's float type) =
@@ -597,10 +584,8 @@ def reduce_runs(run, out: np.ndarray, source: int, op: int, n: int, count: int,
     values are then the caller's to compute: 0 in all but such data)."""
     outputs = out.size
     params = _Parameters(op, n, count, rstride, ostride, out.strides[0] // out.itemsize, 0)
-    unused, unused_address = _unused_parameters()
-    execute((outputs, max(1, min(threads, outputs)), params, unused, None,
-             ctypes.addressof(params), unused_address, 1),
-            run, out.__array_interface__["data"][0], source, 0)
+    execute_units(run, outputs, threads, params, ctypes.addressof(params),
+                  out.__array_interface__["data"][0], source)
     return params[P_MIXED]
 
 def sum_columns(run, out: np.ndarray, source: int, rows: int, width: int, row_stride: int,
@@ -614,10 +599,8 @@ def sum_columns(run, out: np.ndarray, source: int, rows: int, width: int, row_st
     block = max(1, COLUMN_BLOCK_BYTES // out.itemsize)
     units = outer * -(-width // block)
     params = _Parameters(rows, width, block, row_stride, outer_stride, width, int(mean))
-    unused, unused_address = _unused_parameters()
-    execute((units, max(1, min(threads, units)), params, unused, None,
-             ctypes.addressof(params), unused_address, 1),
-            run, out.__array_interface__["data"][0], source, 0)
+    execute_units(run, units, threads, params, ctypes.addressof(params),
+                  out.__array_interface__["data"][0], source)
 
 
 _WindowParameters = ctypes.c_int64 * _W_LEN
@@ -636,10 +619,8 @@ def reduce_windows(run, out: np.ndarray, source: int, op: int, width: int,
         raise ValueError(f"windows of {cols} columns are not read as vectors")
     units = out.shape[0]
     params = _WindowParameters(op, width, outer_stride, rows, row_stride, cols)
-    unused, unused_address = _unused_parameters()
-    execute((units, max(1, min(threads, units)), params, unused, None,
-             ctypes.addressof(params), unused_address, 1),
-            run, out.__array_interface__["data"][0], source, 0)
+    execute_units(run, units, threads, params, ctypes.addressof(params),
+                  out.__array_interface__["data"][0], source)
 
 
 def sum_windows(run, out: np.ndarray, source: int, mean: bool, width: int,
@@ -656,7 +637,5 @@ def sum_windows(run, out: np.ndarray, source: int, mean: bool, width: int,
     units = out.shape[0]
     params = _WindowParameters(OP_MEAN if mean else OP_SUM, width, outer_stride, rows,
                                row_stride, cols)
-    unused, unused_address = _unused_parameters()
-    execute((units, max(1, min(threads, units)), params, unused, None,
-             ctypes.addressof(params), unused_address, 1),
-            run, out.__array_interface__["data"][0], source, 0)
+    execute_units(run, units, threads, params, ctypes.addressof(params),
+                  out.__array_interface__["data"][0], source)

@@ -47,8 +47,7 @@ import threading
 
 import numpy as np
 
-from .abi import P_LEN
-from .threads import execute
+from .threads import execute_units
 
 __all__ = ["FAMILY", "FLOAT_TOKENS", "runner", "pairwise_program", "sum_rows"]
 
@@ -316,10 +315,6 @@ def define_block_sums() -> dict:
 _programs: dict[int, tuple[np.ndarray, int]] = {}
 _programs_lock = threading.Lock()
 _Parameters = ctypes.c_int64 * 5        # P_N ... P_MEAN
-# The parameter vector threads.execute reads for its scratch memory (none); the runner
-# reads its own at itp.
-_NO_SCRATCH = np.zeros(P_LEN, np.int64)
-_NO_SCRATCH.flags.writeable = False
 
 
 def pairwise_program(n: int) -> np.ndarray:
@@ -375,6 +370,5 @@ def sum_rows(run, sums: np.ndarray, source: int, row_stride: int, n: int, mean: 
     itemsize = sums.itemsize
     params = _Parameters(n, row_stride // itemsize, sums.strides[0] // itemsize,
                          len(program) // 3, int(mean))
-    execute((rows, max(1, min(threads, rows)), params, _NO_SCRATCH, None,
-             ctypes.addressof(params), address, 1),
-            run, sums.__array_interface__["data"][0], source, 0)
+    execute_units(run, rows, threads, params, ctypes.addressof(params),
+                  sums.__array_interface__["data"][0], source, pp_address=address)

@@ -48,10 +48,11 @@ from ..errors import ArgumentTypeError, RearrangeError
 from .abi import (C_CHUNK, C_DONE, C_DST, C_ITER, C_MADVISE, C_NCHUNK, C_NEXT, C_NRANGE,
                   C_NWORK, C_PARAMS, C_POP_END, C_POP_N, C_POP_START, C_POP_STEP, C_RUNNER,
                   C_SCRATCH, C_SRC, C_TICKET, C_UNIT, MAILBOX_WORDS, OP_POST, OP_SERVE,
-                  OP_SETTLE, OP_STOP, OP_TICKS, P_SCRATCH, RANGES_MAX, ControlBlock)
+                  OP_SETTLE, OP_STOP, OP_TICKS, P_LEN, P_SCRATCH, RANGES_MAX, ControlBlock)
 from .pages import PAGE, madvise_address
 
-__all__ = ["set_num_threads", "get_num_threads", "execute", "execute_parts", "spin_seconds",
+__all__ = ["set_num_threads", "get_num_threads", "execute", "execute_units", "execute_parts",
+           "spin_seconds",
            "set_spin_seconds", "find_pool_runner_with", "CHUNKS_PER_THREAD", "SPIN_SECONDS"]
 
 CHUNKS_PER_THREAD = 8            # threads take work in chunks of 1/(8 * threads) each
@@ -180,6 +181,34 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
     else:
         ctrl[C_CHUNK], ctrl[C_NCHUNK], ctrl[C_NRANGE] = nwork, 1, 1
         runner(*args)
+
+
+# The parameter vector of a job that needs no scratch memory (P_SCRATCH 0), for runners
+# that read their own parameters at ``itp`` (the reductions', the row assembly's): one for
+# every such job, never written.
+_NO_SCRATCH = np.zeros(P_LEN, np.int64)
+_NO_SCRATCH.flags.writeable = False
+_NO_SCRATCH_ADDRESS = _NO_SCRATCH.__array_interface__["data"][0]
+
+
+def execute_units(runner, units: int, threads: int, parameters, parameters_address: int,
+                  daddr: int, saddr: int = 0, populate_bytes: int = 0, pp=None,
+                  pp_address: int | None = None) -> None:
+    """Run ``units`` work units of a compiled runner that is not a copy (the reductions',
+    the row assembly's, the batched product's) on at most ``threads`` threads, chunks of
+    one unit at least, as :func:`execute` runs a copy: ``parameters`` (kept alive for
+    the workers) at ``parameters_address`` are the runner's ``itp``; ``pp`` the
+    parameter vector :func:`execute` reads (its scratch size; None: no scratch) and
+    ``pp_address`` what the runner gets as ``pp`` (None: ``pp``'s address)."""
+    if pp is None:
+        pp = _NO_SCRATCH
+        if pp_address is None:
+            pp_address = _NO_SCRATCH_ADDRESS
+    elif pp_address is None:
+        pp_address = ctypes.addressof(pp) if isinstance(pp, ctypes.Array) else \
+            pp.__array_interface__["data"][0]
+    execute((units, max(1, min(threads, units)), parameters, pp, None, parameters_address,
+             pp_address, 1), runner, daddr, saddr, populate_bytes)
 
 
 def execute_parts(parts, meanwhile=None) -> None:
