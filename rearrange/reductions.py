@@ -867,15 +867,9 @@ def _reduce_windows(reduction: str, y: np.ndarray, reduced: int,
     if reduction not in ("max", "min"):
         return None
     rowmax = _kernel()[1]
-    target = _compiled_target(y, reduced, _vector_window_layout, rowmax.WINDOWS)
-    if target is None:
-        return None
-    layout, run, out = target
-    rowmax.reduce_windows(run, out.reshape(-1, layout.width), y.__array_interface__["data"][0],
-                          rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN,
-                          layout.width, layout.outer_stride, layout.rows, layout.row_stride,
-                          layout.cols, threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
-    return out
+    return _windows_compiled(y, reduced, threads, _vector_window_layout, rowmax.WINDOWS,
+                             rowmax.reduce_windows,
+                             rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN)
 
 
 def _sum_windows(reduction: str, y: np.ndarray, reduced: int,
@@ -888,14 +882,23 @@ def _sum_windows(reduction: str, y: np.ndarray, reduced: int,
     if reduction not in ("sum", "mean"):
         return None
     rowmax = _kernel()[1]
-    target = _compiled_target(y, reduced, _summed_windows, rowmax.WINDOW_SUMS)
+    return _windows_compiled(y, reduced, threads, _summed_windows, rowmax.WINDOW_SUMS,
+                             rowmax.sum_windows, reduction == "mean")
+
+
+def _windows_compiled(y: np.ndarray, reduced: int, threads: int, describe: Callable,
+                      family: str, entry: Callable, how: Any) -> np.ndarray | None:
+    """``y`` reduced over its last ``reduced`` axes by a window runner of ``family``
+    through its ``entry`` (kernel/rowmax.py's ``reduce_windows`` with ``how`` the op,
+    ``sum_windows`` with ``how`` the mean flag), on the windows ``describe`` lays out
+    (:func:`_compiled_target`); None where the runner cannot take it now."""
+    target = _compiled_target(y, reduced, describe, family)
     if target is None:
         return None
     layout, run, out = target
-    rowmax.sum_windows(run, out.reshape(-1, layout.width), y.__array_interface__["data"][0],
-                       reduction == "mean", layout.width, layout.outer_stride, layout.rows,
-                       layout.row_stride, layout.cols,
-                       threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
+    entry(run, out.reshape(-1, layout.width), y.__array_interface__["data"][0], how,
+          layout.width, layout.outer_stride, layout.rows, layout.row_stride, layout.cols,
+          threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
     return out
 
 

@@ -615,12 +615,8 @@ def reduce_windows(run, out: np.ndarray, source: int, op: int, width: int,
     ``rows`` x ``cols`` elements (``cols`` 1 or 2) at address ``source + (o *
     outer_stride + r * row_stride + j * cols + c) * itemsize`` (strides in elements; the
     caller vouches for the memory)."""
-    if cols not in (1, 2):
-        raise ValueError(f"windows of {cols} columns are not read as vectors")
-    units = out.shape[0]
-    params = _WindowParameters(op, width, outer_stride, rows, row_stride, cols)
-    execute_units(run, units, threads, params, ctypes.addressof(params),
-                  out.__array_interface__["data"][0], source)
+    _windows_job(run, out, source, op, width, outer_stride, rows, row_stride, cols,
+                 threads, "read as vectors")
 
 
 def sum_windows(run, out: np.ndarray, source: int, mean: bool, width: int,
@@ -632,10 +628,18 @@ def sum_windows(run, out: np.ndarray, source: int, mean: bool, width: int,
     threads: output ``(o, j)`` adds the ``rows`` x ``cols`` elements (``cols`` 1 or 2)
     at address ``source + (o * outer_stride + r * row_stride + j * cols + c) *
     itemsize`` (strides in elements; the caller vouches for the memory)."""
+    _windows_job(run, out, source, OP_MEAN if mean else OP_SUM, width, outer_stride, rows,
+                 row_stride, cols, threads, "summed here")
+
+
+def _windows_job(run, out: np.ndarray, source: int, op: int, width: int,
+                 outer_stride: int, rows: int, row_stride: int, cols: int, threads: int,
+                 taken: str) -> None:
+    """A window runner's job (:func:`reduce_windows`, :func:`sum_windows`: one parameter
+    block, ``op`` the reduction), an output row a work unit; windows of other than 1 or
+    2 columns are refused (``taken``: what the runner does with them)."""
     if cols not in (1, 2):
-        raise ValueError(f"windows of {cols} columns are not summed here")
-    units = out.shape[0]
-    params = _WindowParameters(OP_MEAN if mean else OP_SUM, width, outer_stride, rows,
-                               row_stride, cols)
-    execute_units(run, units, threads, params, ctypes.addressof(params),
+        raise ValueError(f"windows of {cols} columns are not {taken}")
+    params = _WindowParameters(op, width, outer_stride, rows, row_stride, cols)
+    execute_units(run, out.shape[0], threads, params, ctypes.addressof(params),
                   out.__array_interface__["data"][0], source)
