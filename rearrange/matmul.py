@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from .records import record
 
-__all__ = ["MatmulForm", "matmul_form", "shape_arg"]
+__all__ = ["MatmulForm", "matmul_form", "product_letters", "shape_arg"]
 
 
 def shape_arg(shape: tuple[int, ...]) -> str:
@@ -70,20 +70,19 @@ class MatmulForm:
         return call
 
 
-def matmul_form(plan: Any) -> MatmulForm | None:
-    """``plan``'s contraction as a batched matrix product, or None where it is not one
-    (not two inputs, a diagonal, an axis summed within one input, ``...``, or a size-1
-    axis broadcast against a longer one)."""
-    if len(plan.inputs) != 2 or "." in plan.subscripts:
-        return None
-    terms, out = plan.subscripts.split("->")
-    left, right = terms.split(",")
+def product_letters(left: str, right: str, out: str, left_shape: tuple[int, ...],
+                    right_shape: tuple[int, ...]
+                    ) -> tuple[str, str, str, str, dict[str, int]] | None:
+    """The contraction ``left,right->out`` of operands of these shapes as one batched
+    matrix product's letters: ``(batch, rows, inner, columns, sizes)`` — batch, rows and
+    columns in the output's order, the summed (inner) ones in the left operand's, every
+    letter's length — or None where it is not one: a letter twice in one term, a letter
+    whose lengths differ between the operands (a size-1 axis broadcast), or one summed
+    within one operand (in it alone and not in the output)."""
     if len(set(left)) != len(left) or len(set(right)) != len(right):
         return None
-    shapes = [layout.shape if prep is None else prep.plan.output.shape
-              for layout, prep in zip(plan.inputs, plan.preparations)]
     sizes: dict[str, int] = {}
-    for term, shape in zip((left, right), shapes):
+    for term, shape in ((left, left_shape), (right, right_shape)):
         for letter, size in zip(term, shape):
             if sizes.setdefault(letter, size) != size:
                 return None
@@ -93,6 +92,23 @@ def matmul_form(plan: Any) -> MatmulForm | None:
     rows = "".join(c for c in out if c in left and c not in right)
     columns = "".join(c for c in out if c in right and c not in left)
     inner = "".join(c for c in left if c not in out)
+    return batch, rows, inner, columns, sizes
+
+
+def matmul_form(plan: Any) -> MatmulForm | None:
+    """``plan``'s contraction as a batched matrix product, or None where it is not one
+    (not two inputs, a diagonal, an axis summed within one input, ``...``, or a size-1
+    axis broadcast against a longer one)."""
+    if len(plan.inputs) != 2 or "." in plan.subscripts:
+        return None
+    terms, out = plan.subscripts.split("->")
+    left, right = terms.split(",")
+    shapes = [layout.shape if prep is None else prep.plan.output.shape
+              for layout, prep in zip(plan.inputs, plan.preparations)]
+    letters = product_letters(left, right, out, shapes[0], shapes[1])
+    if letters is None:
+        return None
+    batch, rows, inner, columns, sizes = letters
 
     def order(term: str, letters: str) -> tuple[int, ...] | None:
         positions = tuple(term.index(c) for c in letters)

@@ -1100,28 +1100,22 @@ class StepProduct:
 def step_product(subscripts: str, left_shape: tuple[int, ...],
                  right_shape: tuple[int, ...]) -> StepProduct | None:
     """``left,right->out`` on operands of these shapes as a batched matrix product
-    (:class:`StepProduct`), or None where it is not one: the same letters analysis as
-    rearrange/matmul.py's ``matmul_form``, on a step's subscripts and shapes."""
+    (:class:`StepProduct`), or None where it is not one: rearrange/matmul.py's
+    ``product_letters`` (``matmul_form``'s analysis), on a step's subscripts and shapes,
+    with the output's letters in one of the two orders the product writes."""
+    from ..matmul import product_letters     # (einsum's lowering only: not at import)
+
     terms, out = subscripts.split("->")
     if "." in subscripts or terms.count(",") != 1:
         return None
     left, right = terms.split(",")
     if len(left) != len(left_shape) or len(right) != len(right_shape) or \
-            len(set(left)) != len(left) or len(set(right)) != len(right) or \
-            len(set(out)) != len(out):
+            len(set(out)) != len(out) or any(c not in left + right for c in out):
         return None
-    sizes: dict[str, int] = {}
-    for term, shape in ((left, left_shape), (right, right_shape)):
-        for letter, size in zip(term, shape):
-            if sizes.setdefault(letter, size) != size:
-                return None
-    if any(c not in sizes for c in out) or \
-            any((c in left) != (c in right) and c not in out for c in sizes):
+    letters = product_letters(left, right, out, left_shape, right_shape)
+    if letters is None:
         return None
-    batch = "".join(c for c in out if c in left and c in right)
-    rows = "".join(c for c in out if c in left and c not in right)
-    columns = "".join(c for c in out if c in right and c not in left)
-    inner = "".join(c for c in left if c not in out)
+    batch, rows, inner, columns, sizes = letters
     if out == batch + rows + columns:
         transposed = False
     elif out == batch + columns + rows:
