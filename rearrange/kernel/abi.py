@@ -29,12 +29,23 @@ REGULAR, DIRECT_NT, STAGED_NT = 0, 1, 2
 # several copies, a concatenation's parts, which each of its threads runs in turn, in
 # one fork-join); a post's word in and out (C_TICKET). Then the chunks' ranges: threads arrived so far
 # (the n-th to arrive makes range n % ranges its home), the number of ranges, and one
-# counter per range (RANGES_MAX of them: chunks claimed from it).
+# counter per range (RANGES_MAX of them: chunks claimed from it). Last, the native
+# fork-join's words (mailbox.run_pool's OP_FORK / OP_JOIN, read and written in the job's
+# first control block only): the helpers the job wants posted (at most POSTS_MAX), the
+# mailboxes to try for them (boxes 0 .. C_BOXES - 1: those with a worker), the posts
+# made (the fork's report), the posts settled (the join's report: fewer than C_POSTS
+# when its spins ran out waiting for a worker, whose post and the ones after it are the
+# caller's to settle), and the posts themselves, a pair each (mailbox index, the post's
+# word: its ticket, POSTED). Invariant: the caller that wrote a pair owns that post
+# until it is settled; the workers never read these words.
 (C_DONE, C_NWORK, C_CHUNK, C_NCHUNK, C_POP_NEXT, C_POP_N, C_POP_START, C_POP_END,
  C_POP_STEP, C_MADVISE, C_SCRATCH, C_SLOT, C_RUNNER, C_UNIT, C_DST, C_SRC, C_ITER,
  C_PARAMS, C_NEXT, C_TICKET, C_ARRIVED, C_NRANGE, C_RANGE) = range(23)
 RANGES_MAX = 64
-C_LEN = C_RANGE + RANGES_MAX
+C_HELPERS, C_BOXES, C_POSTS, C_SETTLED, C_POSTED = range(C_RANGE + RANGES_MAX,
+                                                         C_RANGE + RANGES_MAX + 5)
+POSTS_MAX = 32
+C_LEN = C_POSTED + 2 * POSTS_MAX
 # Layout of the int64 parameter vector handed to the kernels (P_SCRATCH: bytes of
 # scratch memory per thread, 0: none; P_GS: bytes between the row groups of a staged
 # transpose's buffer; P_SBLK: column blocks per work unit of a staged transpose; P_NX,
@@ -59,5 +70,8 @@ MAILBOX_WORDS = 16
 ASLEEP, IDLE, CLAIMED, POSTED, TAKEN = range(5)
 STATE_BITS = 8
 # What the pool runner (mailbox.run_pool) does, its second argument (OP_STOP: a
-# spinning worker's mailbox put ASLEEP from outside, which ends its spin at once).
-OP_SERVE, OP_POST, OP_SETTLE, OP_TICKS, OP_STOP = range(5)
+# spinning worker's mailbox put ASLEEP from outside, which ends its spin at once;
+# OP_FORK: a job posted to the helpers it wants, as many as are spinning (C_POSTS);
+# OP_FORK_JOIN: the fork, then, if every post was made, the caller's share run and the
+# posts settled (C_SETTLED): the whole job in one call from the caller).
+OP_SERVE, OP_SETTLE, OP_TICKS, OP_STOP, OP_FORK, OP_FORK_JOIN = range(6)

@@ -45,10 +45,12 @@ import time
 import numpy as np
 
 from ..errors import ArgumentTypeError, RearrangeError
-from .abi import (C_CHUNK, C_DONE, C_DST, C_ITER, C_MADVISE, C_NCHUNK, C_NEXT, C_NRANGE,
-                  C_NWORK, C_PARAMS, C_POP_END, C_POP_N, C_POP_START, C_POP_STEP, C_RUNNER,
-                  C_SCRATCH, C_SRC, C_TICKET, C_UNIT, MAILBOX_WORDS, OP_POST, OP_SERVE,
-                  OP_SETTLE, OP_STOP, OP_TICKS, P_LEN, P_SCRATCH, RANGES_MAX, ControlBlock)
+from .abi import (C_BOXES, C_CHUNK, C_DONE, C_DST, C_HELPERS, C_ITER, C_MADVISE, C_NCHUNK,
+                  C_NEXT, C_NRANGE, C_NWORK, C_PARAMS, C_POP_END, C_POP_N, C_POP_START,
+                  C_POP_STEP, C_POSTED, C_POSTS, C_RUNNER, C_SCRATCH, C_SETTLED, C_SRC,
+                  C_TICKET, C_UNIT, MAILBOX_WORDS, OP_FORK, OP_FORK_JOIN, OP_SERVE,
+                  OP_SETTLE, OP_STOP, OP_TICKS, P_LEN, P_SCRATCH, POSTS_MAX, RANGES_MAX,
+                  ControlBlock)
 from .pages import PAGE, madvise_address
 
 __all__ = ["set_num_threads", "get_num_threads", "execute", "execute_units", "execute_parts",
@@ -281,7 +283,9 @@ def _fork_join(job: "_Job", threads: int, meanwhile=None) -> None:
     the workers have not taken are taken back, those taken waited for, and chunks of
     workers from the queue waited for only if they are not done yet."""
     pool = _the_pool()
-    posts = pool.submit(job, threads - 1)
+    posts = pool.submit(job, threads - 1, join=meanwhile is None)
+    if posts is None:           # the pool's native fork-join ran the whole job
+        return
     if meanwhile is not None:
         meanwhile()
     for runner, args in job.steps:
@@ -406,11 +410,20 @@ class _Pool:
         self.spinning = [False] * slots     # worker w is in its spin
         self.stopping = False               # set at exit: no more spins
         self.tick_rate = -1.0           # cycle-counter ticks per second (-1: not known)
+        # Jobs run whole by one native fork-join (every helper spinning): what tests
+        # read to see which path a job took.
+        self.native_joins = 0
 
-    def submit(self, job: _Job, helpers: int) -> list:
+    def submit(self, job: _Job, helpers: int, join: bool = False) -> list | None:
         """Hand ``job`` to ``helpers`` workers: posted to those spinning, queued for the
         rest. Returns the posts, which :meth:`settle` must take back or see done before
-        the job's memory may go."""
+        the job's memory may go.
+
+        With ``join``, when every helper is spinning, the job is run whole instead, in
+        one call of the pool's runner (:mod:`.mailbox`'s OP_FORK_JOIN: the posts, this
+        thread's share, the posts settled), and None is returned; else (a helper
+        asleep, or no pool runner) the job is handed out as without ``join``, nothing
+        of it run yet."""
         helpers = min(helpers, _MAX_HELPERS)
         if len(self.workers) < helpers:
             with self.lock:
@@ -419,23 +432,39 @@ class _Pool:
                                          name="rearrange-copy", daemon=True)
                     t.start()
                     self.workers.append(t)
-        posts = []
         run = self._spinning_runner()
-        if run is not None:
-            for runner, args in job.steps:      # each copy as a posted worker calls it
-                step = args[0]
-                step[C_RUNNER], step[C_UNIT] = self._address(runner)
-                step[C_DST], step[C_SRC], step[C_ITER], step[C_PARAMS] = args[1:5]
-            ctrl = job.steps[0][1][0]           # the first copy's: the post's
-            for box in self.box_pointers[:len(self.workers)]:
-                if len(posts) == helpers:
-                    break
-                run(box, OP_POST, 0, ctrl, None, 0)
-                if ctrl[C_TICKET]:
-                    posts.append((box, ctrl[C_TICKET]))
+        if run is None:
+            for _ in range(helpers):
+                self.jobs.put(job.queued())
+            return []
+        address = self._address
+        for runner, args in job.steps:          # each copy as a posted worker calls it
+            step = args[0]
+            step[C_RUNNER], step[C_UNIT] = address(runner)
+            step[C_DST], step[C_SRC], step[C_ITER], step[C_PARAMS] = args[1:5]
+        ctrl = job.steps[0][1][0]               # the first copy's: the posts'
+        ctrl[C_HELPERS] = wanted = min(helpers, POSTS_MAX)
+        ctrl[C_BOXES] = len(self.workers)
+        if join and wanted == helpers:
+            run(self.box_pointers[0], OP_FORK_JOIN, SETTLE_SPINS, ctrl, None, 0)
+            if ctrl[C_POSTS] == wanted:         # forked, run and joined
+                self.native_joins += 1
+                if ctrl[C_SETTLED] < wanted:    # a worker still on its post: settle on
+                    self.settle(self._posts(ctrl, ctrl[C_SETTLED]), ctrl)
+                return None
+        else:
+            run(self.box_pointers[0], OP_FORK, 0, ctrl, None, 0)
+        posts = self._posts(ctrl, 0)
         for _ in range(helpers - len(posts)):
             self.jobs.put(job.queued())
         return posts
+
+    def _posts(self, ctrl, first: int) -> list:
+        """The posts the native fork made (ctrl's C_POSTED pairs) from the ``first``-th
+        on, as (mailbox, word) for :meth:`settle`."""
+        boxes = self.box_pointers
+        return [(boxes[ctrl[C_POSTED + 2 * i]], ctrl[C_POSTED + 2 * i + 1])
+                for i in range(first, ctrl[C_POSTS])]
 
     def settle(self, posts: list, ctrl) -> None:
         """Take back each post of the copy of control block ``ctrl`` that its worker has
