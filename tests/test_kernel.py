@@ -927,7 +927,7 @@ def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
     small_copies_take_the_kernel(monkeypatch)
     jobs = []
     monkeypatch.setattr(kthreads._pool, "submit",
-                        lambda job, helpers: jobs.append(job.queued()))
+                        lambda job, helpers, join=False: jobs.append(job.queued()) or [])
     # Waiting would be for a worker that never comes: chunks the caller left undone.
     monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
     x = random_array((300, 400), np.float32, np.random.default_rng(5))
@@ -948,7 +948,8 @@ def test_a_worker_that_arrives_first_takes_every_range(threads, monkeypatch) -> 
     whole copy before the calling thread starts (its home is then range 0, and it
     takes every other range) leaves the caller nothing, and the copy is whole."""
     small_copies_take_the_kernel(monkeypatch)
-    monkeypatch.setattr(kthreads._pool, "submit", lambda job, helpers: job.queued().work())
+    monkeypatch.setattr(kthreads._pool, "submit",
+                        lambda job, helpers, join=False: job.queued().work() or [])
     monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
     for shape, view in (((300, 400), lambda x: x.T),
                         ((4, 3, 40, 50), lambda x: x.transpose(0, 2, 3, 1)),
@@ -994,20 +995,22 @@ LAYOUTS = (((300, 400), np.float32, lambda x: x.T),
 
 def test_a_post_nobody_takes_is_taken_back(lone_pool) -> None:
     """A spinning (IDLE) worker gets the copy as a post; when the caller has done every
-    chunk and the worker has not taken the post, the caller takes it back: the mailbox
-    is IDLE again under the post's ticket, and the copy is whole. A mailbox ASLEEP gets
-    no post (the job is queued)."""
+    chunk and the worker has not taken the post, the caller takes it back (all in the
+    pool's native fork-join: submit returns None): the mailbox is IDLE again under the
+    post's ticket, and the copy is whole. A mailbox ASLEEP gets no post (the job is
+    queued)."""
     box = lone_pool.box_pointers[0]
     posts = []
     submit = lone_pool.submit
-    lone_pool.submit = lambda job, helpers: posts.append(submit(job, helpers)) or posts[-1]
+    lone_pool.submit = lambda job, helpers, join=False: posts.append(
+        submit(job, helpers, join)) or posts[-1]
     for ticket, (shape, dtype, view) in enumerate(LAYOUTS, start=1):
         box[abi.M_WORD] = (ticket - 1) * abi.STATE_BITS + abi.IDLE
         src = view(random_array(shape, dtype, np.random.default_rng(ticket)))
         out = np.full(src.shape, 7, dtype)
         K.copy_into(out, src, K.plan_copy(src.shape, src.strides, out.itemsize, threads=2))
         assert out.tobytes() == np.ascontiguousarray(src).tobytes()
-        assert len(posts[-1]) == 1
+        assert posts[-1] is None and lone_pool.native_joins == ticket
         assert box[abi.M_WORD] == ticket * abi.STATE_BITS + abi.IDLE
     box[abi.M_WORD] = abi.ASLEEP
     src = LAYOUTS[0][2](random_array(LAYOUTS[0][0], np.float32, np.random.default_rng(0)))
@@ -1025,8 +1028,8 @@ def test_a_post_is_run_by_the_spinning_worker(lone_pool) -> None:
     run = lone_pool.run_pool
     submit = lone_pool.submit
 
-    def submit_and_serve(job, helpers):
-        posts = submit(job, helpers)
+    def submit_and_serve(job, helpers, join=False):
+        posts = submit(job, helpers)        # posted only: the worker's side is the test's
         assert len(posts) == 1 and _mailbox_state(lone_pool) == abi.POSTED
         run(box, abi.OP_SERVE, 1000, None, None, 0)      # runs the job, then sleeps
         assert _mailbox_state(lone_pool) == abi.ASLEEP
@@ -1046,14 +1049,16 @@ def test_a_post_is_run_by_the_spinning_worker(lone_pool) -> None:
 @pytest.fixture
 def spinning_pool(monkeypatch):
     """A fresh pool whose workers spin 0.5 s after each copy (long enough for a test to
-    see it), small copies on the kernel, and the list of each copy's posts."""
+    see it), small copies on the kernel, and the list of each copy's posts (None: the
+    copy was one native fork-join, its post made and settled there)."""
     small_copies_take_the_kernel(monkeypatch)
     pool = kthreads._Pool()
     monkeypatch.setattr(kthreads, "_pool", pool)
     monkeypatch.setattr(kthreads, "_spin", 0.5)
     posts = []
     submit = pool.submit
-    pool.submit = lambda job, helpers: posts.append(submit(job, helpers)) or posts[-1]
+    pool.submit = lambda job, helpers, join=False: posts.append(
+        submit(job, helpers, join)) or posts[-1]
     return pool, posts
 
 
@@ -1085,7 +1090,7 @@ def test_workers_spin_for_the_next_copy_then_sleep(spinning_pool) -> None:
     until(abi.ASLEEP)
     copy(2)
     until(abi.IDLE)
-    assert [len(p) for p in posts] == [0, 1, 0]
+    assert posts == [[], None, []]
 
 
 def test_spins_stop_at_exit(spinning_pool) -> None:
@@ -1180,7 +1185,8 @@ def test_spinning_is_off_without_a_cycle_counter() -> None:
 
 def test_set_spin_seconds_turns_posting_off_and_on(spinning_pool) -> None:
     """set_spin_seconds(0): copies are queued, not posted (the worker then sleeps after
-    each); back to a spin, they are posted again. Bad values are refused."""
+    each); back to a spin, they are posted again (a native fork-join each). Bad values
+    are refused."""
     import time
 
     pool, posts = spinning_pool
@@ -1197,7 +1203,7 @@ def test_set_spin_seconds_turns_posting_off_and_on(spinning_pool) -> None:
             time.sleep(0.001)
         posts.clear()
         K.copy_into(out, x.T, plan)
-        assert len(posts[-1]) == (1 if spin else 0)
+        assert posts[-1] == (None if spin else [])
         assert out.tobytes() == np.ascontiguousarray(x.T).tobytes()
     for bad in (-1, 2, True, "0.1", float("nan")):
         with pytest.raises(ValueError, match="set_spin_seconds"):

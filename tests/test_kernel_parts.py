@@ -250,8 +250,8 @@ def test_a_spinning_worker_runs_every_copy_of_a_posted_job(lone_pool, monkeypatc
     submit = lone_pool.submit
     served = []
 
-    def submit_and_serve(job, helpers):
-        posts = submit(job, helpers)
+    def submit_and_serve(job, helpers, join=False):
+        posts = submit(job, helpers)        # posted only: the worker's side is the test's
         assert len(posts) == 1 and _mailbox_state(lone_pool) == abi.POSTED
         run(box, abi.OP_SERVE, 1000, None, None, 0)      # runs the job, then sleeps
         assert _mailbox_state(lone_pool) == abi.ASLEEP
