@@ -70,7 +70,8 @@ def main() -> None:
                            False),
         "tiny job, cold": (lambda: rowmax.reduce_runs(run, out, address, 0, 8, 1, 8, 8, 2),
                            True),
-        "transpose (1024, 1024) f32": (lambda: ra.rearrange(square, "a b -> b a", copy=True), False),
+        "transpose (1024, 1024) f32": (
+            lambda: ra.rearrange(square, "a b -> b a", copy=True), False),
         "max per channel 25.7 MB": (lambda: ra.reduce(x, "b c h w -> c", "max"), False),
     }
     print(f"2 threads, spin {args.spin_us:.0f} us, {args.rounds} rounds; medians (us)\n")

@@ -22,7 +22,8 @@ A worker that has just run a copy spins for the next one for :func:`spin_seconds
 (:mod:`.mailbox`): a copy made meanwhile is posted to it and starts on both threads at
 once, where a sleeping worker takes 20-35 us to wake. Only a worker that was posted to
 and has taken the post is waited for, and only until it is done with the job; a post
-not taken yet is taken back.
+not taken yet is taken back. A job whose helpers all spin is one call of the pool's
+runner (the posts, the caller's share and the settle: :mod:`.mailbox`'s OP_FORK_JOIN).
 
 A destination to populate first (see :mod:`rearrange.kernel`) is cut into slices that
 the copy's threads claim from the same control block before their chunks: its pages
@@ -281,7 +282,9 @@ def _fork_join(job: "_Job", threads: int, meanwhile=None) -> None:
     """Hand ``job`` to ``threads - 1`` pool workers, run its copies on this thread too
     (after ``meanwhile()``, if given), and return once every work unit is done: posts
     the workers have not taken are taken back, those taken waited for, and chunks of
-    workers from the queue waited for only if they are not done yet."""
+    workers from the queue waited for only if they are not done yet. Without
+    ``meanwhile``, a job whose helpers all spin runs whole in the pool's native
+    fork-join (:meth:`_Pool.submit` with ``join``)."""
     pool = _the_pool()
     posts = pool.submit(job, threads - 1, join=meanwhile is None)
     if posts is None:           # the pool's native fork-join ran the whole job
