@@ -17,7 +17,8 @@ import numpy as np
 from .errors import RearrangeError
 from .records import record
 
-__all__ = ["apply_reduction", "reduce_values", "plan_by_layout"]
+__all__ = ["apply_reduction", "reduce_values", "plan_by_layout", "reduce_by_layout",
+           "compiled_reduction", "run_compiled", "COMPILED_STRATEGIES"]
 
 
 def _logsumexp(y: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
@@ -654,14 +655,16 @@ def _slab_axis(shape: tuple[int, ...], kept: int, threads: int) -> int | None:
 
 
 def reduce_by_layout(strategy: str, reduction: str, y: np.ndarray, axis: tuple[int, ...],
-                     threads: int) -> np.ndarray:
+                     threads: int, compiled_tried: bool = False) -> np.ndarray:
     """``y`` reduced over its trailing ``axis`` as ``strategy`` (from
-    :func:`plan_by_layout`) says: the array numpy's own call would return."""
-    compiled = _COMPILED.get(strategy)
-    if compiled is not None:
-        done = compiled(reduction, y, len(axis), threads)
-        if done is not None:
-            return done
+    :func:`plan_by_layout`) says: the array numpy's own call would return.
+    ``compiled_tried``: the caller has tried a compiled strategy's runner on ``y``
+    (:func:`run_compiled`) and it could not take it: numpy's ways then."""
+    if strategy in _COMPILED_TAKES:
+        if not compiled_tried:
+            done = _reduce_compiled(strategy, reduction, y, len(axis), threads)
+            if done is not None:
+                return done
         # the runner cannot take it now (not ready; not this array): numpy's ways, as
         # planned without the compiled runners
         strategy = _plan_without_rows(reduction, y.shape, y.dtype, len(axis), threads,
@@ -759,166 +762,164 @@ def _element_strides(y: np.ndarray) -> tuple[int, ...] | None:
     return elements
 
 
-_kernel_modules: list = []      # [(builds, rowmax, rowsums, runner_layout)], see _kernel
+_kernel_modules: list = []      # [(builds, rowmax, rowsums)], see _kernel
 
 
 def _kernel() -> tuple:
-    """The kernel's modules the compiled strategies call: ``(builds, rowmax, rowsums,
-    runner_layout)``, imported by the first of them, not at ``import rearrange`` (as a
-    function-level import would, which costs ~1 us a call: a tenth of a compiled
-    reduction's Python). Modules, not values: a test's monkeypatch of their attributes
-    is seen."""
+    """The kernel's modules the compiled strategies call: ``(builds, rowmax, rowsums)``,
+    imported by the first of them, not at ``import rearrange`` (as a function-level
+    import would, which costs ~1 us a call: a tenth of a compiled reduction's Python).
+    Modules, not values: a test's monkeypatch of their attributes is seen."""
     if not _kernel_modules:
-        from .kernel import builds, rowmax, rowsums, runner_layout
-        _kernel_modules.append((builds, rowmax, rowsums, runner_layout))
+        from .kernel import builds, rowmax, rowsums
+        _kernel_modules.append((builds, rowmax, rowsums))
     return _kernel_modules[0]
 
 
-def _sum_rows(reduction: str, y: np.ndarray, reduced: int, threads: int) -> np.ndarray | None:
-    """``y``'s sum (or mean) over its last axis by the compiled row sums, the array
-    numpy's call would return; None — nothing done — when they cannot take it now: not
-    an exact, aligned, native float32/float64 ndarray of contiguous rows
-    (:func:`_contiguous_rows`, checked on the array itself: native code reads it), or
-    the runner not ready (:func:`rearrange.kernel.builds.runner_for`: in the default
-    mode this asks for it, loaded or compiled out of the caller's way)."""
-    strides = _element_strides(y)
-    if (type(y) is not np.ndarray or y.dtype not in ROWS_MAX or y.ndim < 2
-            or not y.flags.aligned or strides is None or y.size == 0
-            or not _contiguous_rows(y.shape, strides)):
-        return None
-    builds, _, rowsums, _ = _kernel()
-    run = builds.runner_for(rowsums.FAMILY, y.itemsize)
-    if run is None:
-        return None
-    n = y.shape[-1]
-    out = np.empty(y.shape[:-1], y.dtype)     # C order: numpy's too, for these rows
-    sums = out.reshape(-1)
-    moving = [k for k in range(y.ndim - 1) if y.shape[k] > 1]
-    row_stride = y.strides[moving[-1]] if moving else n * y.itemsize
-    source = y.__array_interface__["data"][0]      # the first row's (strides positive)
-    rowsums.sum_rows(run, sums, source, row_stride, n, reduction == "mean",
-                     threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
-    return out
+@record
+class RowLayout:
+    """A view whose last axis is reduced in rows of ``n`` contiguous elements, the rows
+    ``row_stride`` apart, one output each in C order (strides in elements)."""
+    n: int
+    row_stride: int
 
 
-def _compiled_target(y: np.ndarray, reduced: int, describe: Callable, family: str
-                     ) -> tuple[Any, Any, np.ndarray] | None:
-    """What a compiled runner of ``family`` (kernel/rowmax.py) needs to reduce ``y`` over
-    its last ``reduced`` axes: ``(layout, runner, out)`` — ``describe``'s layout of the
-    array itself (native code reads it), the runner, and a new output in numpy's
-    layout, C-contiguous; None where it cannot take it now: not an exact, aligned,
-    native float32/float64 ndarray that ``describe`` accepts, or the runner not ready
-    (:func:`rearrange.kernel.builds.runner_for`: in the default mode this asks for it,
-    loaded or compiled out of the caller's way)."""
-    strides = _element_strides(y)
-    if (type(y) is not np.ndarray or y.dtype not in RUNS_DTYPES or not y.flags.aligned
-            or strides is None or y.size == 0):
+def row_layout(shape: tuple[int, ...], strides: tuple[int, ...],
+               reduced: int) -> RowLayout | None:
+    """The view (``strides`` in elements) as rows (:class:`RowLayout`) for the compiled
+    row sums, or None: one reduced axis, at least one kept, the rows contiguous and in
+    order (:func:`_contiguous_rows`)."""
+    if reduced != 1 or len(shape) < 2 or not _contiguous_rows(shape, strides):
         return None
-    builds, _, _, runner_layout = _kernel()
-    layout = runner_layout(describe, y.shape, strides, reduced)
+    moving = [k for k in range(len(shape) - 1) if shape[k] > 1]
+    return RowLayout(shape[-1], strides[moving[-1]] if moving else shape[-1])
+
+
+@record
+class CompiledReduction:
+    """A compiled strategy of :func:`plan_by_layout` decided for one layout of its input
+    (shape, strides, dtype) when a plan is lowered: the runner's family, its layout of
+    the view (:class:`RowLayout`, :class:`ColumnLayout`, :class:`RunLayout` or
+    :class:`WindowLayout`), and numpy's result for it (``shape``: the kept axes, C
+    order; ``dtype``). A call has left to ask only whether the runner is ready, whether
+    the array is aligned, and where it is (:func:`run_compiled`). ``parallel``: the
+    view holds PARALLEL_MIN_BYTES or more (else one thread)."""
+    strategy: str
+    reduction: str
+    family: str
+    layout: Any
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    reduced: int
+    parallel: bool
+
+
+# Each compiled strategy: the reductions and dtypes its runner takes, and its layout of
+# a view (None: not one it takes).
+_COMPILED_TAKES: dict[str, tuple[tuple[str, ...], Any, Callable[..., Any]]] = {
+    "rows": (("sum", "mean"), ROWS_MAX, row_layout),
+    "columns": (("sum", "mean"), RUNS_DTYPES, column_layout),
+    "runs": (("max", "min"), RUNS_DTYPES, run_layout),
+    "pool": (("max", "min"), RUNS_DTYPES, _vector_window_layout),
+    "pool-sums": (("sum", "mean"), RUNS_DTYPES, _summed_windows),
+}
+COMPILED_STRATEGIES = frozenset(_COMPILED_TAKES)
+
+
+def compiled_reduction(strategy: str, reduction: str, y: np.ndarray,
+                       reduced: int) -> CompiledReduction | None:
+    """The compiled ``strategy``'s call for arrays laid out as ``y`` (reduced over its
+    last ``reduced`` axes), or None where its runner cannot take them: not a compiled
+    strategy, a reduction or dtype (native float32/float64) it does not take, an exact
+    ndarray it cannot lay out (its strides in elements, every one it reads positive:
+    the layout functions), an empty one, or numpy's result not C-ordered."""
+    takes = _COMPILED_TAKES.get(strategy)
+    if takes is None or not isinstance(reduction, str):
+        return None
+    reductions, dtypes, describe = takes
+    strides = _element_strides(y)
+    if (reduction not in reductions or type(y) is not np.ndarray or y.dtype not in dtypes
+            or strides is None or y.size == 0 or y.ndim - reduced == 0):
+        return None
+    layout = describe(y.shape, strides, reduced)
     if layout is None:
-        return None
-
-    run = builds.runner_for(family, y.itemsize)
-    if run is None:
         return None
     out = np.empty_like(y[(Ellipsis,) + (0,) * reduced])     # numpy's layout
     if not out.flags.c_contiguous:
         return None
-    return layout, run, out
+    return CompiledReduction(strategy, reduction, _RUNNERS[strategy], layout, out.shape,
+                             y.dtype, reduced, y.nbytes >= PARALLEL_MIN_BYTES)
 
 
-def _reduce_runs(reduction: str, y: np.ndarray, reduced: int,
-                 threads: int) -> np.ndarray | None:
-    """``y``'s maximum or minimum over its last ``reduced`` axes by the compiled row
-    maxima (kernel/rowmax.py), the array numpy's call would return; None — nothing done
-    — when they cannot take it now: not an exact, aligned, native float32/float64
-    ndarray laid out as runs (:func:`run_layout`, checked on the array itself: native
-    code reads it), or the runner not ready (:func:`rearrange.kernel.builds.runner_for`:
-    in the default mode this asks for it, loaded or compiled out of the caller's way).
-
-    Where an output's zeros have both signs, numpy's choice between them depends on the
-    order of its SIMD lanes: the runner counts it, and the whole is numpy's call then."""
-    kept = y.ndim - reduced
-    if reduction not in ("max", "min") or kept == 0:  # (a whole reduction: numpy's scalar)
+def run_compiled(call: CompiledReduction, x: np.ndarray, threads: int,
+                 view: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
+    """``call``'s reduction of ``view(x)`` — an array of the layout ``call`` was made
+    for, which starts where ``x`` does — by its runner on ``threads`` threads (one under
+    PARALLEL_MIN_BYTES): the array numpy's call would return; None — nothing done —
+    when the runner is not ready (:func:`rearrange.kernel.builds.runner_for`: in the
+    default mode this asks for it, loaded or compiled out of the caller's way) or ``x``
+    is not aligned. Native code reads ``x``'s memory through the layout. Where a
+    maximum's zeros have both signs, numpy's choice between them depends on the order
+    of its SIMD lanes: the runner counts them, and the result is then numpy's own call
+    on ``view(x)``."""
+    builds, rowmax, rowsums = _kernel()
+    run = builds.runner_for(call.family, call.dtype.itemsize)
+    if run is None or not x.flags.aligned:
         return None
-    rowmax = _kernel()[1]
-    target = _compiled_target(y, reduced, run_layout, rowmax.FAMILY)
-    if target is None:
-        return None
-    layout, run, out = target
-    op = rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN
-    mixed = rowmax.reduce_runs(run, out.reshape(-1), y.__array_interface__["data"][0], op,
-                               layout.n, layout.count, layout.rstride, layout.ostride,
-                               threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
-    if mixed:               # zeros of both signs: numpy's SIMD order decides
-        return getattr(y, reduction)(axis=tuple(range(kept, y.ndim)))
+    out = np.empty(call.shape, call.dtype)
+    source = x.__array_interface__["data"][0]
+    if not call.parallel:
+        threads = 1
+    layout = call.layout
+    strategy = call.strategy
+    mean = call.reduction == "mean"
+    if strategy == "runs":
+        op = rowmax.OP_MAX if call.reduction == "max" else rowmax.OP_MIN
+        if rowmax.reduce_runs(run, out.reshape(-1), source, op, layout.n, layout.count,
+                              layout.rstride, layout.ostride, threads):
+            y = view(x)         # zeros of both signs: numpy's SIMD order decides
+            return getattr(y, call.reduction)(axis=tuple(range(y.ndim - call.reduced,
+                                                               y.ndim)))
+    elif strategy == "rows":
+        rowsums.sum_rows(run, out.reshape(-1), source, layout.row_stride * out.itemsize,
+                         layout.n, mean, threads)
+    elif strategy == "columns":
+        rowmax.sum_columns(run, out.reshape(layout.outer, layout.width), source,
+                           layout.rows, layout.width, layout.row_stride,
+                           layout.outer_stride, mean, threads)
+    else:
+        windows = out.reshape(-1, layout.width)
+        if strategy == "pool":
+            rowmax.reduce_windows(run, windows, source, rowmax.OP_MAX if call.reduction ==
+                                  "max" else rowmax.OP_MIN, layout.width,
+                                  layout.outer_stride, layout.rows, layout.row_stride,
+                                  layout.cols, threads)
+        else:
+            rowmax.sum_windows(run, windows, source, mean, layout.width,
+                               layout.outer_stride, layout.rows, layout.row_stride,
+                               layout.cols, threads)
     return out
 
 
-def _reduce_windows(reduction: str, y: np.ndarray, reduced: int,
-                    threads: int) -> np.ndarray | None:
-    """``y``'s maximum or minimum over its last ``reduced`` axes by the compiled window
-    maxima (kernel/rowmax.py, "window-max"), the array numpy's call would return,
-    signed zeros included (the later of equal values, as numpy's loop over a short
-    window keeps); None — nothing done — when they cannot take it now (as
-    :func:`_reduce_runs`: the layout, :func:`window_layout`, checked on the array
-    itself; the runner not ready)."""
-    if reduction not in ("max", "min"):
-        return None
-    rowmax = _kernel()[1]
-    return _windows_compiled(y, reduced, threads, _vector_window_layout, rowmax.WINDOWS,
-                             rowmax.reduce_windows,
-                             rowmax.OP_MAX if reduction == "max" else rowmax.OP_MIN)
+def _same(y: np.ndarray) -> np.ndarray:
+    return y
 
 
-def _sum_windows(reduction: str, y: np.ndarray, reduced: int,
-                 threads: int) -> np.ndarray | None:
-    """``y``'s sum or mean over its last ``reduced`` axes by the compiled window sums
-    (kernel/rowmax.py, "window-sums"), the array the views (the "window" strategy, and
-    so numpy's call) would return, bit for bit; None — nothing done — when they cannot
-    take it now (as :func:`_reduce_runs`: the layout, :func:`_summed_windows`, checked
-    on the array itself; the runner not ready)."""
-    if reduction not in ("sum", "mean"):
-        return None
-    rowmax = _kernel()[1]
-    return _windows_compiled(y, reduced, threads, _summed_windows, rowmax.WINDOW_SUMS,
-                             rowmax.sum_windows, reduction == "mean")
-
-
-def _windows_compiled(y: np.ndarray, reduced: int, threads: int, describe: Callable,
-                      family: str, entry: Callable, how: Any) -> np.ndarray | None:
-    """``y`` reduced over its last ``reduced`` axes by a window runner of ``family``
-    through its ``entry`` (kernel/rowmax.py's ``reduce_windows`` with ``how`` the op,
-    ``sum_windows`` with ``how`` the mean flag), on the windows ``describe`` lays out
-    (:func:`_compiled_target`); None where the runner cannot take it now."""
-    target = _compiled_target(y, reduced, describe, family)
-    if target is None:
-        return None
-    layout, run, out = target
-    entry(run, out.reshape(-1, layout.width), y.__array_interface__["data"][0], how,
-          layout.width, layout.outer_stride, layout.rows, layout.row_stride, layout.cols,
-          threads if y.nbytes >= PARALLEL_MIN_BYTES else 1)
-    return out
+def _reduce_compiled(strategy: str, reduction: str, y: np.ndarray, reduced: int,
+                     threads: int) -> np.ndarray | None:
+    """``y`` reduced over its last ``reduced`` axes by the compiled ``strategy``, its
+    layout found now (:func:`compiled_reduction`, then :func:`run_compiled`); None —
+    nothing done — where the runner cannot take it now. (Lowered plans find the layout
+    once: rearrange/backends/ndarray.py.)"""
+    call = compiled_reduction(strategy, reduction, y, reduced)
+    return None if call is None else run_compiled(call, y, threads, _same)
 
 
 def _sum_columns(reduction: str, y: np.ndarray, reduced: int,
                  threads: int) -> np.ndarray | None:
     """``y``'s sum or mean over its last ``reduced`` axes by the compiled column sums
-    (kernel/rowmax.py), the array numpy's call would return; None — nothing done — when
-    they cannot take it now (as :func:`_reduce_runs`: the layout, :func:`column_layout`,
-    checked on the array itself; the runner not ready)."""
-    if reduction not in ("sum", "mean"):
-        return None
-    rowmax = _kernel()[1]
-    target = _compiled_target(y, reduced, column_layout, rowmax.COLUMN_SUMS)
-    if target is None:
-        return None
-    layout, run, out = target
-    rowmax.sum_columns(run, out.reshape(layout.outer, layout.width),
-                       y.__array_interface__["data"][0], layout.rows, layout.width,
-                       layout.row_stride, layout.outer_stride, reduction == "mean", threads)
-    return out
+    (:func:`_reduce_compiled` of ``"columns"``)."""
+    return _reduce_compiled("columns", reduction, y, reduced, threads)
 
 
 def _reduce_in_parts(reduction: str, y: np.ndarray, axis: tuple[int, ...], cut: int,
@@ -945,8 +946,3 @@ def _reduce_in_parts(reduction: str, y: np.ndarray, axis: tuple[int, ...], cut: 
     return result
 
 
-# The strategies run by compiled runners: f(reduction, y, reduced axes, threads) -> the
-# result, or None where the runner cannot take it now (see each).
-_COMPILED: dict[str, Callable[[str, np.ndarray, int, int], np.ndarray | None]] = {
-    "rows": _sum_rows, "columns": _sum_columns, "runs": _reduce_runs, "pool": _reduce_windows,
-    "pool-sums": _sum_windows}

@@ -234,7 +234,14 @@ def test_explain_says_how_the_reduction_runs(threads, reduction, monkeypatch):
         chosen.append(strategy)
         return real(strategy, *args, **kwargs)
 
+    real_compiled = ndarray.run_compiled
+
+    def spy_compiled(call, *args, **kwargs):      # a compiled strategy, its layout lowered
+        chosen.append(call.strategy)
+        return real_compiled(call, *args, **kwargs)
+
     monkeypatch.setattr(ndarray, "reduce_by_layout", spy)
+    monkeypatch.setattr(ndarray, "run_compiled", spy_compiled)
     before = kernel.get_num_threads()
     kernel.set_num_threads(threads)
     try:

@@ -237,7 +237,7 @@ def test_rows_the_runner_cannot_take_keep_numpys_call(runners, monkeypatch):
     raw[...] = x
     for y in (x[:, :, ::2], x[:, ::-1], x.transpose(1, 0, 2), x.view(Sub), raw,
               x.astype(">f4")):
-        assert reductions._sum_rows("sum", y, 1, 2) is None
+        assert reductions._reduce_compiled("rows", "sum", y, 1, 2) is None
         got = reduce_by_layout("rows", "sum", y, (2,), 2)
         _bits_equal(np.asarray(got), np.asarray(y).sum(axis=2))
     assert calls == []

@@ -34,7 +34,8 @@ from ..errors import RearrangeError
 from ..layout import Layout
 from ..plan import Plan
 from ..records import record
-from ..reductions import apply_reduction, describe_strategy, plan_by_layout, reduce_by_layout
+from ..reductions import (COMPILED_STRATEGIES, apply_reduction, compiled_reduction,
+                          describe_strategy, plan_by_layout, reduce_by_layout, run_compiled)
 from ..slabs import SLAB_MIN_BYTES, in_slabs, slab_threads
 from ..tensor import Tensor
 from . import ArrayInfo, refusal
@@ -128,18 +129,39 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
     strategy = plan_by_layout(reduction, view.shape, sample.dtype, len(axis),
                               kernel.get_num_threads(), view.strides)
 
-    def run(x: np.ndarray) -> Any:
+    def reduced_view(x: np.ndarray) -> np.ndarray:
         y = x if split is None else x.reshape(split)
-        if perm is not None:
-            y = y.transpose(perm)
+        return y if perm is None else y.transpose(perm)
+
+    # A compiled strategy's layout, found once for the plan's arrays; it reads the view
+    # from x's first element, which the view starts at where it is a view (always for a
+    # layout that allows it: reshape's choice depends only on shape and strides).
+    compiled = None
+    if strategy in COMPILED_STRATEGIES:
+        y = reduced_view(sample)
+        if _address(y) == _address(sample):
+            compiled = compiled_reduction(strategy, reduction, y, len(axis))
+
+    def run(x: np.ndarray) -> Any:
+        threads = kernel.get_num_threads()
+        if compiled is not None:
+            y = run_compiled(compiled, x, threads, reduced_view)
+            if y is not None:
+                return y if merge is None else y.reshape(merge)
+        y = reduced_view(x)
         if strategy == "numpy":
             y = apply_reduction(reduction, y, axis, kept_shape)
         else:
-            y = reduce_by_layout(strategy, reduction, y, axis, kernel.get_num_threads())
+            y = reduce_by_layout(strategy, reduction, y, axis, threads,
+                                 compiled_tried=compiled is not None)
         if merge is not None:
             return y.reshape(merge)
         return y[()] if y.ndim == 0 else y   # a full reduction is a numpy scalar, as in numpy
     return run
+
+
+def _address(x: np.ndarray) -> int:
+    return x.__array_interface__["data"][0]
 
 
 def _repeat_runner(plan: Plan, sample: np.ndarray) -> Runner:

@@ -300,45 +300,22 @@ _plans: dict[tuple, CopyKernel] = {}
 # entry holds the plan, so its id cannot be reused while the entry lives; every plan
 # looked up here was checked against its source by copy_into.
 _lowered: dict[tuple[int, int], tuple] = {}
-# The compiled reductions' plans (rearrange/reductions.py): (the layout function, shape,
-# strides in elements, reduced axes) -> the layout it returns for them (or None).
-_layouts: dict[tuple, Any] = {}
-# [hits, misses] of the three lookups above, together: the kernel's level of
+# [hits, misses] of the two lookups above, together: the kernel's level of
 # rearrange.cache_info() (exact in one thread).
 _counts = [0, 0]
 _CACHE_LIMIT = 256
 
 
-def runner_layout(describe: Callable[..., Any], shape: tuple[int, ...],
-                  strides: tuple[int, ...], reduced: int) -> Any:
-    """``describe(shape, strides, reduced)`` — a compiled reduction's layout of its input
-    (:func:`rearrange.reductions.run_layout` and its kin), which depends on nothing
-    else — kept in the kernel's cache: a call repeats its array's layout."""
-    key = (describe, shape, strides, reduced)
-    try:
-        layout = _layouts[key]
-    except KeyError:
-        _counts[1] += 1
-        if len(_layouts) >= _CACHE_LIMIT:
-            _layouts.clear()
-        layout = _layouts[key] = describe(shape, strides, reduced)
-        return layout
-    _counts[0] += 1
-    return layout
-
-
 def cache_info() -> CacheLevel:
-    """The kernel's cache (copy plans made here, lowered plans, the compiled reductions'
-    layouts) as a :class:`rearrange.caching.CacheLevel`: hits, misses, the bound of each
-    dict (each is emptied when full), entries held."""
-    return CacheLevel(_counts[0], _counts[1], 3 * _CACHE_LIMIT,
-                      len(_plans) + len(_lowered) + len(_layouts))
+    """The kernel's cache (copy plans made here, lowered plans) as a
+    :class:`rearrange.caching.CacheLevel`: hits, misses, the bound of each dict (each is
+    emptied when full), entries held."""
+    return CacheLevel(_counts[0], _counts[1], 2 * _CACHE_LIMIT, len(_plans) + len(_lowered))
 
 
 def cache_clear() -> None:
-    """Empty the kernel's plans, lowerings and reduction layouts (compiled runners stay
-    loaded: they depend on nothing but the code)."""
+    """Empty the kernel's plans and lowerings (compiled runners stay loaded: they depend
+    on nothing but the code)."""
     _plans.clear()
     _lowered.clear()
-    _layouts.clear()
     _counts[0] = _counts[1] = 0
