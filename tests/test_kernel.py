@@ -927,7 +927,7 @@ def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
     small_copies_take_the_kernel(monkeypatch)
     jobs = []
     monkeypatch.setattr(kthreads._pool, "submit",
-                        lambda job, helpers, join=False: jobs.append(job.queued()) or [])
+                        lambda job, helpers, join=False: jobs.append(job) or [])
     # Waiting would be for a worker that never comes: chunks the caller left undone.
     monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
     x = random_array((300, 400), np.float32, np.random.default_rng(5))
@@ -938,7 +938,7 @@ def test_workers_that_never_come_or_come_late(threads, monkeypatch) -> None:
     out[...] = -1
     for job in jobs:
         job.work()                          # the late worker
-        assert job.finished.is_set()
+        assert job.done()
     assert (out == -1).all()
 
 
@@ -949,7 +949,7 @@ def test_a_worker_that_arrives_first_takes_every_range(threads, monkeypatch) -> 
     takes every other range) leaves the caller nothing, and the copy is whole."""
     small_copies_take_the_kernel(monkeypatch)
     monkeypatch.setattr(kthreads._pool, "submit",
-                        lambda job, helpers, join=False: job.queued().work() or [])
+                        lambda job, helpers, join=False: job.work() or [])
     monkeypatch.setattr(kthreads, "_wait", lambda job: pytest.fail("chunks left undone"))
     for shape, view in (((300, 400), lambda x: x.T),
                         ((4, 3, 40, 50), lambda x: x.transpose(0, 2, 3, 1)),

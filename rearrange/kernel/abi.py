@@ -73,5 +73,6 @@ STATE_BITS = 8
 # spinning worker's mailbox put ASLEEP from outside, which ends its spin at once;
 # OP_FORK: a job posted to the helpers it wants, as many as are spinning (C_POSTS);
 # OP_FORK_JOIN: the fork, then, if every post was made, the caller's share run and the
-# posts settled (C_SETTLED): the whole job in one call from the caller).
-OP_SERVE, OP_SETTLE, OP_TICKS, OP_STOP, OP_FORK, OP_FORK_JOIN = range(6)
+# posts settled (C_SETTLED): the whole job in one call from the caller; OP_RUN_SERVE: a
+# worker's job from the queue run, then its spin, in one call: no GIL between them).
+OP_SERVE, OP_SETTLE, OP_TICKS, OP_STOP, OP_FORK, OP_FORK_JOIN, OP_RUN_SERVE = range(7)

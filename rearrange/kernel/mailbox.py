@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from .abi import (ASLEEP, C_BOXES, C_DST, C_HELPERS, C_ITER, C_LEN, C_NEXT, C_PARAMS,
                   C_POSTED, C_POSTS, C_RUNNER, C_SETTLED, C_SRC, C_TICKET, C_UNIT, CLAIMED,
-                  IDLE, M_CTRL, M_WORD, MAILBOX_WORDS, OP_FORK, OP_FORK_JOIN, OP_SERVE,
-                  OP_SETTLE, OP_STOP, OP_TICKS, POSTED, STATE_BITS, TAKEN)
+                  IDLE, M_CTRL, M_WORD, MAILBOX_WORDS, OP_FORK, OP_FORK_JOIN, OP_RUN_SERVE,
+                  OP_SERVE, OP_SETTLE, OP_STOP, OP_TICKS, POSTED, STATE_BITS, TAKEN)
 from .jit import jit
 
 __all__ = ["run_pool"]
@@ -54,7 +54,10 @@ def _run_job(cp):
 @jit()
 def _serve(box, budget):
     """Spin on the mailbox ``box`` and run what is posted to it, until ``budget``
-    cycle-counter ticks pass without a post; then mark it ASLEEP and return.
+    cycle-counter ticks pass without a post; then mark it ASLEEP and return. A post
+    counts whether this worker ran it or its caller took it back first (its ticket
+    moved on: a descheduled worker's budget runs from its callers' last job, not its
+    own).
 
     Invariant: only this worker moves its mailbox out of ASLEEP, POSTED and TAKEN;
     callers move it only out of IDLE (claiming, or putting it ASLEEP: :func:`_stop`) and
@@ -62,10 +65,14 @@ def _serve(box, budget):
     word = _load_acquire(box, M_WORD)
     if word % STATE_BITS == ASLEEP:
         _store_release(box, M_WORD, word - ASLEEP + IDLE)
+    ticket = word // STATE_BITS
     start = _cycles()
     while True:
         word = _load_acquire(box, M_WORD)
         state = word % STATE_BITS
+        if word // STATE_BITS != ticket:    # posted to since the last look
+            ticket = word // STATE_BITS
+            start = _cycles()
         if state == POSTED:
             if _cas(box, M_WORD, word, word - POSTED + TAKEN) == word:
                 _run_job(box[M_CTRL])
@@ -163,12 +170,18 @@ def _stop(box):
 
 def run_pool(cp, op, arg, itp, pp, tok):
     """The pool's entry (the runner signature): ``cp`` a mailbox (fork, fork-join: the
-    pool's first), ``op`` one of OP_*, ``arg`` the spin budget (serve: cycle-counter
-    ticks; settle, fork-join: pauses per post), ``itp`` the job's first control block
-    (settle: the post's word in, 1 (settled) or 0 out, at C_TICKET; fork, fork-join: the
-    C_HELPERS .. C_POSTED words; ticks: itp[C_TICKET] = the cycle counter)."""
+    pool's first; run-serve: the worker's), ``op`` one of OP_*, ``arg`` the spin budget
+    (serve, run-serve: cycle-counter ticks, 0: none; settle, fork-join: pauses per
+    post), ``itp`` the job's first control block (settle: the post's word in, 1
+    (settled) or 0 out, at C_TICKET; fork, fork-join: the C_HELPERS .. C_POSTED words;
+    run-serve: the job from the queue the worker runs before its spin; ticks:
+    itp[C_TICKET] = the cycle counter)."""
     if op == OP_SERVE:
         _serve(cp, arg)
+    elif op == OP_RUN_SERVE:
+        _run_job(_address(itp))
+        if arg > 0:
+            _serve(cp, arg)
     elif op == OP_FORK_JOIN:
         if _fork(cp, itp):
             _join(cp, itp, arg)

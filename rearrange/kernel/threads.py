@@ -49,9 +49,9 @@ from ..errors import ArgumentTypeError, RearrangeError
 from .abi import (C_BOXES, C_CHUNK, C_DONE, C_DST, C_HELPERS, C_ITER, C_MADVISE, C_NCHUNK,
                   C_NEXT, C_NRANGE, C_NWORK, C_PARAMS, C_POP_END, C_POP_N, C_POP_START,
                   C_POP_STEP, C_POSTED, C_POSTS, C_RUNNER, C_SCRATCH, C_SETTLED, C_SRC,
-                  C_TICKET, C_UNIT, MAILBOX_WORDS, OP_FORK, OP_FORK_JOIN, OP_SERVE,
-                  OP_SETTLE, OP_STOP, OP_TICKS, P_LEN, P_SCRATCH, POSTS_MAX, RANGES_MAX,
-                  ControlBlock)
+                  C_TICKET, C_UNIT, MAILBOX_WORDS, OP_FORK, OP_FORK_JOIN, OP_RUN_SERVE,
+                  OP_SERVE, OP_SETTLE, OP_STOP, OP_TICKS, P_LEN, P_SCRATCH, POSTS_MAX,
+                  RANGES_MAX, ControlBlock)
 from .pages import PAGE, madvise_address
 
 __all__ = ["set_num_threads", "get_num_threads", "execute", "execute_units", "execute_parts",
@@ -333,12 +333,13 @@ def _wait(job: "_Job") -> None:
     """Until the workers' chunks are done, whatever interrupts the wait (KeyboardInterrupt
     is raised after it): a worker must not write the destination after the copy returns.
     Only for a job that was queued: chunks still undone once the posts are settled are
-    those of workers from the queue."""
+    those of workers from the queue, which each started (a chunk is claimed as it is
+    begun), so the wait is short; it yields the CPU between looks (a worker may have
+    been descheduled)."""
     interrupted = None
-    while True:
+    while not job.done():
         try:
-            job.finished.wait()
-            break
+            _yield()
         except BaseException as error:  # noqa: BLE001 - re-raised below
             interrupted = error
     if interrupted is not None:
@@ -353,21 +354,15 @@ class _Job:
     memory in ``keep``), so that a worker that starts after the job has returned still
     reads valid memory."""
 
-    __slots__ = ("steps", "keep", "finished")
+    __slots__ = ("steps", "keep", "native")
 
     def __init__(self, steps, keep):
         self.steps = steps
         self.keep = keep
-        # Set by a worker from the queue that sees every chunk done; made only when the
-        # job is queued (an Event costs 2 us, a tenth of a 10 MiB copy's overhead):
-        # posted workers are waited for by the pool's settle instead.
-        self.finished: threading.Event | None = None
-
-    def queued(self) -> "_Job":
-        """The job, about to be queued: a worker from the queue may signal it."""
-        if self.finished is None:
-            self.finished = threading.Event()
-        return self
+        # Its control blocks hold what a worker's native side calls (C_RUNNER ..
+        # C_PARAMS, filled by the pool's submit): a worker from the queue then runs it
+        # and goes on to spin in one native call, without the GIL between the two.
+        self.native = False
 
     def done(self) -> bool:
         """Every work unit of every copy done (and published by its thread)."""
@@ -378,10 +373,9 @@ class _Job:
         return True
 
     def work(self) -> None:
+        """Run the job's copies in turn on this thread (through ctypes, from Python)."""
         for runner, args in self.steps:
             runner(*args)
-        if self.done():
-            self.finished.set()
 
 
 class _Pool:
@@ -436,15 +430,17 @@ class _Pool:
                     t.start()
                     self.workers.append(t)
         run = self._spinning_runner()
+        if self.run_pool is not None:
+            address = self._address
+            for runner, args in job.steps:      # each copy as the native side calls it
+                step = args[0]
+                step[C_RUNNER], step[C_UNIT] = address(runner)
+                step[C_DST], step[C_SRC], step[C_ITER], step[C_PARAMS] = args[1:5]
+            job.native = True
         if run is None:
             for _ in range(helpers):
-                self.jobs.put(job.queued())
+                self.jobs.put(job)
             return []
-        address = self._address
-        for runner, args in job.steps:          # each copy as a posted worker calls it
-            step = args[0]
-            step[C_RUNNER], step[C_UNIT] = address(runner)
-            step[C_DST], step[C_SRC], step[C_ITER], step[C_PARAMS] = args[1:5]
         ctrl = job.steps[0][1][0]               # the first copy's: the posts'
         ctrl[C_HELPERS] = wanted = min(helpers, POSTS_MAX)
         ctrl[C_BOXES] = len(self.workers)
@@ -459,7 +455,7 @@ class _Pool:
             run(self.box_pointers[0], OP_FORK, 0, ctrl, None, 0)
         posts = self._posts(ctrl, 0)
         for _ in range(helpers - len(posts)):
-            self.jobs.put(job.queued())
+            self.jobs.put(job)
         return posts
 
     def _posts(self, ctrl, first: int) -> list:
@@ -509,19 +505,26 @@ class _Pool:
         jobs = self.jobs
         box = self.box_pointers[worker]
         while True:
-            jobs.get().work()
+            job = jobs.get()
             run = self.run_pool
-            if run is None:
-                continue
-            if _spin > 0 and self.tick_rate < 0:
-                self.tick_rate = _tick_rate(run)
+            if run is None or not job.native or self.tick_rate < 0:
+                job.work()
+                if run is None:
+                    continue
+                if _spin > 0 and self.tick_rate < 0:
+                    self.tick_rate = _tick_rate(run)
+                job = None
             ticks = int(_spin * self.tick_rate)
             self.spinning[worker] = True        # before the check: see stop_spinning
             try:
-                if ticks > 0 and not self.stopping:
+                if job is not None:     # the job, then the spin: one native call
+                    run(box, OP_RUN_SERVE, ticks if not self.stopping else 0,
+                        job.steps[0][1][0], None, 0)
+                elif ticks > 0 and not self.stopping:
                     run(box, OP_SERVE, ticks, None, None, 0)
             finally:
                 self.spinning[worker] = False
+            job = None          # (the job's memory is the caller's to free once done)
 
     def stop_spinning(self, timeout: float = 0.05) -> None:
         """End every worker's spin and wait (at most ``timeout`` seconds) until none is
