@@ -161,6 +161,32 @@ def test_mixed_zeros_are_numpys_call(runners, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("side", [8, 96])      # each output 16 KiB / 2.25 MiB (float32)
+def test_outputs_read_whole_are_claimed_one_at_a_time(runners, monkeypatch, dtype, side):
+    """Outputs that each read OUTPUT_CHUNK_BYTES or more are the chunks the threads claim
+    (one output each), smaller ones the usual chunks; both sides numpy's values, at one
+    and two threads, NaN and a mixed-zero output included."""
+    cuts = []
+    real = rowmax.execute_units
+    monkeypatch.setattr(rowmax, "execute_units",
+                        lambda *args, **kwargs: cuts.append(kwargs.get("chunks")) or
+                        real(*args, **kwargs))
+    rng = np.random.default_rng(side)
+    x = rng.standard_normal((64, 24, side, side)).astype(dtype)
+    x[5, 7, 3, 2] = np.nan
+    x[:, 11] = -0.0
+    x[9, 11, 0, 0] = 0.0
+    y = x.transpose(1, 0, 2, 3)
+    whole = 64 * side * side * x.itemsize >= rowmax.OUTPUT_CHUNK_BYTES
+    for threads in (1, 2):
+        cuts.clear()
+        got = reduce_by_layout("runs", "max", y, (1, 2, 3), threads)
+        _bits_equal(got, y.max(axis=(1, 2, 3)))
+        assert cuts == [24 if whole else None]
+    assert whole == (side == 96)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("block", [8, 64, 1 << 14])
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())

@@ -66,6 +66,10 @@ COLUMN_SUMS = "column-sums"     # the sums (and means) down columns of rows: sam
 WINDOWS = "window-max"          # the maxima (and minima) over small windows: pooling
 WINDOW_SUMS = "window-sums"     # the sums (and means) over the same windows: average pooling
 PREFETCH_LINES = 16     # cache lines of the next run's head prefetched (1 KiB)
+# Outputs that each read this many bytes or more are claimed one at a time (a chunk an
+# output: "b c h w -> c" of (32, 64, 56, 56) float32, 64 outputs of 392 KiB, read
+# 1.02x faster than in the usual 8 chunks a thread, 2 threads, in-process A/B).
+OUTPUT_CHUNK_BYTES = 1 << 16
 # How far ahead of a run's reads its lines are prefetched (into L1: 2 KiB, 1 KiB and 3 KiB
 # were 1.03-1.06x none at "b c h w -> c" (32, 64, 56, 56) float32, 2 threads; into L2
 # 0.92-1.03x, non-temporal 0.5-0.6x).
@@ -613,7 +617,8 @@ def reduce_runs(run, out: np.ndarray, source: int, op: int, n: int, count: int,
     outputs = out.size
     params = _Parameters(op, n, count, rstride, ostride, out.strides[0] // out.itemsize, 0)
     execute_units(run, outputs, threads, params, ctypes.addressof(params),
-                  out.__array_interface__["data"][0], source)
+                  out.__array_interface__["data"][0], source,
+                  chunks=outputs if n * count * out.itemsize >= OUTPUT_CHUNK_BYTES else None)
     return params[P_MIXED]
 
 def sum_columns(run, out: np.ndarray, source: int, rows: int, width: int, row_stride: int,

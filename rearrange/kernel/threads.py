@@ -158,11 +158,13 @@ def find_pool_runner_with(lookup) -> None:
     _pool_runner = lookup
 
 
-def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> None:
+def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int,
+            chunks: int | None = None) -> None:
     """Run a lowered copy (``low``: what :func:`.lowering.lower` returns) with the
     compiled ``runner`` of its family and unit size on this thread, joined by pool
     workers if it has several; ``populate_bytes`` of the destination are populated first
-    (0: none).
+    (0: none); ``chunks``: how many chunks the work units are cut into (None:
+    CHUNKS_PER_THREAD a thread).
 
     The calling thread works from the start and takes whatever the workers have not
     taken: a worker that the OS wakes late finds nothing left and touches nothing, so a
@@ -179,7 +181,8 @@ def execute(low: tuple, runner, daddr: int, saddr: int, populate_bytes: int) -> 
         _plan_populate(ctrl, daddr, populate_bytes, threads)
     args = (ctrl, daddr, saddr, ita, pa, 0)
     if threads > 1:
-        _cut_into_chunks(ctrl, nwork, quantum, threads, threads * CHUNKS_PER_THREAD)
+        _cut_into_chunks(ctrl, nwork, quantum, threads,
+                         threads * CHUNKS_PER_THREAD if chunks is None else chunks)
         _fork_join(_Job(((runner, args),), (itv, pv, scratch)), threads)
     else:
         ctrl[C_CHUNK], ctrl[C_NCHUNK], ctrl[C_NRANGE] = nwork, 1, 1
@@ -196,13 +199,14 @@ _NO_SCRATCH_ADDRESS = _NO_SCRATCH.__array_interface__["data"][0]
 
 def execute_units(runner, units: int, threads: int, parameters, parameters_address: int,
                   daddr: int, saddr: int = 0, populate_bytes: int = 0, pp=None,
-                  pp_address: int | None = None) -> None:
+                  pp_address: int | None = None, chunks: int | None = None) -> None:
     """Run ``units`` work units of a compiled runner that is not a copy (the reductions',
     the row assembly's, the batched product's) on at most ``threads`` threads, chunks of
-    one unit at least, as :func:`execute` runs a copy: ``parameters`` (kept alive for
-    the workers) at ``parameters_address`` are the runner's ``itp``; ``pp`` the
-    parameter vector :func:`execute` reads (its scratch size; None: no scratch) and
-    ``pp_address`` what the runner gets as ``pp`` (None: ``pp``'s address)."""
+    one unit at least (``chunks`` of them; None: as :func:`execute` cuts a copy), as
+    :func:`execute` runs a copy: ``parameters`` (kept alive for the workers) at
+    ``parameters_address`` are the runner's ``itp``; ``pp`` the parameter vector
+    :func:`execute` reads (its scratch size; None: no scratch) and ``pp_address`` what
+    the runner gets as ``pp`` (None: ``pp``'s address)."""
     if pp is None:
         pp = _NO_SCRATCH
         if pp_address is None:
@@ -211,7 +215,7 @@ def execute_units(runner, units: int, threads: int, parameters, parameters_addre
         pp_address = ctypes.addressof(pp) if isinstance(pp, ctypes.Array) else \
             pp.__array_interface__["data"][0]
     execute((units, max(1, min(threads, units)), parameters, pp, None, parameters_address,
-             pp_address, 1), runner, daddr, saddr, populate_bytes)
+             pp_address, 1), runner, daddr, saddr, populate_bytes, chunks)
 
 
 def execute_parts(parts, meanwhile=None) -> None:
