@@ -48,6 +48,17 @@ def _until_spinning(pool: kthreads._Pool, call, seconds: float = 10.0) -> None:
             call()
 
 
+def _until_asleep(pool: kthreads._Pool, call, seconds: float = 10.0) -> None:
+    """Call ``call`` (a 2-thread job) with a 2 ms spin, then wait until the pool's
+    worker, its spin run out, sleeps on the queue (the spin stays 2 ms)."""
+    kthreads.set_spin_seconds(0.002)
+    call()
+    deadline = time.monotonic() + seconds
+    while _mailbox_state(pool) != abi.ASLEEP:
+        assert time.monotonic() < deadline, "the worker never slept"
+        time.sleep(0.001)
+
+
 def _channels(seed: int, dtype=np.float32) -> np.ndarray:
     """An 8 MiB (float32) array whose maximum per channel the reductions' runner takes."""
     return np.random.default_rng(seed).standard_normal((8, 64, 64, 64)).astype(dtype)
@@ -140,12 +151,7 @@ def test_a_worker_whose_spin_ran_out_is_queued_then_posted_again(spinning_pool) 
     x = _channels(4)
     expected = x.max(axis=(0, 2, 3))
     _until_spinning(pool, lambda: ra.reduce(x, "b c h w -> c", "max"))
-    kthreads.set_spin_seconds(0.002)
-    ra.reduce(x, "b c h w -> c", "max")             # the worker's next spin: 2 ms
-    deadline = time.monotonic() + 10
-    while _mailbox_state(pool) != abi.ASLEEP:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    _until_asleep(pool, lambda: ra.reduce(x, "b c h w -> c", "max"))
     before = pool.native_joins
     assert np.array_equal(ra.reduce(x, "b c h w -> c", "max"), expected)
     assert pool.native_joins == before
@@ -169,12 +175,8 @@ def test_a_worker_from_the_queue_runs_its_job_and_spins_in_one_native_call(
     real = pool.run_pool
     ops = []
     pool.run_pool = lambda box, op, *args: ops.append(op) or real(box, op, *args)
-    kthreads.set_spin_seconds(0.002)
-    ra.reduce(x, "b c h w -> c", "max")             # the worker's next spin: 2 ms
+    _until_asleep(pool, lambda: ra.reduce(x, "b c h w -> c", "max"))
     deadline = time.monotonic() + 10
-    while _mailbox_state(pool) != abi.ASLEEP:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
     kthreads.set_spin_seconds(0.5)
     ops.clear()
     assert np.array_equal(ra.reduce(x, "b c h w -> c", "max"), expected)   # queued
