@@ -251,6 +251,28 @@ def test_the_chain_runs_both_products_on_the_runner(runners, products, restored)
     assert "path steps 1 " in text and ", 2 " in text and "compiled batched product" in text
 
 
+def test_a_steps_form_is_found_once_per_plan(runners, products, restored, monkeypatch):
+    """A plan's path runner finds each two-operand step's product form on its first call
+    and keeps it: repeated calls (values changed, float32 and float64 plans in turn) run
+    both products on the runner with no new analysis, each numpy's result."""
+    seen = []
+    real = ndarray._step_form
+    monkeypatch.setattr(ndarray, "_step_form",
+                        lambda subscripts, left, right: seen.append(left.dtype) or
+                        real(subscripts, left, right))
+    ra.cache_clear()                    # new plans: their runners learn their steps here
+    rng = np.random.default_rng(4)
+    for round_ in range(3):
+        for dtype in (np.float32, np.float64):
+            a, m1, m2 = (_values(rng, shape, dtype)
+                         for shape in ((8, 64, 256), (256, 256), (256, 256)))
+            products.clear()
+            got = ra.einsum(a, m1, m2, CHAIN)
+            _close_einsum(got, "bij,jk,kl->bil", [a, m1, m2], dtype)
+            assert len(products) == 2
+        assert len(seen) == 4           # two steps of two plans, on the first round only
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("j,runs", [
     (31, []),                                   # step 2's K = 31, step 1's N = 31: numpy

@@ -1074,6 +1074,9 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
     swap = [False]
     # a step's own path: all its operands at once (numpy then skips the path search)
     whole = {len(taken): ["einsum_path", tuple(range(len(taken)))] for taken, _, _ in steps}
+    # Each two-operand step's product form (or None), found on its first call: (step,
+    # operand shapes, dtype) -> _step_form's answer, which depends on nothing else.
+    forms: dict[tuple, StepProduct | None] = {}
 
     def run(operands: Any) -> Any:
         arrays = list(operands)
@@ -1081,7 +1084,14 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
             taken_arrays = [arrays.pop(i) for i in taken]
             result = None
             if len(taken) == 2:
-                result = _compiled_step(subscripts, *taken_arrays)
+                left, right = taken_arrays
+                if type(left) is np.ndarray and type(right) is np.ndarray:
+                    key = (k, left.shape, right.shape, left.dtype, right.dtype)
+                    form = forms.get(key, _UNSEEN)
+                    if form is _UNSEEN:
+                        form = forms[key] = _step_form(subscripts, left, right)
+                    if form is not None:
+                        result = _compiled_step(form, left, right)
             if result is None:
                 last = k == len(steps) - 1
                 if last and swap[0]:
@@ -1169,19 +1179,28 @@ def _view_as(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
         return view
 
 
-def _compiled_step(subscripts: str, left: Any, right: Any) -> np.ndarray | None:
-    """The step ``left,right->out`` by the compiled batched product, a fresh C-contiguous
-    array in the output's letter order; None (nothing done) where it is not a batched
-    matrix product (:func:`step_product`), the operands are not exact ndarrays of one
-    dtype, a grouping of rows or summed letters is not a view of an operand's strides,
-    or :func:`_compiled_product` does not take it."""
-    if type(left) is not np.ndarray or type(right) is not np.ndarray or \
-            left.dtype != right.dtype or left.dtype.name not in GEMM_DTYPES:
+_UNSEEN = object()      # a step whose form is not known yet (None: known, not a product)
+
+
+def _step_form(subscripts: str, left: np.ndarray, right: np.ndarray) -> StepProduct | None:
+    """The step ``left,right->out`` on exact ndarrays as the batched product the compiled
+    runner takes (:func:`step_product`, :func:`compiled_product_takes`), or None where
+    it is not one, or its operands' dtypes differ or are not the runner's."""
+    if left.dtype != right.dtype or left.dtype.name not in GEMM_DTYPES:
         return None
     form = step_product(subscripts, left.shape, right.shape)
     if form is None or not compiled_product_takes(
             math.prod(form.batch), form.rows, form.inner, form.columns, left.dtype):
         return None
+    return form
+
+
+def _compiled_step(form: StepProduct, left: np.ndarray, right: np.ndarray
+                   ) -> np.ndarray | None:
+    """The step ``form`` (:func:`_step_form` of these operands' shapes and dtypes) by the
+    compiled batched product, a fresh C-contiguous array in the output's letter order;
+    None (nothing done) where a grouping of rows or summed letters is not a view of an
+    operand's strides, or :func:`_compiled_product` does not take it."""
     a = _view_as(left.transpose(form.left_order), (*form.batch, form.rows, form.inner))
     b = _view_as(right.transpose(form.right_order), (*form.batch, form.inner, form.columns))
     if a is None or b is None:
