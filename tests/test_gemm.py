@@ -68,7 +68,10 @@ def products(monkeypatch):
 
 @pytest.fixture
 def restored():
+    """The thread count and kernel mode put back after the test, which starts eager
+    (the runner built in the call that needs it)."""
     before = (kernel.get_num_threads(), ra.get_jit_mode())
+    ra.set_jit_mode("eager")
     yield
     kernel.set_num_threads(before[0])
     ra.set_jit_mode(before[1])

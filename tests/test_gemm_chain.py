@@ -23,51 +23,11 @@ from rearrange import kernel
 from rearrange.backends import ndarray
 from rearrange.backends.ndarray import StepProduct, step_product
 from rearrange.kernel import builds, gemm
+from test_gemm import products, restored, routed_on_any_build, runners  # noqa: F401 - fixtures
 
 CHAIN = "b i j, j k, k l -> b i l"
 NR32 = gemm.tile_shape(4)[1]        # a panel's columns, float32 (64 on AVX-512)
 MR = gemm.tile_shape(4)[0]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def routed_on_any_build():
-    """Routed on any build (ndarray.GEMM_MIN_VECTOR_BYTES: AVX-512 only), so that the
-    routing is tested wherever the tests run (tests/test_gemm.py tests the gate)."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(ndarray, "GEMM_MIN_VECTOR_BYTES", 0)
-        yield
-
-
-@pytest.fixture(scope="module")
-def runners():
-    from rearrange.kernel.jit import KernelUnavailable
-
-    try:
-        return {u: builds.build_here((gemm.FAMILY, u)) for u in gemm.FLOAT_TOKENS}
-    except KernelUnavailable as error:
-        pytest.skip(f"no gemm runner: {error}")
-
-
-@pytest.fixture
-def products(monkeypatch):
-    """The runner's calls, as (left shape, right shape, threads), still run."""
-    calls = []
-    real = gemm.batched_product
-
-    def spy(run, left, right, out, threads, streaming=False):
-        calls.append((left.shape, right.shape, threads))
-        return real(run, left, right, out, threads, streaming)
-    monkeypatch.setattr(gemm, "batched_product", spy)
-    return calls
-
-
-@pytest.fixture
-def restored():
-    before = (kernel.get_num_threads(), ra.get_jit_mode())
-    ra.set_jit_mode("eager")
-    yield
-    kernel.set_num_threads(before[0])
-    ra.set_jit_mode(before[1])
 
 
 def _values(rng, shape, dtype=np.float32) -> np.ndarray:
