@@ -544,8 +544,8 @@ def test_a_fresh_destination_is_populated_then_streamed(runner, monkeypatch):
     populated = []
     real = threads.execute         # (the row assembly's jobs go through execute_units)
     monkeypatch.setattr(threads, "execute",
-                        lambda low, run, d, s, populate: (populated.append(populate),
-                                                          real(low, run, d, s, populate))[1])
+                        lambda low, run, d, s, populate, *rest: (
+                            populated.append(populate), real(low, run, d, s, populate, *rest))[1])
     rng = np.random.default_rng(14)
     parts = [rng.integers(0, 256, (1 << 16, n), dtype=np.uint8) for n in (256, 128, 640)]
     segments = [(p.__array_interface__["data"][0], p.strides[0], p.shape[1], 1)
