@@ -5,6 +5,7 @@ the same bytes (the limit) — in one process, taking turns (docs/performance.md
 Xeon, Emerald Rapids").
 
     PYTHONPATH=. python bench/copy_in_cache.py [--rounds 9] [--min-sample 0.1]
+                                               [--images 8,32,128] [--threads 2]
 
 GB/s count the bytes read plus the bytes written.
 """
@@ -31,10 +32,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--min-sample", type=float, default=0.1)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--images", default="8,32,128",
+                        help="batch sizes, comma-separated (every other image is copied)")
     args = parser.parse_args()
     set_jit_mode("eager")
     ra.set_num_threads(args.threads)
-    for images in (8, 32, 128):
+    for images in (int(n) for n in args.images.split(",")):
         x = np.random.default_rng(0).random((images, 3, 224, 224), dtype=np.float32)
         src = x[::2]
         flat = np.ascontiguousarray(src).reshape(-1)

@@ -203,6 +203,19 @@ def test_pow2_strides_smoke_run() -> None:
     assert len(ratio_rows(stdout)) == 14, stdout
 
 
+def test_copy_in_cache_smoke_run() -> None:
+    """bench/copy_in_cache.py times ViT patchify of every other image and the limit,
+    into fresh and existing results (each copy checked against numpy's first): a line
+    per batch size with its four rates."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    stdout = run_bench("copy_in_cache.py", "--images", "2,4", "--rounds", "1",
+                       "--min-sample", "0")
+    lines = [line for line in stdout.splitlines() if line.endswith(" GB/s")]
+    assert [line.split(" images")[0] for line in lines] == ["1 of 2", "2 of 4"], stdout
+    names = ("ours, fresh result", "limit, fresh result", "ours, out=", "limit, out=")
+    assert all(all(f"{name} " in line for name in names) for line in lines), stdout
+
+
 @pytest.mark.slow
 def test_tile_geometry_ab_smoke_run() -> None:
     """bench/tile_geometry_ab.py runs each geometry in its own process (each copy checked
