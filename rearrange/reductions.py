@@ -873,9 +873,9 @@ def run_compiled(call: CompiledReduction, x: np.ndarray, threads: int,
     layout = call.layout
     strategy = call.strategy
     mean = call.reduction == "mean"
+    extreme = rowmax.OP_MAX if call.reduction == "max" else rowmax.OP_MIN   # runs, pool
     if strategy == "runs":
-        op = rowmax.OP_MAX if call.reduction == "max" else rowmax.OP_MIN
-        if rowmax.reduce_runs(run, out.reshape(-1), source, op, layout.n, layout.count,
+        if rowmax.reduce_runs(run, out.reshape(-1), source, extreme, layout.n, layout.count,
                               layout.rstride, layout.ostride, threads):
             y = view(x)         # zeros of both signs: numpy's SIMD order decides
             return getattr(y, call.reduction)(axis=tuple(range(y.ndim - call.reduced,
@@ -890,8 +890,7 @@ def run_compiled(call: CompiledReduction, x: np.ndarray, threads: int,
     else:
         windows = out.reshape(-1, layout.width)
         if strategy == "pool":
-            rowmax.reduce_windows(run, windows, source, rowmax.OP_MAX if call.reduction ==
-                                  "max" else rowmax.OP_MIN, layout.width,
+            rowmax.reduce_windows(run, windows, source, extreme, layout.width,
                                   layout.outer_stride, layout.rows, layout.row_stride,
                                   layout.cols, threads)
         else:
@@ -914,12 +913,6 @@ def _reduce_compiled(strategy: str, reduction: str, y: np.ndarray, reduced: int,
     call = compiled_reduction(strategy, reduction, y, reduced)
     return None if call is None else run_compiled(call, y, threads, _same)
 
-
-def _sum_columns(reduction: str, y: np.ndarray, reduced: int,
-                 threads: int) -> np.ndarray | None:
-    """``y``'s sum or mean over its last ``reduced`` axes by the compiled column sums
-    (:func:`_reduce_compiled` of ``"columns"``)."""
-    return _reduce_compiled("columns", reduction, y, reduced, threads)
 
 
 def _reduce_in_parts(reduction: str, y: np.ndarray, axis: tuple[int, ...], cut: int,

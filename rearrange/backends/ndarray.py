@@ -136,10 +136,15 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
     # A compiled strategy's layout, found once for the plan's arrays; it reads the view
     # from x's first element, which the view starts at where it is a view (always for a
     # layout that allows it: reshape's choice depends only on shape and strides).
+    # ``lowered``: the runner was considered here, once, for every call (None: it cannot
+    # take these arrays, and a call need not ask again); else (the view a copy) each
+    # call's copy is offered to it by reduce_by_layout.
     compiled = None
+    lowered = False
     if strategy in COMPILED_STRATEGIES:
         y = reduced_view(sample)
         if _address(y) == _address(sample):
+            lowered = True
             compiled = compiled_reduction(strategy, reduction, y, len(axis))
 
     def run(x: np.ndarray) -> Any:
@@ -153,7 +158,7 @@ def _reduce_runner(plan: Plan, reduction: Any, sample: np.ndarray) -> Runner:
             y = apply_reduction(reduction, y, axis, kept_shape)
         else:
             y = reduce_by_layout(strategy, reduction, y, axis, threads,
-                                 compiled_tried=compiled is not None)
+                                 compiled_tried=lowered)
         if merge is not None:
             return y.reshape(merge)
         return y[()] if y.ndim == 0 else y   # a full reduction is a numpy scalar, as in numpy
