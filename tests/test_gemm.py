@@ -5,7 +5,7 @@
 The oracles are numpy's ``matmul`` and ``einsum`` and einops' ``einsum``; the runner sums
 over K in its own order (a fused multiply-add per step), so results are compared within
 the rounding of a K-term sum: ``|got - want| <= 4 K eps (|A| @ |B|)``. Which path ran is
-read from a spy on the runner's entry (``gemm.batched_product``), never from a timing.
+read from a spy on the runner's entry (``gemm.run_product``), never from a timing.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ def products(monkeypatch):
     """The runner's calls, as (left shape, right shape, threads), the runner still
     running them."""
     calls = []
-    real = gemm.batched_product
+    real = gemm.run_product
 
-    def spy(run, left, right, out, threads, streaming=False):
-        calls.append((left.shape, right.shape, threads))
-        return real(run, left, right, out, threads, streaming)
-    monkeypatch.setattr(gemm, "batched_product", spy)
+    def spy(run, call, left, right, out):
+        calls.append((left.shape, right.shape, call.threads))
+        return real(run, call, left, right, out)
+    monkeypatch.setattr(gemm, "run_product", spy)
     return calls
 
 
@@ -337,6 +337,41 @@ def test_layouts_through_einsum(runners, products, restored):
     assert len(products) == 3
 
 
+def test_a_products_call_is_found_once_per_plan_and_thread_count(runners, products,
+                                                                 restored, monkeypatch):
+    """A plan's contraction finds the runner's parameters (gemm.product_call) on its
+    first call and keeps them while the thread count stays: repeated calls with new
+    values, a second plan of another layout (offset, reversed rows) and float64 in turn,
+    then the thread count changed and changed back — numpy's results each time, the
+    runner running each at the thread count of its call, and the parameters found again
+    only where the thread count changed."""
+    found = []
+    real = gemm.product_call
+    monkeypatch.setattr(gemm, "product_call",
+                        lambda left, right, itemsize, threads, streaming=False:
+                        found.append((left.strides, threads)) or
+                        real(left, right, itemsize, threads, streaming))
+    ra.cache_clear()                    # new plans: their contractions find theirs here
+    rng = np.random.default_rng(11)
+    kernel.set_num_threads(2)
+    calls = 0
+    for threads in (2, 2, 1, 1, 2):
+        kernel.set_num_threads(threads)
+        for dtype in (np.float32, np.float64):
+            q = _values(rng, (4, 2, 130, 64), dtype)[:, :, 1:129]
+            k = _values(rng, (4, 2, 128, 64), dtype)
+            flipped = _values(rng, (4, 2, 128, 64), dtype)[:, :, ::-1]
+            for left in (q, flipped):
+                products.clear()
+                got = ra.einsum(left, k, ATTENTION)
+                _close(got, left, np.swapaxes(k, -1, -2))
+                assert [c[2] for c in products] == [threads]
+                calls += 1
+    assert calls == 20
+    # four plans (two layouts of two dtypes): found at 2 threads, again at 1, again at 2
+    assert [t for _, t in found] == [2] * 4 + [1] * 4 + [2] * 4
+
+
 def test_size_zero_and_size_one_dims(runners, products, restored):
     """A size-0 dim anywhere and size-1 dims: numpy's einsum's result (shape, dtype,
     values), never the runner (nothing to multiply, or too little)."""
@@ -483,10 +518,10 @@ def test_einsum_on_either_side_of_the_rule(runners, batch, m, k, n, threads, tra
     """Shapes around the rule's edges through einsum: numpy's einsum's result, and the
     runner ran exactly where compiled_product_takes says (the rule explain reads)."""
     calls = []
-    real = gemm.batched_product
+    real = gemm.run_product
     before = kernel.get_num_threads()
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(gemm, "batched_product",
+        monkeypatch.setattr(gemm, "run_product",
                             lambda *a, **kw: (calls.append(1), real(*a, **kw))[1])
         monkeypatch.setattr(kthreads, "_num_threads", threads)
         rng = np.random.default_rng(batch * m * k * n)
@@ -562,8 +597,8 @@ def test_background_mode_uses_numpy_until_the_runner_is_ready(tmp_path):
         k = rng.standard_normal((4, 2, 128, 64), dtype=np.float32)
         want = np.einsum("bhtd,bhsd->bhts", q.astype(np.float64), k.astype(np.float64))
         ran = []
-        real = gemm.batched_product
-        gemm.batched_product = lambda *a, **kw: (ran.append(1), real(*a, **kw))[1]
+        real = gemm.run_product
+        gemm.run_product = lambda *a, **kw: (ran.append(1), real(*a, **kw))[1]
 
         def close():
             got = ra.einsum(q, k, "b h t d, b h s d -> b h t s")

@@ -7,7 +7,7 @@ The oracles are numpy's ``einsum(optimize=True)`` in float64, ``matmul`` and ein
 ``einsum``; the runner sums each element over K in order with a fused multiply-add per
 step, so results are compared within the rounding of the sums: per step ``4 K eps`` of
 the same einsum over the operands' magnitudes. Which steps ran on the runner is read from
-a spy on its entry (``gemm.batched_product``), never from a timing.
+a spy on its entry (``gemm.run_product``), never from a timing.
 """
 
 from __future__ import annotations

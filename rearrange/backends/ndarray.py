@@ -1184,7 +1184,7 @@ def _view_as(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
         return view
 
 
-_UNSEEN = object()      # a step whose form is not known yet (None: known, not a product)
+_UNSEEN = object()      # not found yet (a step's form, a product's call; None: found, none)
 
 
 def _step_form(subscripts: str, left: np.ndarray, right: np.ndarray) -> StepProduct | None:
@@ -1276,18 +1276,15 @@ def compiled_product_takes(batch: int, m: int, k: int, n: int, dtype: Any,
     return n >= columns and padded - n <= GEMM_MAX_PADDING * padded
 
 
-def _compiled_product(left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
-    """``left @ right`` (the product's operands: exact ndarrays, batch shapes equal) by
-    the compiled runner, a fresh C-contiguous array; None — nothing done — where the
-    runner does not take it (:func:`compiled_product_takes`, the operands' dtypes and
-    strides) or is not ready. Its values are numpy.matmul's within the rounding of a
-    K-term sum (each element summed in order, a fused multiply-add a step: not BLAS's
-    order, so not bit for bit)."""
+def _product_call(left: np.ndarray, right: np.ndarray, threads: int) -> Any:
+    """The compiled runner's parameters (kernel/gemm.ProductCall) for ``left @ right``
+    (the product's operands: exact ndarrays, batch shapes equal) on ``threads``
+    threads, or None where the runner does not take them (:func:`compiled_product_takes`,
+    the operands' dtypes and strides)."""
     dtype = left.dtype
     if right.dtype != dtype or not dtype.isnative or dtype.name not in GEMM_DTYPES or \
             left.ndim != right.ndim or left.ndim < 2 or \
-            left.shape[:-2] != right.shape[:-2] or \
-            not (left.flags.aligned and right.flags.aligned):
+            left.shape[:-2] != right.shape[:-2]:
         return None
     *batch, m, k = left.shape
     n = right.shape[-1]
@@ -1296,13 +1293,34 @@ def _compiled_product(left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
     itemsize = dtype.itemsize
     if any(s % itemsize for s in left.strides[-2:] + right.strides[-2:]):
         return None
+    from ..kernel import gemm
+
+    return gemm.product_call(left, right, itemsize, threads)
+
+
+def _compiled_product(left: np.ndarray, right: np.ndarray, call: Any = None
+                      ) -> np.ndarray | None:
+    """``left @ right`` (the product's operands: exact ndarrays, batch shapes equal) by
+    the compiled runner, a fresh C-contiguous array; None — nothing done — where the
+    runner does not take it (:func:`_product_call`) or is not ready, or the operands are
+    not aligned. ``call``: :func:`_product_call`'s for these operands' layout at the
+    kernel's thread count, found before (None: found here). Its values are
+    numpy.matmul's within the rounding of a K-term sum (each element summed in order, a
+    fused multiply-add a step: not BLAS's order, so not bit for bit)."""
+    if call is None:
+        call = _product_call(left, right, kernel.get_num_threads())
+        if call is None:
+            return None
+    if not (left.flags.aligned and right.flags.aligned):
+        return None
     from ..kernel import builds, gemm
 
-    runner = builds.runner_for(GEMM, itemsize)
+    dtype = left.dtype
+    runner = builds.runner_for(GEMM, dtype.itemsize)
     if runner is None:          # not ready (compiling, loading) or kernels off
         return None
-    out = np.empty((*batch, m, n), dtype)
-    gemm.batched_product(runner, left, right, out, kernel.get_num_threads())
+    out = np.empty(call.out_shape, dtype)
+    gemm.run_product(runner, call, left, right, out)
     return out
 
 
@@ -1319,12 +1337,25 @@ def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
             x = x.transpose(order)
         return x if grouped is None else x.reshape(grouped)
 
+    # The compiled product's parameters (kernel/gemm.ProductCall) for the layout of
+    # the first exact operands at the kernel's thread count, None where it does not
+    # take them; the plan is keyed by its inputs' layouts, so later operands have the
+    # same one (checked: ProductCall.fits, and found again where it does not).
+    found: list[Any] = [_UNSEEN]
+
+    def product_of(left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
+        threads = kernel.get_num_threads()
+        call = found[0]
+        if call is _UNSEEN or (call is not None and not call.fits(left, right, threads)):
+            call = found[0] = _product_call(left, right, threads)
+        return None if call is None else _compiled_product(left, right, call)
+
     def contract(operands: Any) -> np.ndarray:
         left, right = operands
         exact = type(left) is np.ndarray and type(right) is np.ndarray   # no subclasses
         left = shaped(left, form.left_order, form.left_shape)
         right = shaped(right, form.right_order, form.right_shape)
-        product = _compiled_product(left, right) if exact else None
+        product = product_of(left, right) if exact else None
         if product is None:
             product = np.matmul(left, right)
         grouped = product.reshape(form.result_shape) if form.result_shape is not None \

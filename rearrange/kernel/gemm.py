@@ -36,8 +36,9 @@ K-term sum (about K * eps * sum |a_k b_k|), not bit for bit.
 The runner follows the copy kernel's calling convention (:func:`.jit.compile_runner`:
 ``run(cp, d, s, itp, pp, tok)``), with a float token: ``cp`` the control block
 (C_NWORK: the units, batch-major, then column block, then row block), ``d`` and ``s``
-unused (the batch items' addresses are in the parameters), ``itp`` the parameters
-(:data:`G_M` ..., then :data:`ITEM_WORDS` addresses per batch item), ``pp`` the
+unused (the operands' addresses are in the parameters), ``itp`` the parameters
+(:data:`G_M` ... :data:`G_C`, then :data:`ITEM_WORDS` offsets per batch item: the
+part a plan keeps, :class:`ProductCall`), ``pp`` the
 parameter vector :func:`.threads.execute` reads (its P_SCRATCH: each thread's scratch
 bytes). It claims chunks of units on the kernel's pool (:func:`.threads.execute`) as
 the other runners do. It is cached, loaded and compiled by :mod:`.builds` as the family
@@ -48,8 +49,11 @@ from __future__ import annotations
 
 import ctypes
 import math
+from typing import Any
 
 import numpy as np
+
+from ..records import record
 
 from .abi import C_SCRATCH, C_SLOT, P_LEN, P_SCRATCH
 from .pages import untouched
@@ -57,7 +61,8 @@ from .plan import LINE, VECTOR_BYTES
 from .threads import execute_units
 
 __all__ = ["FAMILY", "FLOAT_TOKENS", "MAX_INNER", "NONTEMPORAL_MIN_BYTES", "runner",
-           "blocking", "tile_shape", "streams", "batched_product"]
+           "blocking", "tile_shape", "streams", "ProductCall", "product_call", "run_product",
+           "batched_product"]
 
 FAMILY = "gemm"
 # The runner's unit size -> its data's type (the token it is compiled for).
@@ -66,12 +71,13 @@ FLOAT_TOKENS = {4: np.float32, 8: np.float64}
 # column strides, C's row stride (elements: the caller checks they are whole elements);
 # panels per batch item; 1 for non-temporal stores of the full tiles; the element's
 # bytes; panels per column block, column blocks; rows per row block, row blocks; steps
-# per K block (:func:`blocking`); then ITEM_WORDS words per batch item.
+# per K block (:func:`blocking`); the addresses of A's, B's and C's first elements;
+# then ITEM_WORDS words per batch item.
 (G_M, G_N, G_K, G_A_ROW, G_A_INNER, G_B_INNER, G_B_COLUMN, G_C_ROW, G_PANELS, G_NT,
  G_ITEM, G_BLOCK_PANELS, G_COLUMN_BLOCKS, G_ROW_BLOCK, G_ROW_BLOCKS,
- G_INNER_BLOCK) = range(16)
-_HEAD = 16
-ITEM_WORDS = 3          # the addresses of A[b], B[b], C[b]
+ G_INNER_BLOCK, G_A, G_B, G_C) = range(19)
+_HEAD = 19
+ITEM_WORDS = 3          # A[b]'s, B[b]'s and C[b]'s offsets (bytes) from G_A, G_B, G_C
 # The longest summed dim: a thread's packed panels (K x NR elements each, 64 KiB of
 # float32 at K = 256 on AVX-512, 256 KiB at 1024) stay in L2, a K block of the one being
 # read in L1. Measured ahead of numpy.matmul to here (docs/performance.md, "The chain's
@@ -160,6 +166,7 @@ def _run_gemm(cp, d, s, itp, pp, tok):
     block_panels, column_blocks = itp[G_BLOCK_PANELS], itp[G_COLUMN_BLOCKS]
     row_block, row_blocks = itp[G_ROW_BLOCK], itp[G_ROW_BLOCKS]
     inner_block = itp[G_INNER_BLOCK]
+    a_first, b_first, c_first = itp[G_A], itp[G_B], itp[G_C]
     nr = _product_columns(tok)              # NR elements (tile_shape's)
     lanes = _product_lanes(tok)             # elements of a vector
     mr = _product_rows(tok)                 # MR rows
@@ -182,7 +189,7 @@ def _run_gemm(cp, d, s, itp, pp, tok):
             b, rest = w // per_item, w % per_item
             block, r = rest // row_blocks, rest % row_blocks
             at = _HEAD + ITEM_WORDS * b
-            a0, b0, c0 = itp[at], itp[at + 1], itp[at + 2]
+            a0, b0, c0 = a_first + itp[at], b_first + itp[at + 1], c_first + itp[at + 2]
             p_lo = block * block_panels
             p_hi = min(panels, p_lo + block_panels)
             if b != packed_item or block != packed_block:
@@ -502,26 +509,47 @@ def _item_addresses(base: int, shape: tuple[int, ...], strides: tuple[int, ...]
     return offsets.reshape(-1)
 
 
-def batched_product(run, left: np.ndarray, right: np.ndarray, out: np.ndarray,
-                    threads: int, streaming: bool = False) -> None:
-    """``out[...] = left @ right`` by the compiled ``run`` (:func:`runner`, for their
-    dtype) on ``threads`` threads (the kernel's pool): ``left`` (*batch, M, K),
-    ``right`` (*batch, K, N), any strides that are whole elements (negative, zero),
-    ``out`` a writeable C-contiguous (*batch, M, N) array of the same float dtype, not
-    overlapping either; the batch shapes equal, K <= :data:`MAX_INNER`. ``streaming``:
-    the full tiles go out as non-temporal stores where :func:`streams` allows (measured
-    no faster for the attention product's 16 MiB: off by default)."""
+@record
+class ProductCall:
+    """The batched product's parameters for one layout of its operands at one thread
+    count, found once (:func:`product_call`) so that a call adds only where the arrays
+    are (:func:`run_product`): the operands' shapes and strides (bytes) it was made for,
+    the result's shape, the thread count, and the runner's parameter words but for
+    the operands' addresses (each batch item's A, B and C are offsets from them)."""
+    left_shape: tuple[int, ...]
+    left_strides: tuple[int, ...]
+    right_shape: tuple[int, ...]
+    right_strides: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    threads: int
+    streaming: bool
+    words: np.ndarray               # (read only) _HEAD words, then ITEM_WORDS an item
+    parameters: Any                 # the ctypes parameter vector (P_SCRATCH), read only
+    work: int                       # work units (C_NWORK)
+
+    def fits(self, left: np.ndarray, right: np.ndarray, threads: int) -> bool:
+        """Whether ``left`` and ``right`` have the layout this call was made for, at
+        ``threads`` threads."""
+        return threads == self.threads and left.strides == self.left_strides and \
+            right.strides == self.right_strides and left.shape == self.left_shape and \
+            right.shape == self.right_shape
+
+
+def product_call(left: np.ndarray, right: np.ndarray, itemsize: int, threads: int,
+                 streaming: bool = False) -> ProductCall:
+    """:func:`run_product`'s parameters for ``left @ right`` on ``threads`` threads:
+    ``left`` (*batch, M, K), ``right`` (*batch, K, N), ``itemsize``-byte floats, any
+    strides that are whole elements (negative, zero), the batch shapes equal, K <=
+    :data:`MAX_INNER`; ValueError where they are not. ``streaming``: the full tiles go
+    out as non-temporal stores where :func:`streams` allows (measured no faster for the
+    attention product's 16 MiB: off by default)."""
     *batch, m, k = left.shape
     n = right.shape[-1]
-    itemsize = out.itemsize
-    if out.size == 0:
-        return
     if k > MAX_INNER:
         raise ValueError(f"a summed dim of {k} (at most {MAX_INNER})")
     batch = tuple(batch)
-    if batch != right.shape[:-2] or right.shape[-2] != k or \
-            out.shape != (*batch, m, n) or not out.flags.c_contiguous:
-        raise ValueError("the operands' shapes do not make the output's")
+    if batch != right.shape[:-2] or right.shape[-2] != k:
+        raise ValueError("the operands' shapes do not make a product")
     a_row, a_inner = left.strides[-2:]
     b_inner, b_column = right.strides[-2:]
     if a_row % itemsize or a_inner % itemsize or b_inner % itemsize or \
@@ -529,30 +557,60 @@ def batched_product(run, left: np.ndarray, right: np.ndarray, out: np.ndarray,
         raise ValueError("strides that are not whole elements")
     panels = -(-n // tile_shape(itemsize)[1])
     count = math.prod(batch)
-    daddr = out.__array_interface__["data"][0]
-    nt = streaming and streams(daddr, out.nbytes, n, itemsize)
-    words = np.empty(_HEAD + ITEM_WORDS * count, np.int64)
+    words = np.zeros(_HEAD + ITEM_WORDS * count, np.int64)
     block_panels, row_block, inner_block = blocking(count, panels, m, k, itemsize, threads)
     column_blocks = -(-panels // block_panels)
     row_blocks = -(-m // row_block)
     words[:_HEAD] = (m, n, k, a_row // itemsize, a_inner // itemsize, b_inner // itemsize,
-                     b_column // itemsize, n, panels, int(nt), itemsize, block_panels,
-                     column_blocks, row_block, row_blocks, inner_block)
-    items = words[_HEAD:].reshape(count, ITEM_WORDS)
+                     b_column // itemsize, n, panels, 0, itemsize, block_panels,
+                     column_blocks, row_block, row_blocks, inner_block, 0, 0, 0)
     if batch:
-        items[:, 0] = _item_addresses(left.__array_interface__["data"][0], batch,
-                                      left.strides[:-2])
-        items[:, 1] = _item_addresses(right.__array_interface__["data"][0], batch,
-                                      right.strides[:-2])
-        items[:, 2] = daddr + np.arange(count, dtype=np.int64) * (m * n * itemsize)
-    else:
-        items[0] = (left.__array_interface__["data"][0],
-                    right.__array_interface__["data"][0], daddr)
+        items = words[_HEAD:].reshape(count, ITEM_WORDS)
+        items[:, 0] = _item_addresses(0, batch, left.strides[:-2])
+        items[:, 1] = _item_addresses(0, batch, right.strides[:-2])
+        items[:, 2] = np.arange(count, dtype=np.int64) * (m * n * itemsize)
+    words.flags.writeable = False
     parameters = (ctypes.c_int64 * P_LEN)()
     parameters[P_SCRATCH] = _scratch_bytes(k, itemsize, block_panels)
-    work = count * column_blocks * row_blocks
-    # A fresh destination streamed to has its pages populated first, split over the
-    # threads (the row assembly's way).
-    populate = out.nbytes if nt and untouched(daddr, out.nbytes) else 0
-    execute_units(run, work, threads, words, words.__array_interface__["data"][0], daddr,
-                  populate_bytes=populate, pp=parameters)
+    return ProductCall(left.shape, left.strides, right.shape, right.strides,
+                       (*batch, m, n), threads, streaming, words, parameters,
+                       count * column_blocks * row_blocks)
+
+
+def run_product(run, call: ProductCall, left: np.ndarray, right: np.ndarray,
+                out: np.ndarray) -> None:
+    """``out[...] = left @ right`` by the compiled ``run`` (:func:`runner`, for their
+    dtype) with ``call``'s parameters (:func:`product_call` of operands laid out as
+    these: the caller sees to it, :meth:`ProductCall.fits`); ``out`` a writeable
+    C-contiguous array of ``call``'s result shape and the operands' dtype, not
+    overlapping either."""
+    if out.shape != call.out_shape or not out.flags.c_contiguous:
+        raise ValueError(f"the operands' shapes make a {call.out_shape} result, not a "
+                         f"C-contiguous {out.shape} one")
+    if out.size == 0:
+        return
+    daddr = out.__array_interface__["data"][0]
+    words = call.words.copy()
+    words[G_A] = left.__array_interface__["data"][0]
+    words[G_B] = right.__array_interface__["data"][0]
+    words[G_C] = daddr
+    populate = 0
+    if call.streaming and streams(daddr, out.nbytes, call.out_shape[-1], out.itemsize):
+        words[G_NT] = 1
+        # A fresh destination streamed to has its pages populated first, split over
+        # the threads (the row assembly's way).
+        populate = out.nbytes if untouched(daddr, out.nbytes) else 0
+    execute_units(run, call.work, call.threads, words, words.__array_interface__["data"][0],
+                  daddr, populate_bytes=populate, pp=call.parameters)
+
+
+def batched_product(run, left: np.ndarray, right: np.ndarray, out: np.ndarray,
+                    threads: int, streaming: bool = False) -> None:
+    """``out[...] = left @ right`` by the compiled ``run`` (:func:`runner`, for their
+    dtype) on ``threads`` threads (the kernel's pool): :func:`product_call`'s operands,
+    ``out`` a writeable C-contiguous (*batch, M, N) array of the same float dtype, not
+    overlapping either. ``streaming``: as :func:`product_call`'s."""
+    if out.size == 0:
+        return
+    call = product_call(left, right, out.itemsize, threads, streaming)
+    run_product(run, call, left, right, out)
