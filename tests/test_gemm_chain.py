@@ -212,14 +212,19 @@ def test_the_chain_runs_both_products_on_the_runner(runners, products, restored)
 
 
 def test_a_steps_form_is_found_once_per_plan(runners, products, restored, monkeypatch):
-    """A plan's path runner finds each two-operand step's product form on its first call
-    and keeps it: repeated calls (values changed, float32 and float64 plans in turn) run
-    both products on the runner with no new analysis, each numpy's result."""
-    seen = []
+    """A plan's path runner finds each two-operand step's product form and the runner's
+    parameters for it on its first call and keeps them: repeated calls (values changed,
+    float32 and float64 plans in turn) run both products on the runner with no new
+    analysis, each numpy's result."""
+    seen, parameters = [], []
     real = ndarray._step_form
     monkeypatch.setattr(ndarray, "_step_form",
                         lambda subscripts, left, right: seen.append(left.dtype) or
                         real(subscripts, left, right))
+    real_call = gemm.product_call
+    monkeypatch.setattr(gemm, "product_call",
+                        lambda *args, **kwargs: parameters.append(args[2]) or
+                        real_call(*args, **kwargs))
     ra.cache_clear()                    # new plans: their runners learn their steps here
     rng = np.random.default_rng(4)
     for round_ in range(3):
@@ -231,6 +236,7 @@ def test_a_steps_form_is_found_once_per_plan(runners, products, restored, monkey
             _close_einsum(got, "bij,jk,kl->bil", [a, m1, m2], dtype)
             assert len(products) == 2
         assert len(seen) == 4           # two steps of two plans, on the first round only
+        assert sorted(parameters) == [4, 4, 8, 8]
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -1080,8 +1080,9 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
     # a step's own path: all its operands at once (numpy then skips the path search)
     whole = {len(taken): ["einsum_path", tuple(range(len(taken)))] for taken, _, _ in steps}
     # Each two-operand step's product form (or None), found on its first call: (step,
-    # operand shapes, dtype) -> _step_form's answer, which depends on nothing else.
-    forms: dict[tuple, StepProduct | None] = {}
+    # operand shapes, dtype) -> _step_form's answer, which depends on nothing else; with
+    # it, the holder of the compiled product's parameters (_held_call).
+    forms: dict[tuple, tuple[StepProduct | None, list[Any]]] = {}
 
     def run(operands: Any) -> Any:
         arrays = list(operands)
@@ -1092,11 +1093,13 @@ def _path_runner(steps: list[Step]) -> Callable[[Any], Any]:
                 left, right = taken_arrays
                 if type(left) is np.ndarray and type(right) is np.ndarray:
                     key = (k, left.shape, right.shape, left.dtype, right.dtype)
-                    form = forms.get(key, _UNSEEN)
-                    if form is _UNSEEN:
-                        form = forms[key] = _step_form(subscripts, left, right)
+                    found = forms.get(key)
+                    if found is None:
+                        found = forms[key] = (_step_form(subscripts, left, right),
+                                              [_UNSEEN])
+                    form, held = found
                     if form is not None:
-                        result = _compiled_step(form, left, right)
+                        result = _compiled_step(form, left, right, held)
             if result is None:
                 last = k == len(steps) - 1
                 if last and swap[0]:
@@ -1200,19 +1203,21 @@ def _step_form(subscripts: str, left: np.ndarray, right: np.ndarray) -> StepProd
     return form
 
 
-def _compiled_step(form: StepProduct, left: np.ndarray, right: np.ndarray
-                   ) -> np.ndarray | None:
+def _compiled_step(form: StepProduct, left: np.ndarray, right: np.ndarray,
+                   held: list[Any]) -> np.ndarray | None:
     """The step ``form`` (:func:`_step_form` of these operands' shapes and dtypes) by the
     compiled batched product, a fresh C-contiguous array in the output's letter order;
     None (nothing done) where a grouping of rows or summed letters is not a view of an
-    operand's strides, or :func:`_compiled_product` does not take it."""
+    operand's strides, or :func:`_compiled_product` does not take it. ``held``: the
+    step's product parameters (:func:`_held_call`)."""
     a = _view_as(left.transpose(form.left_order), (*form.batch, form.rows, form.inner))
     b = _view_as(right.transpose(form.right_order), (*form.batch, form.inner, form.columns))
     if a is None or b is None:
         return None
     if form.transposed:
         a, b = b.swapaxes(-1, -2), a.swapaxes(-1, -2)
-    product = _compiled_product(a, b)
+    call = _held_call(held, a, b)
+    product = None if call is None else _compiled_product(a, b, call)
     return None if product is None else product.reshape(form.out_shape)
 
 
@@ -1298,19 +1303,28 @@ def _product_call(left: np.ndarray, right: np.ndarray, threads: int) -> Any:
     return gemm.product_call(left, right, itemsize, threads)
 
 
-def _compiled_product(left: np.ndarray, right: np.ndarray, call: Any = None
+def _held_call(held: list[Any], left: np.ndarray, right: np.ndarray) -> Any:
+    """The compiled product's parameters (:func:`_product_call`) for ``left @ right``
+    at the kernel's thread count, kept in the one-slot ``held`` of a plan's product (a
+    contraction, a path's step): found on the first call, and again only where the
+    thread count (or, which the plan's key rules out, the operands' layout) changed
+    (``ProductCall.fits``). None where the runner does not take them: a plan is keyed
+    by its inputs' layouts and dtypes, which decide that."""
+    call = held[0]
+    if call is _UNSEEN or (call is not None and
+                           not call.fits(left, right, kernel.get_num_threads())):
+        call = held[0] = _product_call(left, right, kernel.get_num_threads())
+    return call
+
+
+def _compiled_product(left: np.ndarray, right: np.ndarray, call: Any
                       ) -> np.ndarray | None:
     """``left @ right`` (the product's operands: exact ndarrays, batch shapes equal) by
-    the compiled runner, a fresh C-contiguous array; None — nothing done — where the
-    runner does not take it (:func:`_product_call`) or is not ready, or the operands are
-    not aligned. ``call``: :func:`_product_call`'s for these operands' layout at the
-    kernel's thread count, found before (None: found here). Its values are
-    numpy.matmul's within the rounding of a K-term sum (each element summed in order, a
-    fused multiply-add a step: not BLAS's order, so not bit for bit)."""
-    if call is None:
-        call = _product_call(left, right, kernel.get_num_threads())
-        if call is None:
-            return None
+    the compiled runner with ``call``'s parameters (:func:`_held_call`'s for their
+    layout), a fresh C-contiguous array; None — nothing done — where the runner is not
+    ready or the operands are not aligned. Its values are numpy.matmul's within the
+    rounding of a K-term sum (each element summed in order, a fused multiply-add a step:
+    not BLAS's order, so not bit for bit)."""
     if not (left.flags.aligned and right.flags.aligned):
         return None
     from ..kernel import builds, gemm
@@ -1337,17 +1351,10 @@ def _matmul_contraction(plan: Any, shape: tuple[int, ...], dtype: np.dtype
             x = x.transpose(order)
         return x if grouped is None else x.reshape(grouped)
 
-    # The compiled product's parameters (kernel/gemm.ProductCall) for the layout of
-    # the first exact operands at the kernel's thread count, None where it does not
-    # take them; the plan is keyed by its inputs' layouts, so later operands have the
-    # same one (checked: ProductCall.fits, and found again where it does not).
-    found: list[Any] = [_UNSEEN]
+    held: list[Any] = [_UNSEEN]        # the compiled product's parameters (_held_call)
 
     def product_of(left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
-        threads = kernel.get_num_threads()
-        call = found[0]
-        if call is _UNSEEN or (call is not None and not call.fits(left, right, threads)):
-            call = found[0] = _product_call(left, right, threads)
+        call = _held_call(held, left, right)
         return None if call is None else _compiled_product(left, right, call)
 
     def contract(operands: Any) -> np.ndarray:
