@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -523,9 +524,11 @@ class ProductCall:
     out_shape: tuple[int, ...]
     threads: int
     streaming: bool
-    words: np.ndarray               # (read only) _HEAD words, then ITEM_WORDS an item
-    parameters: Any                 # the ctypes parameter vector (P_SCRATCH), read only
     work: int                       # work units (C_NWORK)
+    # (read only) _HEAD words, then ITEM_WORDS an item; the ctypes parameter vector
+    # (P_SCRATCH): neither compared nor shown (the fields above decide them)
+    words: np.ndarray = field(compare=False, repr=False)
+    parameters: Any = field(compare=False, repr=False)
 
     def fits(self, left: np.ndarray, right: np.ndarray, threads: int) -> bool:
         """Whether ``left`` and ``right`` have the layout this call was made for, at
@@ -573,8 +576,8 @@ def product_call(left: np.ndarray, right: np.ndarray, itemsize: int, threads: in
     parameters = (ctypes.c_int64 * P_LEN)()
     parameters[P_SCRATCH] = _scratch_bytes(k, itemsize, block_panels)
     return ProductCall(left.shape, left.strides, right.shape, right.strides,
-                       (*batch, m, n), threads, streaming, words, parameters,
-                       count * column_blocks * row_blocks)
+                       (*batch, m, n), threads, streaming,
+                       count * column_blocks * row_blocks, words, parameters)
 
 
 def run_product(run, call: ProductCall, left: np.ndarray, right: np.ndarray,
