@@ -216,6 +216,16 @@ def test_copy_in_cache_smoke_run() -> None:
     assert all(all(f"{name} " in line for name in names) for line in lines), stdout
 
 
+def test_after_pause_smoke_run() -> None:
+    """bench/after_pause.py times the attention einsum, ours and torch's (each checked
+    against numpy's product first), after each pause at 1 and 2 threads: a row each."""
+    pytest.importorskip("numba", reason="the kernel is compiled with numba")
+    pytest.importorskip("torch")
+    stdout = run_bench("after_pause.py", "--rounds", "1", "--pauses", "0,1",
+                       "--shape", "1,2,64,32")
+    assert len(ratio_rows(stdout)) == 4, stdout
+
+
 @pytest.mark.slow
 def test_tile_geometry_ab_smoke_run() -> None:
     """bench/tile_geometry_ab.py runs each geometry in its own process (each copy checked
