@@ -313,7 +313,7 @@ def test_a_worker_that_keeps_its_post_past_the_spins(driven_pool, monkeypatch) -
         box[abi.M_WORD] = word - abi.POSTED + abi.IDLE
 
     x = _channels(6)
-    for attempt in range(20):   # until the stand-in, a thread the OS may run late, takes it
+    for attempt in range(400):  # until the stand-in, a thread the OS may run late, takes it
         released.clear()
         returned.clear()
         settles.clear()

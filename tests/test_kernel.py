@@ -168,6 +168,32 @@ def test_layouts_default_thresholds(name, shape, view, dtype, threads) -> None:
     assert_copies(view(x))
 
 
+@pytest.mark.parametrize("width", [682, 683])
+def test_small_inner_dim_panels_take_two_threads_sooner(width) -> None:
+    """The shipped thresholds on both sides of the small-inner-dim panels' own (two
+    threads from 2 * THREAD_MIN_BYTES // SHUFFLE_THREAD_DIVISOR bytes, 512 KiB):
+    (1, 3, 256, 682) uint8 to channels last is 523,776 B, one thread; 683 columns,
+    524,544 B, two. A row copy of as many bytes keeps one thread (THREAD_MIN_BYTES).
+    Every copy numpy's, byte for byte."""
+    x = random_array((1, 3, 256, width), np.uint8, np.random.default_rng(width))
+    src = x.transpose(0, 2, 3, 1)
+    plan = K.plan_copy(src.shape, src.strides, 1, threads=2)
+    assert plan.variant == "small-inner-dim"
+    two_from = 2 * (kplan.THREAD_MIN_BYTES // kplan.SHUFFLE_THREAD_DIVISOR)
+    assert (src.nbytes >= two_from) == (width == 683)
+    assert plan.threads == (2 if width == 683 else 1)
+    rows = x.reshape(3, 256, width)[:, ::-1]            # rows of `width` bytes, reversed
+    row_plan = K.plan_copy(rows.shape, rows.strides, 1, threads=2)
+    assert row_plan.threads == 1 and row_plan.variant != "small-inner-dim"
+    before = K.get_num_threads()
+    try:
+        K.set_num_threads(2)
+        assert_copies(src)
+        assert_copies(rows)
+    finally:
+        K.set_num_threads(before)
+
+
 @pytest.mark.parametrize("offset", [1, 2, 3, 4, 5, 6, 7])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128, STRUCT],
                          ids=["f4", "f8", "c16", "struct12"])

@@ -97,6 +97,14 @@ GAPPED_ROW_MIN_BYTES = 512       # to PREFETCH_ROW_BYTES: rows prefetched in sof
 GAPPED_ROW_GAP = (128, 4095)     # with gaps of this many bytes, at most a row, between
 #                                  them (see plan_aligned)
 THREAD_MIN_BYTES = 1 << 20       # each extra thread needs at least this much to move
+# ... a small-inner-dim panel's shuffles a quarter of that: in the caches one thread
+# interleaves 3 byte planes at ~20 GB/s, so from 512 KiB two threads pay (interleaved
+# with XLA, 2026-11-29: NCHW->NHWC uint8 0.57-1.72 MiB 1.16-1.83x, float32 1.29-2.10x,
+# pixel shuffle 1.48x, small ViT patchifies 1.36-1.81x; at 0.29 MiB two threads were
+# 0.92x). Row copies and transposes, which move more bytes an instruction, keep
+# THREAD_MIN_BYTES (at 0.5-0.77 MiB two threads were 0.69-0.91x for some).
+# docs/performance.md, "Two threads from 512 KiB for small-inner-dim panels".
+SHUFFLE_THREAD_DIVISOR = 4
 NONTEMPORAL_MIN_BYTES = 24 << 20  # row/panel streams this large bypass the caches
 NONTEMPORAL_TILE_MIN_BYTES = 2 << 20  # register-tile transposes: from this size
 LINE = 64                        # bytes per cache line (and per non-temporal store)
@@ -463,7 +471,8 @@ def _plan(shape, strides, itemsize, kind, threads, align, dst_strides) -> CopyKe
                             f"whole-line streaming stores", block=ty)
         return make("small-inner-dim", (ta, tb),
                     f"source-fastest dim {adim} ({na}) != destination-fastest dim {bdim} "
-                    f"({nb}): short dim outermost, {ta}x{tb} panels in L1")
+                    f"({nb}): short dim outermost, {ta}x{tb} panels in L1",
+                    min_threads_bytes=max(1, THREAD_MIN_BYTES // SHUFFLE_THREAD_DIVISOR))
     t = 16
     while (2 * t) * (2 * t) * u <= TILE_BYTES:
         t *= 2
