@@ -1311,9 +1311,9 @@ def _held_call(held: list[Any], left: np.ndarray, right: np.ndarray) -> Any:
     (``ProductCall.fits``). None where the runner does not take them: a plan is keyed
     by its inputs' layouts and dtypes, which decide that."""
     call = held[0]
-    if call is _UNSEEN or (call is not None and
-                           not call.fits(left, right, kernel.get_num_threads())):
-        call = held[0] = _product_call(left, right, kernel.get_num_threads())
+    threads = kernel.get_num_threads()
+    if call is _UNSEEN or (call is not None and not call.fits(left, right, threads)):
+        call = held[0] = _product_call(left, right, threads)
     return call
 
 

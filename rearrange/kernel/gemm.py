@@ -495,13 +495,12 @@ def streams(daddr: int, nbytes: int, n: int, itemsize: int) -> bool:
         (n * itemsize) % LINE == 0
 
 
-def _item_addresses(base: int, shape: tuple[int, ...], strides: tuple[int, ...]
-                    ) -> np.ndarray:
-    """The addresses of a batch's items (C order over ``shape``; strides in bytes, any
-    sign, 0 for a broadcast dim) from the first's, ``base``."""
+def _item_offsets(shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """The offsets (bytes) of a batch's items from its first (C order over ``shape``;
+    strides in bytes, any sign, 0 for a broadcast dim)."""
     if len(shape) == 1:
-        return base + np.arange(shape[0], dtype=np.int64) * strides[0]
-    offsets = np.full(shape, base, np.int64)
+        return np.arange(shape[0], dtype=np.int64) * strides[0]
+    offsets = np.zeros(shape, np.int64)
     for axis, (count, stride) in enumerate(zip(shape, strides)):
         if count > 1 and stride:
             place = [1] * len(shape)
@@ -569,8 +568,8 @@ def product_call(left: np.ndarray, right: np.ndarray, itemsize: int, threads: in
                      column_blocks, row_block, row_blocks, inner_block, 0, 0, 0)
     if batch:
         items = words[_HEAD:].reshape(count, ITEM_WORDS)
-        items[:, 0] = _item_addresses(0, batch, left.strides[:-2])
-        items[:, 1] = _item_addresses(0, batch, right.strides[:-2])
+        items[:, 0] = _item_offsets(batch, left.strides[:-2])
+        items[:, 1] = _item_offsets(batch, right.strides[:-2])
         items[:, 2] = np.arange(count, dtype=np.int64) * (m * n * itemsize)
     words.flags.writeable = False
     parameters = (ctypes.c_int64 * P_LEN)()
